@@ -1,0 +1,58 @@
+//! A GCRA rate limiter for Rust services that face untrusted clients.
+//!
+//! `ratelimit` decides, per client key, whether a request conforms to a
+//! [`Quota`] (a sustained rate and a burst), in tens of nanoseconds, without
+//! locks on the hot path, without I/O, and in memory that is bounded however
+//! many distinct keys clients invent.
+//!
+//! ```
+//! use ratelimit::{Limiter, MemoryStore, Quota, SystemClock};
+//!
+//! let limiter = Limiter::new(MemoryStore::default(), SystemClock::default());
+//! let quota = Quota::per_second(100).with_burst(20); // also per_minute, per_hour, "600/min".parse()
+//!
+//! let d = limiter.check(&"user-42", &quota);
+//! if d.is_allowed() {
+//!     // serve; send d.limit(), d.remaining(), d.reset_after() as headers
+//! } else {
+//!     // 429 with Retry-After: d.retry_after()
+//! }
+//! let d = limiter.check_n(&42u64, &quota, 5); // weighted cost
+//! # assert!(d.is_allowed());
+//! ```
+//!
+//! # Design
+//!
+//! * **Algorithm**: GCRA with one stored theoretical arrival time (TAT, `u64`
+//!   nanoseconds) per key, exact integer arithmetic (see `docs/engine.md`).
+//!   Over any interval of length `d`, a key is admitted at most
+//!   `burst + floor(d / T)` units of cost, where `T = period / count`.
+//! * **Time**: a [`Clock`] gives monotonic nanoseconds; [`SystemClock`] reads
+//!   the TSC through `quanta`; [`ManualClock`] is for tests. A clock that
+//!   steps backwards never grants extra capacity.
+//! * **State**: a [`Store`] holds the cells; [`MemoryStore`] is a fixed-size,
+//!   lock-free table keyed by a seeded 64-bit hash, that evicts only fully
+//!   recovered cells and charges new keys to a per-route overflow cell when it
+//!   is full of live ones, so a flood of fresh keys is never unlimited.
+//! * **Decisions are values**: a [`Decision`] says allowed or denied and
+//!   carries what the `RateLimit-*` and `Retry-After` headers need.
+//!
+//! # Features
+//!
+//! * `tokio`: [`Limiter::spawn_sweeper`], a background task that drops
+//!   recovered cells.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod clock;
+mod decision;
+mod gcra;
+mod limiter;
+mod quota;
+mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use decision::{Decision, Denial};
+pub use limiter::{Limiter, DEFAULT_ROUTE};
+pub use quota::{Quota, QuotaError};
+pub use store::{CellKey, MemoryStore, MemoryStoreBuilder, OverflowPolicy, Placement, Store};

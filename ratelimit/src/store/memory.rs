@@ -1,0 +1,551 @@
+//! `MemoryStore`: a bounded, lock-free table of GCRA cells.
+//!
+//! # Layout
+//!
+//! The table is split into shards; each shard is a fixed array of 64-byte
+//! buckets of four 16-byte slots. A slot is one `AtomicU128` holding
+//! `(tat << 64) | key_hash`, `0` meaning empty. Because the key and its TAT
+//! change together in one compare-and-swap, a slot can be evicted and reused
+//! under a concurrent updater without any ABA hazard: the updater's CAS
+//! compares the key too, so it can only succeed on its own key's state.
+//!
+//! A key lives in one of `PROBE_BUCKETS` consecutive buckets from its home
+//! bucket (wrapping within the shard). Lookups scan that window; they never
+//! stop at an empty slot, so removing a cell never hides another one.
+//!
+//! # Concurrency
+//!
+//! * Hits (the hot path): scan the window, then CAS the slot. No lock.
+//! * Inserting a new key: take the home bucket's insert lock, re-scan, claim an
+//!   empty slot by CAS. All inserts of one key share its home bucket, so the
+//!   lock is what prevents two cells for one key; it is held for one window
+//!   scan and never on the hit path.
+//! * Sweeping: CAS a recovered slot (TAT <= now) to empty. No lock.
+//!
+//! # Bounds
+//!
+//! Each shard admits at most its share of `max_keys` cells. When a shard is
+//! at its share, a new key first takes over a recovered cell in its window;
+//! failing that it is charged to the route's overflow cell (or refused), so a
+//! flood of new keys never evicts a live (limited) client and never gets
+//! through unlimited.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use portable_atomic::AtomicU128;
+
+use super::{CellKey, Placement, Store};
+
+const SLOTS_PER_BUCKET: usize = 4;
+/// Buckets a key may live in, starting at its home bucket.
+const PROBE_BUCKETS: usize = 8;
+/// Slots per key at the cap: the table runs at most half full, which keeps
+/// probe windows short and makes a full window vanishingly rare.
+const SLOTS_PER_KEY: usize = 2;
+/// Per-route overflow cells; routes beyond this share cells by `route % N`.
+const OVERFLOW_CELLS: usize = 256;
+const DEFAULT_MAX_KEYS: usize = 100_000;
+
+/// What a full store does with a key it has no room for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OverflowPolicy {
+    /// Charge the key to a cell shared by every overflowing key of the same
+    /// route, with the request's own quota: all new clients of that route
+    /// together get one client's allowance until room frees up.
+    #[default]
+    SharedBucket,
+    /// Deny the request ([`Denial::StoreFull`](crate::Denial::StoreFull)).
+    Refuse,
+}
+
+#[repr(align(64))]
+struct Bucket {
+    slots: [AtomicU128; SLOTS_PER_BUCKET],
+}
+
+impl Bucket {
+    fn new() -> Self {
+        Bucket {
+            slots: [
+                AtomicU128::new(0),
+                AtomicU128::new(0),
+                AtomicU128::new(0),
+                AtomicU128::new(0),
+            ],
+        }
+    }
+}
+
+#[repr(align(64))]
+struct Shard {
+    buckets: Box<[Bucket]>,
+    insert_locks: Box<[AtomicBool]>,
+    /// Occupied slots (live cells plus recovered ones not yet swept).
+    occupied: AtomicUsize,
+    cap: usize,
+}
+
+#[repr(align(64))]
+struct OverflowCell(AtomicU64);
+
+/// The embedded, in-process [`Store`]: bounded, lock-free on the hit path.
+///
+/// * **Memory** is allocated once, up front: `max_keys × 32` bytes of slots
+///   plus a byte per 4 slots (the default 100,000 keys take 3.2 MB). It never
+///   grows, whatever clients send.
+/// * **Keys** are 64-bit keyed hashes; raw client values are never stored.
+/// * **Eviction** only ever drops cells whose TAT is `<= now` (fully
+///   recovered), through [`sweep`](Store::sweep) or when a new key takes over
+///   a recovered cell. A limited client is never evicted, so it can never get
+///   a fresh bucket by waiting for eviction.
+/// * **When full of live cells**, new keys follow the [`OverflowPolicy`].
+///
+/// ```
+/// use ratelimit::{Limiter, MemoryStore, OverflowPolicy, SystemClock};
+///
+/// let store = MemoryStore::builder()
+///     .max_keys(1_000_000)
+///     .overflow(OverflowPolicy::SharedBucket)
+///     .build();
+/// assert_eq!(store.max_keys(), 1_000_000);
+/// let limiter = Limiter::new(store, SystemClock::default());
+/// ```
+pub struct MemoryStore {
+    shards: Box<[Shard]>,
+    shard_shift: u32,
+    overflow: Box<[OverflowCell]>,
+    policy: OverflowPolicy,
+    max_keys: usize,
+}
+
+/// Configures a [`MemoryStore`].
+#[derive(Debug, Clone)]
+pub struct MemoryStoreBuilder {
+    max_keys: usize,
+    policy: OverflowPolicy,
+    shards: Option<usize>,
+}
+
+impl MemoryStoreBuilder {
+    /// The most keys held at once (at least 1; default 100,000). Memory is
+    /// `32 bytes × max_keys`, allocated when the store is built.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys.max(1);
+        self
+    }
+
+    /// What happens to new keys when the store is full of live keys.
+    pub fn overflow(mut self, policy: OverflowPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The number of shards (rounded down to a power of two, at least 1).
+    /// The default scales with `max_keys`, up to 64.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards.max(1));
+        self
+    }
+
+    /// Allocates the store.
+    pub fn build(self) -> MemoryStore {
+        let max_keys = self.max_keys;
+        let wanted = self.shards.unwrap_or(max_keys / 16_384).clamp(1, 64);
+        let shard_count = 1usize << wanted.ilog2();
+        let shards = (0..shard_count)
+            .map(|i| {
+                let cap = max_keys / shard_count + usize::from(i < max_keys % shard_count);
+                let buckets = (cap * SLOTS_PER_KEY).div_ceil(SLOTS_PER_BUCKET).max(1);
+                Shard {
+                    buckets: (0..buckets).map(|_| Bucket::new()).collect(),
+                    insert_locks: (0..buckets).map(|_| AtomicBool::new(false)).collect(),
+                    occupied: AtomicUsize::new(0),
+                    cap,
+                }
+            })
+            .collect();
+        MemoryStore {
+            shards,
+            shard_shift: 64 - shard_count.trailing_zeros(),
+            overflow: (0..OVERFLOW_CELLS).map(|_| OverflowCell(AtomicU64::new(0))).collect(),
+            policy: self.policy,
+            max_keys,
+        }
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::builder().build()
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("max_keys", &self.max_keys)
+            .field("len", &self.len())
+            .field("shards", &self.shards.len())
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+#[inline]
+fn pack(hash: u64, tat: u64) -> u128 {
+    (u128::from(tat) << 64) | u128::from(hash)
+}
+
+#[inline]
+fn key_of(slot: u128) -> u64 {
+    slot as u64
+}
+
+#[inline]
+fn tat_of(slot: u128) -> u64 {
+    (slot >> 64) as u64
+}
+
+/// Releases a bucket's insert lock on drop.
+struct InsertGuard<'a>(&'a AtomicBool);
+
+impl Drop for InsertGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+enum Insert<T> {
+    Done(T),
+    /// The key appeared meanwhile: update it instead.
+    Present,
+    /// No room: charge the overflow cell or refuse.
+    Full,
+}
+
+impl Shard {
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        // Multiply-shift maps the low 32 bits onto the bucket count without a
+        // division and without requiring a power of two (no memory wasted).
+        (((hash & 0xffff_ffff) * self.buckets.len() as u64) >> 32) as usize
+    }
+
+    #[inline]
+    fn window(&self, home: usize) -> impl Iterator<Item = &Bucket> {
+        let n = self.buckets.len();
+        (0..PROBE_BUCKETS.min(n)).map(move |i| {
+            let mut b = home + i;
+            if b >= n {
+                b -= n;
+            }
+            &self.buckets[b]
+        })
+    }
+
+    #[inline]
+    fn find(&self, home: usize, hash: u64) -> Option<(&AtomicU128, u128)> {
+        for bucket in self.window(home) {
+            for slot in &bucket.slots {
+                let v = slot.load(Ordering::Acquire);
+                if key_of(v) == hash {
+                    return Some((slot, v));
+                }
+            }
+        }
+        None
+    }
+
+    fn lock(&self, home: usize) -> InsertGuard<'_> {
+        let lock = &self.insert_locks[home];
+        let mut spins = 0u32;
+        while lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            // The holder runs one window scan; if it was preempted, yield
+            // rather than burn the core it may need.
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        InsertGuard(lock)
+    }
+
+    /// Inserts `hash` with `tat` unless it is present; called with the
+    /// decision already made against a fresh cell.
+    fn insert(&self, home: usize, hash: u64, tat: u64, now: u64) -> Insert<()> {
+        let _guard = self.lock(home);
+        if self.find(home, hash).is_some() {
+            return Insert::Present;
+        }
+        let new = pack(hash, tat);
+        if self.occupied.fetch_add(1, Ordering::AcqRel) < self.cap {
+            for bucket in self.window(home) {
+                for slot in &bucket.slots {
+                    if slot.load(Ordering::Relaxed) == 0
+                        && slot
+                            .compare_exchange(0, new, Ordering::AcqRel, Ordering::Relaxed)
+                            .is_ok()
+                    {
+                        return Insert::Done(());
+                    }
+                }
+            }
+        }
+        self.occupied.fetch_sub(1, Ordering::AcqRel);
+        // At the cap, or the window is full: take over a recovered cell.
+        for bucket in self.window(home) {
+            for slot in &bucket.slots {
+                let v = slot.load(Ordering::Acquire);
+                if key_of(v) != 0
+                    && tat_of(v) <= now
+                    && slot
+                        .compare_exchange(v, new, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    return Insert::Done(());
+                }
+            }
+        }
+        Insert::Full
+    }
+
+    fn sweep(&self, now: u64) -> usize {
+        let mut evicted = 0;
+        for bucket in self.buckets.iter() {
+            for slot in &bucket.slots {
+                let v = slot.load(Ordering::Relaxed);
+                if key_of(v) != 0
+                    && tat_of(v) <= now
+                    && slot
+                        .compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    evicted += 1;
+                }
+            }
+        }
+        if evicted > 0 {
+            self.occupied.fetch_sub(evicted, Ordering::AcqRel);
+        }
+        evicted
+    }
+}
+
+impl MemoryStore {
+    /// A builder with the defaults: 100,000 keys, shared overflow bucket.
+    pub fn builder() -> MemoryStoreBuilder {
+        MemoryStoreBuilder {
+            max_keys: DEFAULT_MAX_KEYS,
+            policy: OverflowPolicy::default(),
+            shards: None,
+        }
+    }
+
+    /// A store holding at most `max_keys` keys, otherwise default.
+    pub fn with_max_keys(max_keys: usize) -> Self {
+        Self::builder().max_keys(max_keys).build()
+    }
+
+    /// The configured key bound.
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
+    /// The overflow policy.
+    pub fn overflow_policy(&self) -> OverflowPolicy {
+        self.policy
+    }
+
+    /// Bytes held by the table, overflow cells included (fixed at build).
+    pub fn memory_bytes(&self) -> usize {
+        let shards: usize = self
+            .shards
+            .iter()
+            .map(|s| {
+                s.buckets.len() * std::mem::size_of::<Bucket>()
+                    + s.insert_locks.len() * std::mem::size_of::<AtomicBool>()
+            })
+            .sum();
+        std::mem::size_of::<Self>()
+            + shards
+            + self.shards.len() * std::mem::size_of::<Shard>()
+            + self.overflow.len() * std::mem::size_of::<OverflowCell>()
+    }
+
+    #[inline]
+    fn shard(&self, hash: u64) -> &Shard {
+        // `checked_shr` handles the single-shard case (shift by 64).
+        let i = hash.checked_shr(self.shard_shift).unwrap_or(0) as usize;
+        &self.shards[i]
+    }
+
+    fn update_overflow<T, F>(&self, route: u32, mut f: F) -> (T, Placement)
+    where
+        F: FnMut(u64) -> (T, Option<u64>),
+    {
+        let cell = &self.overflow[route as usize % OVERFLOW_CELLS].0;
+        let mut current = cell.load(Ordering::Acquire);
+        loop {
+            let (out, write) = f(current);
+            let Some(tat) = write else {
+                return (out, Placement::Overflow);
+            };
+            match cell.compare_exchange_weak(current, tat, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return (out, Placement::Overflow),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
+
+impl Store for MemoryStore {
+    #[inline]
+    fn update<T, F>(&self, key: CellKey, now: u64, mut f: F) -> Option<(T, Placement)>
+    where
+        F: FnMut(u64) -> (T, Option<u64>),
+    {
+        let hash = key.hash;
+        debug_assert_ne!(hash, 0, "0 marks an empty slot");
+        let shard = self.shard(hash);
+        let home = shard.home(hash);
+        loop {
+            if let Some((slot, mut current)) = shard.find(home, hash) {
+                loop {
+                    let (out, write) = f(tat_of(current));
+                    let Some(tat) = write else {
+                        return Some((out, Placement::Own));
+                    };
+                    match slot.compare_exchange_weak(
+                        current,
+                        pack(hash, tat),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return Some((out, Placement::Own)),
+                        Err(actual) if key_of(actual) == hash => current = actual,
+                        // Swept or taken over: the key is gone, look again.
+                        Err(_) => break,
+                    }
+                }
+                continue;
+            }
+            // A new key. Decide against a fresh cell first: a denial or a
+            // zero-cost probe needs no cell, so it cannot fill the table.
+            let (out, write) = f(0);
+            let Some(tat) = write else {
+                return Some((out, Placement::Own));
+            };
+            match shard.insert(home, hash, tat, now) {
+                Insert::Done(()) => return Some((out, Placement::Own)),
+                Insert::Present => continue,
+                Insert::Full => {
+                    return match self.policy {
+                        OverflowPolicy::SharedBucket => Some(self.update_overflow(key.route, f)),
+                        OverflowPolicy::Refuse => None,
+                    };
+                }
+            }
+        }
+    }
+
+    fn sweep(&self, now: u64) -> usize {
+        self.shards.iter().map(|s| s.sweep(now)).sum()
+    }
+
+    fn sweep_parts(&self) -> usize {
+        self.shards.len()
+    }
+
+    fn sweep_part(&self, part: usize, now: u64) -> usize {
+        self.shards.get(part).map_or(0, |s| s.sweep(now))
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.occupied.load(Ordering::Relaxed)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u64) -> CellKey {
+        // Spread test keys like a real hash would.
+        let hash = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        CellKey { hash, route: 0 }
+    }
+
+    fn charge(store: &MemoryStore, k: CellKey, now: u64, until: u64) -> Placement {
+        store.update(k, now, |_| ((), Some(until))).expect("not refused").1
+    }
+
+    #[test]
+    fn stores_and_reads_back() {
+        let store = MemoryStore::with_max_keys(100);
+        assert_eq!(charge(&store, key(1), 10, 50), Placement::Own);
+        let (seen, _) = store.update(key(1), 10, |tat| (tat, None)).unwrap();
+        assert_eq!(seen, 50);
+        let (fresh, _) = store.update(key(2), 10, |tat| (tat, None)).unwrap();
+        assert_eq!(fresh, 0);
+        assert_eq!(store.len(), 1, "a read of a new key does not insert it");
+    }
+
+    #[test]
+    fn sweep_evicts_only_recovered_cells() {
+        let store = MemoryStore::with_max_keys(100);
+        charge(&store, key(1), 0, 100);
+        charge(&store, key(2), 0, 200);
+        assert_eq!(store.sweep(99), 0);
+        assert_eq!(store.sweep(100), 1);
+        assert_eq!(store.len(), 1);
+        let (tat, _) = store.update(key(2), 150, |t| (t, None)).unwrap();
+        assert_eq!(tat, 200);
+    }
+
+    #[test]
+    fn full_store_charges_overflow_and_never_evicts_live_cells() {
+        let store = MemoryStore::with_max_keys(64);
+        for i in 0..640 {
+            charge(&store, key(i), 0, 1_000);
+        }
+        assert_eq!(store.len(), 64);
+        let own = (0..640)
+            .filter(|&i| store.update(key(i), 0, |t| (t, None)).unwrap().0 == 1_000)
+            .count();
+        assert!(own >= 64, "the first keys kept their cells");
+        // Once recovered, new keys take over old cells instead of overflowing.
+        assert_eq!(charge(&store, key(10_000), 1_000, 2_000), Placement::Own);
+        assert_eq!(store.len(), 64);
+    }
+
+    #[test]
+    fn refuse_policy_returns_none() {
+        let store = MemoryStore::builder().max_keys(1).overflow(OverflowPolicy::Refuse).build();
+        charge(&store, key(1), 0, 100);
+        assert!(store.update(key(2), 0, |_| ((), Some(100))).is_none());
+    }
+
+    #[test]
+    fn memory_is_about_32_bytes_per_key() {
+        let store = MemoryStore::with_max_keys(1_000_000);
+        let per_key = store.memory_bytes() as f64 / 1e6;
+        assert!((32.0..34.0).contains(&per_key), "{per_key} bytes per key");
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod lock_free {
+    /// The table relies on native 16-byte CAS (`cmpxchg16b`, detected at run
+    /// time); portable-atomic's lock-based fallback would be correct but slow.
+    #[test]
+    fn slots_are_lock_free_on_x86_64() {
+        assert!(portable_atomic::AtomicU128::is_lock_free());
+    }
+}

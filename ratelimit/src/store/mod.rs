@@ -1,0 +1,81 @@
+//! Where per-key state lives: the `Store` trait and the embedded `MemoryStore`.
+
+mod memory;
+
+pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy};
+
+/// The identity of one rate-limit cell: a keyed 64-bit hash of (route, key),
+/// plus the route it belongs to (for the per-route overflow bucket).
+///
+/// Stores only ever see this hash, never the client's raw value, so raw
+/// values are never stored, and the hash is seeded per process so clients
+/// cannot aim collisions at a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CellKey {
+    /// Keyed hash of (route, key). Never 0.
+    pub hash: u64,
+    /// The route the key belongs to; selects the overflow bucket.
+    pub route: u32,
+}
+
+/// Where a request was charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Placement {
+    /// The key's own cell.
+    Own,
+    /// The route's shared overflow cell: the store was full of live keys.
+    Overflow,
+}
+
+/// Storage for GCRA cells, one theoretical arrival time (TAT) per key.
+///
+/// # Contract
+///
+/// * [`update`](Store::update) calls `f` with the key's stored TAT (0 for a key
+///   that has no cell: fully recovered) and stores what `f` returns, as one
+///   atomic step per key: two concurrent updates of a key never both act on
+///   the same old TAT. `f` may be called more than once (compare-and-swap
+///   retries); only its last result counts.
+/// * A store may drop a cell only when its TAT is `<= now` (fully recovered,
+///   so dropping it gives the client nothing it did not already have).
+/// * A store that cannot hold a new key must not admit it unlimited: it
+///   charges it to a shared overflow cell for `key.route` (returning
+///   [`Placement::Overflow`]) or refuses it (returning `None`).
+/// * Updates are called on the request path: they must not block on I/O.
+pub trait Store: Send + Sync {
+    /// Atomically applies `f` to the cell for `key`. `f` returns a value and,
+    /// if the cell must change, the new TAT.
+    ///
+    /// Returns `None` when the key has no cell and the store refuses new keys.
+    fn update<T, F>(&self, key: CellKey, now: u64, f: F) -> Option<(T, Placement)>
+    where
+        F: FnMut(u64) -> (T, Option<u64>);
+
+    /// Drops cells that are fully recovered (TAT `<= now`); returns how many.
+    fn sweep(&self, now: u64) -> usize;
+
+    /// How many independent parts [`sweep_part`](Store::sweep_part) can sweep
+    /// one at a time, so a background sweeper can yield between them.
+    fn sweep_parts(&self) -> usize {
+        1
+    }
+
+    /// Sweeps part `part` (`< sweep_parts()`) only; returns how many cells
+    /// were dropped.
+    fn sweep_part(&self, part: usize, now: u64) -> usize {
+        if part == 0 {
+            self.sweep(now)
+        } else {
+            0
+        }
+    }
+
+    /// The number of live cells held (an estimate under concurrency).
+    fn len(&self) -> usize;
+
+    /// Whether the store holds no cells.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,1 @@
+//! Test, benchmark and example host for the `ratelimit` workspace. Not published.
