@@ -1,1 +1,447 @@
-fn main() {}
+#![allow(unsafe_code)] // the counting allocator below; see Cargo.toml
+//! The engine against `governor` 0.10 (keyed, dashmap store), side by side in
+//! one run, then a summary table of ratios against the targets of issue 2.
+//!
+//! ```text
+//! cargo bench --bench engine            # everything, then the summary
+//! cargo bench --bench engine -- clock   # one group (the summary shows what ran)
+//! ```
+//!
+//! Both limiters use their default clocks (both read the TSC through quanta)
+//! and a quota that admits every request: the allowed path is what a busy
+//! service runs. Keys are pre-inserted, so every check is a lookup hit.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, Criterion};
+use ratelimit::{Clock, Limiter, MemoryStore, Quota, Store, SystemClock};
+
+// ---- allocation accounting, for memory per key ----------------------------
+
+struct Counting;
+
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts bytes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live_bytes() -> isize {
+    LIVE_BYTES.load(Ordering::Relaxed)
+}
+
+// ---- per-decision times, recorded from criterion's own samples --------------
+
+/// (bench id) -> per-iteration times of every sample criterion ran.
+static SAMPLES: Mutex<BTreeMap<String, Vec<f64>>> = Mutex::new(BTreeMap::new());
+
+fn record(id: &str, iters: u64, elapsed: Duration) {
+    let per_iter = elapsed.as_nanos() as f64 / iters.max(1) as f64;
+    SAMPLES.lock().unwrap().entry(id.to_owned()).or_default().push(per_iter);
+}
+
+fn median(id: &str) -> Option<f64> {
+    let samples = SAMPLES.lock().unwrap();
+    let mut v = samples.get(id)?.clone();
+    v.sort_by(|a, b| a.total_cmp(b));
+    Some(v[v.len() / 2])
+}
+
+// ---- the contenders ---------------------------------------------------------
+
+const RATE: u32 = 1_000_000_000;
+
+fn ours_quota() -> Quota {
+    Quota::per_second(RATE)
+}
+
+type Governor<K> = governor::DefaultKeyedRateLimiter<K>;
+
+fn governor<K: std::hash::Hash + Eq + Clone>() -> Governor<K> {
+    let rate = NonZeroU32::new(RATE).unwrap();
+    governor::RateLimiter::keyed(governor::Quota::per_second(rate).allow_burst(rate))
+}
+
+fn u64_keys(n: usize) -> Vec<u64> {
+    // Distinct, scattered values, like user ids or hashed addresses.
+    (0..n as u64)
+        .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5555)
+        .collect()
+}
+
+fn str_keys(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let s = format!("client-{i:017}");
+            debug_assert_eq!(s.len(), 24);
+            s
+        })
+        .collect()
+}
+
+fn ours_store(keys: usize) -> MemoryStore {
+    MemoryStore::with_max_keys(keys.max(1_000))
+}
+
+/// Runs `iters` checks over `keys` in order (wrapping), returns the elapsed time.
+fn run_ours<K: std::hash::Hash + ?Sized, Q: std::borrow::Borrow<K>>(
+    limiter: &Limiter,
+    keys: &[Q],
+    start: usize,
+    iters: u64,
+) -> Duration {
+    let quota = ours_quota();
+    let mut i = start % keys.len();
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        let d = limiter.check(keys[i].borrow(), &quota);
+        black_box(d);
+        i += 1;
+        if i == keys.len() {
+            i = 0;
+        }
+    }
+    t0.elapsed()
+}
+
+fn run_governor<K: std::hash::Hash + Eq + Clone>(
+    limiter: &Governor<K>,
+    keys: &[K],
+    start: usize,
+    iters: u64,
+) -> Duration {
+    let mut i = start % keys.len();
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        let d = limiter.check_key(&keys[i]);
+        let _ = black_box(d);
+        i += 1;
+        if i == keys.len() {
+            i = 0;
+        }
+    }
+    t0.elapsed()
+}
+
+fn single_thread(c: &mut Criterion) {
+    for n in [1usize, 10_000, 1_000_000] {
+        let label = match n {
+            1 => "1 key",
+            10_000 => "10k keys",
+            _ => "1M keys",
+        };
+
+        // u64 keys
+        let keys = u64_keys(n);
+        let mut g = c.benchmark_group(format!("{label}, u64"));
+        {
+            let limiter = Limiter::new(ours_store(n), SystemClock::default());
+            run_ours::<u64, u64>(&limiter, &keys, 0, n as u64);
+            let id = format!("{label}, u64/ratelimit");
+            g.bench_function("ratelimit", |b| {
+                let mut pos = 0;
+                b.iter_custom(|iters| {
+                    let e = run_ours::<u64, u64>(&limiter, &keys, pos, iters);
+                    pos += iters as usize;
+                    record(&id, iters, e);
+                    e
+                })
+            });
+        }
+        {
+            let limiter = governor::<u64>();
+            run_governor(&limiter, &keys, 0, n as u64);
+            let id = format!("{label}, u64/governor");
+            g.bench_function("governor", |b| {
+                let mut pos = 0;
+                b.iter_custom(|iters| {
+                    let e = run_governor(&limiter, &keys, pos, iters);
+                    pos += iters as usize;
+                    record(&id, iters, e);
+                    e
+                })
+            });
+        }
+        g.finish();
+        drop(keys);
+
+        // 24-byte string keys
+        let keys = str_keys(n);
+        let mut g = c.benchmark_group(format!("{label}, str24"));
+        {
+            let limiter = Limiter::new(ours_store(n), SystemClock::default());
+            run_ours::<str, String>(&limiter, &keys, 0, n as u64);
+            let id = format!("{label}, str24/ratelimit");
+            g.bench_function("ratelimit", |b| {
+                let mut pos = 0;
+                b.iter_custom(|iters| {
+                    let e = run_ours::<str, String>(&limiter, &keys, pos, iters);
+                    pos += iters as usize;
+                    record(&id, iters, e);
+                    e
+                })
+            });
+        }
+        {
+            let limiter = governor::<String>();
+            run_governor(&limiter, &keys, 0, n as u64);
+            let id = format!("{label}, str24/governor");
+            g.bench_function("governor", |b| {
+                let mut pos = 0;
+                b.iter_custom(|iters| {
+                    let e = run_governor(&limiter, &keys, pos, iters);
+                    pos += iters as usize;
+                    record(&id, iters, e);
+                    e
+                })
+            });
+        }
+        g.finish();
+    }
+}
+
+/// Two threads over 1M keys; the reported time is wall time / (2 * iters),
+/// i.e. the aggregate time per decision, directly comparable with 1 thread.
+fn two_threads(c: &mut Criterion) {
+    let n = 1_000_000;
+    let keys = u64_keys(n);
+    let mut g = c.benchmark_group("1M keys, u64, 2 threads");
+    {
+        let limiter = Limiter::new(ours_store(n), SystemClock::default());
+        run_ours::<u64, u64>(&limiter, &keys, 0, n as u64);
+        g.bench_function("ratelimit", |b| {
+            let mut pos = 0;
+            b.iter_custom(|iters| {
+                let e = std::thread::scope(|s| {
+                    let t0 = Instant::now();
+                    let a = s.spawn(|| run_ours::<u64, u64>(&limiter, &keys, pos, iters));
+                    let b = s.spawn(|| run_ours::<u64, u64>(&limiter, &keys, pos + n / 2, iters));
+                    a.join().unwrap();
+                    b.join().unwrap();
+                    t0.elapsed() / 2
+                });
+                pos += iters as usize;
+                record("1M keys, u64, 2 threads/ratelimit", iters, e);
+                e
+            })
+        });
+    }
+    {
+        let limiter = governor::<u64>();
+        run_governor(&limiter, &keys, 0, n as u64);
+        g.bench_function("governor", |b| {
+            let mut pos = 0;
+            b.iter_custom(|iters| {
+                let e = std::thread::scope(|s| {
+                    let t0 = Instant::now();
+                    let a = s.spawn(|| run_governor(&limiter, &keys, pos, iters));
+                    let b = s.spawn(|| run_governor(&limiter, &keys, pos + n / 2, iters));
+                    a.join().unwrap();
+                    b.join().unwrap();
+                    t0.elapsed() / 2
+                });
+                pos += iters as usize;
+                record("1M keys, u64, 2 threads/governor", iters, e);
+                e
+            })
+        });
+    }
+    g.finish();
+}
+
+fn clocks(c: &mut Criterion) {
+    let mut g = c.benchmark_group("clock");
+    let clock = SystemClock::default();
+    g.bench_function("SystemClock::now (quanta TSC)", |b| {
+        b.iter_custom(|iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                black_box(clock.now());
+            }
+            let e = t0.elapsed();
+            record("clock/SystemClock", iters, e);
+            e
+        })
+    });
+    g.bench_function("std::time::Instant::now", |b| {
+        b.iter_custom(|iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                black_box(Instant::now());
+            }
+            let e = t0.elapsed();
+            record("clock/Instant", iters, e);
+            e
+        })
+    });
+    g.finish();
+}
+
+// ---- memory per key -----------------------------------------------------------
+
+struct Memory {
+    ours_u64: f64,
+    ours_str: f64,
+    governor_u64: f64,
+    governor_str: f64,
+}
+
+fn memory_per_key() -> Memory {
+    let n = 1_000_000;
+    let u64s = u64_keys(n);
+    let strs = str_keys(n);
+    let per_key = |before: isize| (live_bytes() - before) as f64 / n as f64;
+
+    let before = live_bytes();
+    let ours = Limiter::new(ours_store(n), SystemClock::default());
+    run_ours::<u64, u64>(&ours, &u64s, 0, n as u64);
+    assert_eq!(ours.store().len(), n, "every key has its own cell");
+    let ours_u64 = per_key(before);
+    drop(ours);
+
+    let before = live_bytes();
+    let ours = Limiter::new(ours_store(n), SystemClock::default());
+    run_ours::<str, String>(&ours, &strs, 0, n as u64);
+    let ours_str = per_key(before);
+    drop(ours);
+
+    let before = live_bytes();
+    let gov = governor::<u64>();
+    run_governor(&gov, &u64s, 0, n as u64);
+    let governor_u64 = per_key(before);
+    drop(gov);
+
+    // governor owns its keys: clone them in, as a service would.
+    let before = live_bytes();
+    let gov = governor::<String>();
+    for k in &strs {
+        let _ = gov.check_key(&k.clone());
+    }
+    let governor_str = per_key(before);
+    drop(gov);
+
+    Memory {
+        ours_u64,
+        ours_str,
+        governor_u64,
+        governor_str,
+    }
+}
+
+// ---- summary ------------------------------------------------------------------
+
+fn summary(memory: &Memory) {
+    println!();
+    println!("=== ratelimit vs governor 0.10.4: median ns per decision (one run) ===");
+    println!(
+        "{:<28} {:>10} {:>10} {:>7} {:>8}  verdict",
+        "scenario", "ratelimit", "governor", "ratio", "target"
+    );
+    let rows = [
+        ("1 key, u64", 0.7),
+        ("1 key, str24", 0.7),
+        ("10k keys, u64", 0.7),
+        ("10k keys, str24", 0.7),
+        ("1M keys, u64", 0.5),
+        ("1M keys, str24", 0.5),
+        ("1M keys, u64, 2 threads", f64::NAN),
+    ];
+    for (scenario, target) in rows {
+        let (Some(ours), Some(gov)) = (
+            median(&format!("{scenario}/ratelimit")),
+            median(&format!("{scenario}/governor")),
+        ) else {
+            continue;
+        };
+        let ratio = ours / gov;
+        let (target_s, verdict) = if target.is_nan() {
+            ("-".to_owned(), "")
+        } else if ratio <= target {
+            (format!("<={target}x"), "met")
+        } else {
+            (format!("<={target}x"), "MISSED")
+        };
+        println!("{scenario:<28} {ours:>10.1} {gov:>10.1} {ratio:>6.2}x {target_s:>8}  {verdict}");
+    }
+    if let (Some(one), Some(two)) = (
+        median("1M keys, u64/ratelimit"),
+        median("1M keys, u64, 2 threads/ratelimit"),
+    ) {
+        let scale = one / two;
+        let verdict = if scale >= 1.6 { "met" } else { "MISSED" };
+        println!("2-thread scaling over 1M u64 keys: {scale:.2}x single-thread throughput (target >=1.6x) {verdict}");
+        if let (Some(g1), Some(g2)) = (
+            median("1M keys, u64/governor"),
+            median("1M keys, u64, 2 threads/governor"),
+        ) {
+            println!("  (governor: {:.2}x)", g1 / g2);
+        }
+    }
+    if let (Some(q), Some(i)) = (median("clock/SystemClock"), median("clock/Instant")) {
+        println!("clock: SystemClock::now {q:.1} ns, std Instant::now {i:.1} ns");
+    }
+    println!();
+    println!("=== memory per key at 1M keys (bytes, allocator-counted) ===");
+    let verdict = |b: f64| if b <= 40.0 { "met" } else { "MISSED" };
+    println!(
+        "u64 keys:      ratelimit {:>6.1}   governor {:>6.1}   target <=40 {}",
+        memory.ours_u64,
+        memory.governor_u64,
+        verdict(memory.ours_u64)
+    );
+    println!(
+        "24-byte keys:  ratelimit {:>6.1}   governor {:>6.1}   target <=40 {}",
+        memory.ours_str,
+        memory.governor_str,
+        verdict(memory.ours_str)
+    );
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(40)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = clocks, single_thread, two_threads
+}
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    let memory = memory_per_key();
+    // `cargo bench -- --test` (scripts/test) runs each bench once: a smoke
+    // test, whose timings mean nothing.
+    if !std::env::args().any(|a| a == "--test") {
+        summary(&memory);
+    }
+}

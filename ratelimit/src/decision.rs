@@ -27,7 +27,11 @@ use std::time::Duration;
 pub struct Decision {
     pub(crate) allowed: bool,
     pub(crate) limit: u32,
-    pub(crate) remaining: u32,
+    /// Unused capacity after this decision, in nanoseconds. `remaining()`
+    /// divides it by the emission interval only when asked, keeping a
+    /// division off the path of callers that never read it.
+    pub(crate) slack_ns: u64,
+    pub(crate) interval_ns: u64,
     pub(crate) reset_after_ns: u64,
     pub(crate) retry_after_ns: u64,
     pub(crate) denial: Option<Denial>,
@@ -74,7 +78,12 @@ impl Decision {
 
     /// Unit requests that would be admitted right now, after this decision.
     pub const fn remaining(&self) -> u32 {
-        self.remaining
+        let units = self.slack_ns / self.interval_ns;
+        if units < self.limit as u64 {
+            units as u32
+        } else {
+            self.limit
+        }
     }
 
     /// Time until the bucket is full again (the key is fully recovered).

@@ -27,6 +27,7 @@ pub(crate) enum Write {
 
 /// Decides a request of `cost` at `now` against a cell whose stored TAT is
 /// `stored` (0 for a cell that does not exist yet: fully recovered).
+#[inline]
 pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decision, Write) {
     let t = u128::from(quota.interval_ns());
     let burst = quota.burst();
@@ -40,19 +41,23 @@ pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decisi
     // Persist a clamp even when denying, or the client would stay locked out
     // until the clock caught up with the old timeline.
     let clamped = u128::from(stored) > now128 + capacity;
-    let keep = if clamped { Write::Store(saturate(tat)) } else { Write::Keep };
-
-    let remaining_at = |tat: u128| -> u32 {
-        let used = tat - now128;
-        // `used <= capacity` always holds here, so this is <= burst.
-        ((capacity - used) / t) as u32
+    let keep = if clamped {
+        Write::Store(saturate(tat))
+    } else {
+        Write::Keep
     };
+
+    // Unused capacity once the TAT is `tat`; `tat - now <= capacity` holds
+    // wherever this is called.
+    let slack_at = |tat: u128| -> u64 { saturate(capacity - (tat - now128)) };
+    let interval_ns = quota.interval_ns();
 
     if cost > burst {
         let decision = Decision {
             allowed: false,
             limit: burst,
-            remaining: remaining_at(tat),
+            slack_ns: slack_at(tat),
+            interval_ns,
             reset_after_ns: saturate(tat - now128),
             retry_after_ns: u64::MAX,
             denial: Some(Denial::CostExceedsBurst),
@@ -66,7 +71,8 @@ pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decisi
         let decision = Decision {
             allowed: true,
             limit: burst,
-            remaining: remaining_at(new),
+            slack_ns: slack_at(new),
+            interval_ns,
             reset_after_ns: saturate(new - now128),
             retry_after_ns: 0,
             denial: None,
@@ -78,7 +84,8 @@ pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decisi
         let decision = Decision {
             allowed: false,
             limit: burst,
-            remaining: remaining_at(tat),
+            slack_ns: slack_at(tat),
+            interval_ns,
             reset_after_ns: saturate(tat - now128),
             retry_after_ns: saturate(new - now128 - capacity),
             denial: Some(Denial::RateLimited),
@@ -256,8 +263,12 @@ mod tests {
     #[test]
     fn u64_extremes_do_not_overflow() {
         let quotas = [
-            Quota::new(1, Duration::from_nanos(u64::MAX)).unwrap().with_burst(u32::MAX),
-            Quota::new(u32::MAX, Duration::from_nanos(1)).unwrap().with_burst(u32::MAX),
+            Quota::new(1, Duration::from_nanos(u64::MAX))
+                .unwrap()
+                .with_burst(u32::MAX),
+            Quota::new(u32::MAX, Duration::from_nanos(1))
+                .unwrap()
+                .with_burst(u32::MAX),
             Quota::per_hour(1),
             Quota::per_second(u32::MAX),
         ];

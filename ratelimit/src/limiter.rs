@@ -123,7 +123,8 @@ impl<S: Store, C: Clock> Limiter<S, C> {
             None => Decision {
                 allowed: false,
                 limit: quota.burst(),
-                remaining: 0,
+                slack_ns: 0,
+                interval_ns: quota.interval_ns(),
                 reset_after_ns: 0,
                 retry_after_ns: quota.interval_ns(),
                 denial: Some(Denial::StoreFull),

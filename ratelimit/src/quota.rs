@@ -101,8 +101,8 @@ impl Quota {
         if count == 0 {
             return Err(QuotaError::new(ErrorKind::ZeroCount, None));
         }
-        let period_ns = u64::try_from(period.as_nanos())
-            .map_err(|_| QuotaError::new(ErrorKind::PeriodTooLong, None))?;
+        let period_ns =
+            u64::try_from(period.as_nanos()).map_err(|_| QuotaError::new(ErrorKind::PeriodTooLong, None))?;
         if period_ns == 0 {
             return Err(QuotaError::new(ErrorKind::ZeroPeriod, None));
         }
@@ -300,11 +300,18 @@ impl fmt::Display for QuotaError {
                 f,
                 "unknown period unit; expected one of ms, s, min, h, d, optionally preceded by a number (\"30s\")"
             ),
-            ErrorKind::ZeroCount => write!(f, "the count must be at least 1 (a rate of 0 would block every request)"),
+            ErrorKind::ZeroCount => write!(
+                f,
+                "the count must be at least 1 (a rate of 0 would block every request)"
+            ),
             ErrorKind::ZeroBurst => write!(f, "the burst must be at least 1"),
             ErrorKind::ZeroPeriod => write!(f, "the period must be longer than zero"),
             ErrorKind::CountTooLarge => write!(f, "the count must be at most {}", u32::MAX),
-            ErrorKind::PeriodTooLong => write!(f, "the period must be at most {} nanoseconds (about 584 years)", u64::MAX),
+            ErrorKind::PeriodTooLong => write!(
+                f,
+                "the period must be at most {} nanoseconds (about 584 years)",
+                u64::MAX
+            ),
         }
     }
 }
@@ -324,7 +331,10 @@ mod tests {
         assert_eq!(q.count(), 100);
         assert_eq!(q.period(), Duration::from_secs(30));
         assert_eq!(q.emission_interval(), Duration::from_millis(300));
-        assert_eq!(" 1 / 500ms ".parse::<Quota>().unwrap().emission_interval(), Duration::from_millis(500));
+        assert_eq!(
+            " 1 / 500ms ".parse::<Quota>().unwrap().emission_interval(),
+            Duration::from_millis(500)
+        );
         assert_eq!("2/day".parse::<Quota>().unwrap().period(), Duration::from_secs(86_400));
     }
 
@@ -368,6 +378,9 @@ mod tests {
     #[test]
     fn displays_in_config_syntax() {
         assert_eq!(Quota::per_minute(600).to_string(), "600/min (burst 600)");
-        assert_eq!("100/30s".parse::<Quota>().unwrap().with_burst(5).to_string(), "100/30s (burst 5)");
+        assert_eq!(
+            "100/30s".parse::<Quota>().unwrap().with_burst(5).to_string(),
+            "100/30s (burst 5)"
+        );
     }
 }

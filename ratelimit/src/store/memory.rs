@@ -46,6 +46,9 @@ const SLOTS_PER_KEY: usize = 2;
 /// Per-route overflow cells; routes beyond this share cells by `route % N`.
 const OVERFLOW_CELLS: usize = 256;
 const DEFAULT_MAX_KEYS: usize = 100_000;
+/// Buckets an insert at the bound may sweep (one 2 KiB stretch of memory), so
+/// a new key can find room freed anywhere in its shard, at a bounded cost.
+const INCREMENTAL_SWEEP_BUCKETS: usize = 32;
 
 /// What a full store does with a key it has no room for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,14 +81,16 @@ impl Bucket {
     }
 }
 
-#[repr(align(64))]
 struct Shard {
     buckets: Box<[Bucket]>,
     insert_locks: Box<[AtomicBool]>,
-    /// Occupied slots (live cells plus recovered ones not yet swept).
-    occupied: AtomicUsize,
-    cap: usize,
+    /// Where the next incremental sweep (run by inserts at the bound) starts.
+    sweep_cursor: AtomicUsize,
 }
+
+/// A counter on a cache line of its own (written only by inserts and sweeps).
+#[repr(align(64))]
+struct Occupied(AtomicUsize);
 
 #[repr(align(64))]
 struct OverflowCell(AtomicU64);
@@ -114,6 +119,10 @@ struct OverflowCell(AtomicU64);
 /// ```
 pub struct MemoryStore {
     shards: Box<[Shard]>,
+    /// Occupied slots (live cells plus recovered ones not yet swept), over all
+    /// shards: one counter, so the bound is exact whatever the spread of keys
+    /// over shards. Only inserts and sweeps touch it, never the hit path.
+    occupied: Occupied,
     shard_shift: u32,
     overflow: Box<[OverflowCell]>,
     policy: OverflowPolicy,
@@ -156,18 +165,18 @@ impl MemoryStoreBuilder {
         let shard_count = 1usize << wanted.ilog2();
         let shards = (0..shard_count)
             .map(|i| {
-                let cap = max_keys / shard_count + usize::from(i < max_keys % shard_count);
-                let buckets = (cap * SLOTS_PER_KEY).div_ceil(SLOTS_PER_BUCKET).max(1);
+                let share = max_keys / shard_count + usize::from(i < max_keys % shard_count);
+                let buckets = (share * SLOTS_PER_KEY).div_ceil(SLOTS_PER_BUCKET).max(1);
                 Shard {
                     buckets: (0..buckets).map(|_| Bucket::new()).collect(),
                     insert_locks: (0..buckets).map(|_| AtomicBool::new(false)).collect(),
-                    occupied: AtomicUsize::new(0),
-                    cap,
+                    sweep_cursor: AtomicUsize::new(0),
                 }
             })
             .collect();
         MemoryStore {
             shards,
+            occupied: Occupied(AtomicUsize::new(0)),
             shard_shift: 64 - shard_count.trailing_zeros(),
             overflow: (0..OVERFLOW_CELLS).map(|_| OverflowCell(AtomicU64::new(0))).collect(),
             policy: self.policy,
@@ -279,13 +288,13 @@ impl Shard {
 
     /// Inserts `hash` with `tat` unless it is present; called with the
     /// decision already made against a fresh cell.
-    fn insert(&self, home: usize, hash: u64, tat: u64, now: u64) -> Insert<()> {
+    fn insert(&self, home: usize, hash: u64, tat: u64, now: u64, occupied: &AtomicUsize, cap: usize) -> Insert<()> {
         let _guard = self.lock(home);
         if self.find(home, hash).is_some() {
             return Insert::Present;
         }
         let new = pack(hash, tat);
-        if self.occupied.fetch_add(1, Ordering::AcqRel) < self.cap {
+        if occupied.fetch_add(1, Ordering::AcqRel) < cap {
             for bucket in self.window(home) {
                 for slot in &bucket.slots {
                     if slot.load(Ordering::Relaxed) == 0
@@ -298,7 +307,7 @@ impl Shard {
                 }
             }
         }
-        self.occupied.fetch_sub(1, Ordering::AcqRel);
+        occupied.fetch_sub(1, Ordering::AcqRel);
         // At the cap, or the window is full: take over a recovered cell.
         for bucket in self.window(home) {
             for slot in &bucket.slots {
@@ -317,22 +326,34 @@ impl Shard {
     }
 
     fn sweep(&self, now: u64) -> usize {
+        self.sweep_range(0, self.buckets.len(), now)
+    }
+
+    /// Sweeps the next `INCREMENTAL_SWEEP_BUCKETS` buckets after the cursor.
+    fn sweep_some(&self, now: u64) -> usize {
+        let n = self.buckets.len();
+        let step = INCREMENTAL_SWEEP_BUCKETS.min(n);
+        let start = self.sweep_cursor.fetch_add(step, Ordering::Relaxed) % n;
+        let end = start + step;
+        if end <= n {
+            self.sweep_range(start, end, now)
+        } else {
+            self.sweep_range(start, n, now) + self.sweep_range(0, end - n, now)
+        }
+    }
+
+    fn sweep_range(&self, start: usize, end: usize, now: u64) -> usize {
         let mut evicted = 0;
-        for bucket in self.buckets.iter() {
+        for bucket in &self.buckets[start..end] {
             for slot in &bucket.slots {
                 let v = slot.load(Ordering::Relaxed);
                 if key_of(v) != 0
                     && tat_of(v) <= now
-                    && slot
-                        .compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed)
-                        .is_ok()
+                    && slot.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
                 {
                     evicted += 1;
                 }
             }
-        }
-        if evicted > 0 {
-            self.occupied.fetch_sub(evicted, Ordering::AcqRel);
         }
         evicted
     }
@@ -415,6 +436,7 @@ impl Store for MemoryStore {
         debug_assert_ne!(hash, 0, "0 marks an empty slot");
         let shard = self.shard(hash);
         let home = shard.home(hash);
+        let mut swept = false;
         loop {
             if let Some((slot, mut current)) = shard.find(home, hash) {
                 loop {
@@ -422,12 +444,7 @@ impl Store for MemoryStore {
                     let Some(tat) = write else {
                         return Some((out, Placement::Own));
                     };
-                    match slot.compare_exchange_weak(
-                        current,
-                        pack(hash, tat),
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    ) {
+                    match slot.compare_exchange_weak(current, pack(hash, tat), Ordering::AcqRel, Ordering::Acquire) {
                         Ok(_) => return Some((out, Placement::Own)),
                         Err(actual) if key_of(actual) == hash => current = actual,
                         // Swept or taken over: the key is gone, look again.
@@ -442,10 +459,20 @@ impl Store for MemoryStore {
             let Some(tat) = write else {
                 return Some((out, Placement::Own));
             };
-            match shard.insert(home, hash, tat, now) {
+            match shard.insert(home, hash, tat, now, &self.occupied.0, self.max_keys) {
                 Insert::Done(()) => return Some((out, Placement::Own)),
                 Insert::Present => continue,
                 Insert::Full => {
+                    // At the bound with no recovered cell nearby: sweep a
+                    // bounded stretch of the shard once, then try again.
+                    if !swept {
+                        swept = true;
+                        let evicted = shard.sweep_some(now);
+                        if evicted > 0 {
+                            self.occupied.0.fetch_sub(evicted, Ordering::AcqRel);
+                            continue;
+                        }
+                    }
                     return match self.policy {
                         OverflowPolicy::SharedBucket => Some(self.update_overflow(key.route, f)),
                         OverflowPolicy::Refuse => None,
@@ -456,7 +483,7 @@ impl Store for MemoryStore {
     }
 
     fn sweep(&self, now: u64) -> usize {
-        self.shards.iter().map(|s| s.sweep(now)).sum()
+        (0..self.shards.len()).map(|i| self.sweep_part(i, now)).sum()
     }
 
     fn sweep_parts(&self) -> usize {
@@ -464,11 +491,15 @@ impl Store for MemoryStore {
     }
 
     fn sweep_part(&self, part: usize, now: u64) -> usize {
-        self.shards.get(part).map_or(0, |s| s.sweep(now))
+        let evicted = self.shards.get(part).map_or(0, |s| s.sweep(now));
+        if evicted > 0 {
+            self.occupied.0.fetch_sub(evicted, Ordering::AcqRel);
+        }
+        evicted
     }
 
     fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.occupied.load(Ordering::Relaxed)).sum()
+        self.occupied.0.load(Ordering::Relaxed)
     }
 }
 
@@ -527,7 +558,10 @@ mod tests {
 
     #[test]
     fn refuse_policy_returns_none() {
-        let store = MemoryStore::builder().max_keys(1).overflow(OverflowPolicy::Refuse).build();
+        let store = MemoryStore::builder()
+            .max_keys(1)
+            .overflow(OverflowPolicy::Refuse)
+            .build();
         charge(&store, key(1), 0, 100);
         assert!(store.update(key(2), 0, |_| ((), Some(100))).is_none());
     }

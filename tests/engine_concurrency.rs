@@ -1,0 +1,129 @@
+//! Concurrency: many threads on one key, many threads over many keys, with a
+//! concurrent sweeper, never admit more than the GCRA bound.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::Duration;
+
+use ratelimit::{Clock, Limiter, ManualClock, MemoryStore, Quota};
+
+const THREADS: usize = 8;
+
+#[test]
+fn many_threads_on_one_new_key_with_a_frozen_clock_admit_exactly_burst() {
+    for round in 0..20 {
+        let clock = ManualClock::new();
+        let limiter = Limiter::new(MemoryStore::with_max_keys(1_000), clock);
+        let quota = Quota::per_hour(1).with_burst(500);
+        let admitted = AtomicU64::new(0);
+        let barrier = Barrier::new(THREADS);
+        std::thread::scope(|s| {
+            for _ in 0..THREADS {
+                s.spawn(|| {
+                    barrier.wait();
+                    for _ in 0..200 {
+                        if limiter.check(&("hot", round), &quota).is_allowed() {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(admitted.load(Ordering::Relaxed), 500, "round {round}");
+    }
+}
+
+#[test]
+fn weighted_costs_under_contention_sum_to_at_most_burst() {
+    let limiter = Limiter::new(MemoryStore::with_max_keys(1_000), ManualClock::new());
+    let quota = Quota::per_hour(1).with_burst(1_000);
+    let admitted = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS as u32 {
+            let (limiter, admitted, quota) = (&limiter, &admitted, &quota);
+            s.spawn(move || {
+                for i in 0..500u32 {
+                    let cost = 1 + (i + t) % 7;
+                    if limiter.check_n(&7u64, quota, cost).is_allowed() {
+                        admitted.fetch_add(u64::from(cost), Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let total = admitted.load(Ordering::Relaxed);
+    // Costs are at most 7, so the bucket is left with less than 7 units.
+    assert!((994..=1_000).contains(&total), "admitted cost {total}");
+}
+
+/// Many threads over many keys while the clock moves and a sweeper evicts
+/// recovered cells: per key, admitted <= burst + elapsed / T.
+#[test]
+fn many_threads_many_keys_with_a_moving_clock_and_a_sweeper_respect_the_bound() {
+    const KEYS: usize = 2_000;
+    let clock = ManualClock::new();
+    let limiter = Limiter::new(MemoryStore::with_max_keys(KEYS * 2), clock.clone());
+    let quota = Quota::per_second(100).with_burst(3); // T = 10 ms
+    let t_ns = quota.emission_interval().as_nanos() as u64;
+    let counts: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    let start = clock.now();
+    let workers_done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (limiter, counts, quota, done) = (&limiter, &counts, &quota, &workers_done);
+            s.spawn(move || {
+                for round in 0..30 {
+                    for k in 0..KEYS {
+                        let k = (k * 7 + t * 13 + round) % KEYS;
+                        if limiter.check(&(k as u64), quota).is_allowed() {
+                            counts[k].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                done.fetch_add(1, Ordering::Release);
+            });
+        }
+        // Time moves 1 ms per step while the workers run; a sweeper runs too.
+        let (limiter, clock, done) = (&limiter, &clock, &workers_done);
+        s.spawn(move || {
+            while done.load(Ordering::Acquire) < THREADS as u64 {
+                clock.advance(Duration::from_millis(1));
+                limiter.sweep();
+                std::thread::yield_now();
+            }
+        });
+    });
+    let elapsed = clock.now() - start;
+    let bound = 3 + elapsed / t_ns;
+    for (k, c) in counts.iter().enumerate() {
+        let c = c.load(Ordering::Relaxed);
+        assert!(c <= bound, "key {k}: admitted {c} > bound {bound} over {elapsed} ns");
+        assert!(c >= 3, "key {k}: admitted {c}, less than one burst");
+    }
+}
+
+#[test]
+fn frozen_clock_many_keys_admit_exactly_burst_each() {
+    const KEYS: usize = 5_000;
+    let limiter = Limiter::new(MemoryStore::with_max_keys(KEYS * 2), ManualClock::new());
+    let quota = Quota::per_minute(60).with_burst(4);
+    let counts: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (limiter, counts, quota) = (&limiter, &counts, &quota);
+            s.spawn(move || {
+                for round in 0..3 {
+                    for k in 0..KEYS {
+                        let k = (k + t * 977 + round * 31) % KEYS;
+                        if limiter.check(&format!("user-{k}"), quota).is_allowed() {
+                            counts[k].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    for (k, c) in counts.iter().enumerate() {
+        assert_eq!(c.load(Ordering::Relaxed), 4, "key {k}");
+    }
+}
