@@ -357,11 +357,114 @@ fn memory_per_key() -> Memory {
     }
 }
 
+// ---- interleaved A/B: the verdicts ---------------------------------------------
+
+/// Alternates `rounds` blocks of `block` decisions between `a` and `b` and
+/// returns the median ns per decision of each. Alternating in short blocks
+/// cancels the slow drift of a shared machine that separate criterion runs,
+/// seconds apart, pick up as a difference between the contenders.
+fn interleaved(
+    rounds: usize,
+    block: u64,
+    mut a: impl FnMut(usize, u64) -> Duration,
+    mut b: impl FnMut(usize, u64) -> Duration,
+) -> (f64, f64) {
+    let (mut ta, mut tb) = (Vec::new(), Vec::new());
+    let mut pos = 0;
+    for _ in 0..rounds {
+        ta.push(a(pos, block).as_nanos() as f64 / block as f64);
+        tb.push(b(pos, block).as_nanos() as f64 / block as f64);
+        pos += block as usize;
+    }
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(|x, y| x.total_cmp(y));
+        v[v.len() / 2]
+    };
+    (med(ta), med(tb))
+}
+
+const AB_ROUNDS: usize = 31;
+const AB_BLOCK: u64 = 200_000;
+
+fn ab_row(scenario: &str, target: f64, ours: f64, gov: f64) {
+    let ratio = ours / gov;
+    let verdict = if ratio <= target { "met" } else { "MISSED" };
+    println!(
+        "{scenario:<28} {ours:>10.1} {gov:>10.1} {ratio:>6.2}x {:>8}  {verdict}",
+        format!("<={target}x")
+    );
+}
+
+fn ab_summary() {
+    println!();
+    println!("=== interleaved A/B, {AB_ROUNDS} alternating blocks of {AB_BLOCK}: median ns per decision ===");
+    println!(
+        "{:<28} {:>10} {:>10} {:>7} {:>8}  verdict",
+        "scenario", "ratelimit", "governor", "ratio", "target"
+    );
+    for (n, label, target) in [
+        (1usize, "1 key", 0.7),
+        (10_000, "10k keys", 0.7),
+        (1_000_000, "1M keys", 0.5),
+    ] {
+        let keys = u64_keys(n);
+        let ours = Limiter::new(ours_store(n), SystemClock::default());
+        let gov = governor::<u64>();
+        run_ours::<u64, u64>(&ours, &keys, 0, n as u64);
+        run_governor(&gov, &keys, 0, n as u64);
+        let (a, b) = interleaved(
+            AB_ROUNDS,
+            AB_BLOCK,
+            |p, i| run_ours::<u64, u64>(&ours, &keys, p, i),
+            |p, i| run_governor(&gov, &keys, p, i),
+        );
+        ab_row(&format!("{label}, u64"), target, a, b);
+
+        if n == 1_000_000 {
+            let (one, two) = interleaved(
+                AB_ROUNDS,
+                AB_BLOCK,
+                |p, i| run_ours::<u64, u64>(&ours, &keys, p, i),
+                |p, i| {
+                    std::thread::scope(|s| {
+                        let t0 = Instant::now();
+                        let x = s.spawn(|| run_ours::<u64, u64>(&ours, &keys, p, i));
+                        let y = s.spawn(|| run_ours::<u64, u64>(&ours, &keys, p + n / 2, i));
+                        x.join().unwrap();
+                        y.join().unwrap();
+                        t0.elapsed() / 2
+                    })
+                },
+            );
+            let scale = one / two;
+            let verdict = if scale >= 1.6 { "met" } else { "MISSED" };
+            println!(
+                "{:<28} {one:>10.1} {two:>10.1}  2 threads give {scale:.2}x the 1-thread throughput (target >=1.6x)  {verdict}",
+                "1M keys, u64: 1 vs 2 threads"
+            );
+        }
+        drop((ours, gov, keys));
+
+        let keys = str_keys(n);
+        let ours = Limiter::new(ours_store(n), SystemClock::default());
+        let gov = governor::<String>();
+        run_ours::<str, String>(&ours, &keys, 0, n as u64);
+        run_governor(&gov, &keys, 0, n as u64);
+        let (a, b) = interleaved(
+            AB_ROUNDS,
+            AB_BLOCK,
+            |p, i| run_ours::<str, String>(&ours, &keys, p, i),
+            |p, i| run_governor(&gov, &keys, p, i),
+        );
+        ab_row(&format!("{label}, str24"), target, a, b);
+    }
+}
+
 // ---- summary ------------------------------------------------------------------
 
 fn summary(memory: &Memory) {
     println!();
-    println!("=== ratelimit vs governor 0.10.4: median ns per decision (one run) ===");
+    println!("=== criterion runs (sequential, seconds apart): median ns per decision ===");
     println!(
         "{:<28} {:>10} {:>10} {:>7} {:>8}  verdict",
         "scenario", "ratelimit", "governor", "ratio", "target"
@@ -443,5 +546,6 @@ fn main() {
     // test, whose timings mean nothing.
     if !std::env::args().any(|a| a == "--test") {
         summary(&memory);
+        ab_summary();
     }
 }

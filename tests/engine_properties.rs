@@ -1,5 +1,5 @@
-//! Property tests of the GCRA through the public API (limiter + memory store
-//! + manual clock): the admission bound over every interval, full recovery
+//! Property tests of the GCRA through the public API (limiter, memory store
+//! and manual clock): the admission bound over every interval, full recovery
 //! after idling, and that the numbers a decision reports are exact.
 
 use std::time::Duration;

@@ -105,6 +105,8 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// Checks a precomputed cell (see [`cell_key`](Limiter::cell_key)).
     #[inline]
     pub fn check_cell(&self, cell: CellKey, quota: &Quota, cost: u32) -> Decision {
+        // Start loading the cell before reading the clock: the two overlap.
+        self.store.prefetch(cell);
         let now = self.clock.now();
         let result = self.store.update(cell, now, |stored| {
             let (decision, write) = gcra::decide(stored, now, quota, cost);

@@ -52,6 +52,14 @@ pub trait Store: Send + Sync {
     where
         F: FnMut(u64) -> (T, Option<u64>);
 
+    /// A hint that `key`'s cell is about to be updated: a store may start
+    /// loading it, so the memory access overlaps the clock read that precedes
+    /// the update. The default does nothing.
+    #[inline]
+    fn prefetch(&self, key: CellKey) {
+        let _ = key;
+    }
+
     /// Drops cells that are fully recovered (TAT `<= now`); returns how many.
     fn sweep(&self, now: u64) -> usize;
 
