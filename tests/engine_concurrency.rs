@@ -127,3 +127,57 @@ fn frozen_clock_many_keys_admit_exactly_burst_each() {
         assert_eq!(c.load(Ordering::Relaxed), 4, "key {k}");
     }
 }
+
+/// A store far smaller than the key population, so cells are constantly
+/// swept, taken over and re-inserted under contention. With the refuse
+/// policy nothing is charged to a shared cell, so per key the GCRA bound must
+/// hold across every eviction and re-insertion.
+#[test]
+fn churning_a_tiny_store_never_breaks_the_per_key_bound() {
+    const KEYS: usize = 300;
+    let clock = ManualClock::new();
+    let store = MemoryStore::builder()
+        .max_keys(64)
+        .overflow(ratelimit::OverflowPolicy::Refuse)
+        .build();
+    let limiter = Limiter::new(store, clock.clone());
+    let quota = Quota::per_second(1_000).with_burst(2); // T = 1 ms
+    let t_ns = quota.emission_interval().as_nanos() as u64;
+    let counts: Vec<AtomicU64> = (0..KEYS).map(|_| AtomicU64::new(0)).collect();
+    let start = clock.now();
+    let done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (limiter, counts, quota, done) = (&limiter, &counts, &quota, &done);
+            s.spawn(move || {
+                for round in 0..200 {
+                    for k in 0..KEYS {
+                        let k = (k * 31 + t * 7 + round * 3) % KEYS;
+                        if limiter.check(&(k as u32), quota).is_allowed() {
+                            counts[k].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                done.fetch_add(1, Ordering::Release);
+            });
+        }
+        let (limiter, clock, done) = (&limiter, &clock, &done);
+        s.spawn(move || {
+            while done.load(Ordering::Acquire) < 4 {
+                clock.advance(Duration::from_micros(250));
+                limiter.sweep();
+                std::thread::yield_now();
+            }
+        });
+    });
+    let elapsed = clock.now() - start;
+    let bound = 2 + elapsed / t_ns;
+    assert!(limiter.store().len() <= 64);
+    let mut total = 0;
+    for (k, c) in counts.iter().enumerate() {
+        let c = c.load(Ordering::Relaxed);
+        total += c;
+        assert!(c <= bound, "key {k}: admitted {c} > bound {bound} over {elapsed} ns");
+    }
+    assert!(total > 0);
+}

@@ -50,6 +50,7 @@ mod gcra;
 mod limiter;
 mod quota;
 mod store;
+mod sync;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Denial};
