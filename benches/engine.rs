@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
-use ratelimit::{Clock, Limiter, MemoryStore, Quota, Store, SystemClock};
+use ratelimit::{Clock, Limiter, MemoryStore, Quota, SystemClock};
 
 // ---- allocation accounting, for memory per key ----------------------------
 

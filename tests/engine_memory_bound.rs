@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ratelimit::{Denial, Limiter, ManualClock, MemoryStore, OverflowPolicy, Quota, Store};
+use ratelimit::{Denial, Limiter, ManualClock, MemoryStore, OverflowPolicy, Quota};
 
 const CAP: usize = 1_000;
 
@@ -154,7 +154,7 @@ async fn the_background_sweeper_drops_recovered_cells_and_stops_with_the_limiter
     let sweeper = limiter.spawn_sweeper(Duration::from_millis(5));
     clock.advance(Duration::from_secs(1));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while limiter.store().len() > 0 {
+    while !limiter.store().is_empty() {
         assert!(std::time::Instant::now() < deadline, "the sweeper did not run");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
