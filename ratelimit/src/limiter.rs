@@ -96,10 +96,8 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         let mut h = self.hasher.build_hasher();
         route.hash(&mut h);
         key.hash(&mut h);
-        // 0 marks an empty slot in stores; fold it onto 1 (one extra
-        // collision class out of 2^64).
-        let hash = h.finish().max(1);
-        CellKey { hash, route }
+        // `CellKey::new` folds a hash of 0 onto 1 (0 marks empty slots).
+        CellKey::new(h.finish(), route)
     }
 
     /// Checks a precomputed cell (see [`cell_key`](Limiter::cell_key)).
@@ -161,6 +159,10 @@ impl<S: Store + 'static, C: Clock + 'static> Limiter<S, C> {
     ///
     /// Sweeping is housekeeping, not correctness: without it a full store
     /// still reuses recovered cells when new keys arrive.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime (as `tokio::spawn` does).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]

@@ -18,7 +18,7 @@ const T: u64 = 10;
 const NOW: u64 = 100;
 
 fn key(hash: u64) -> CellKey {
-    CellKey { hash, route: 0 }
+    CellKey::new(hash, 0)
 }
 
 /// A GCRA with burst 1 and emission interval `T`, at time `NOW`: admits iff

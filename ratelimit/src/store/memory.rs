@@ -462,8 +462,8 @@ impl Store for MemoryStore {
         // A plain load of the home bucket's line; its result is not used,
         // only the cache fill it starts (stable Rust has no prefetch
         // intrinsic that is safe to call).
-        let shard = self.shard(key.hash);
-        let bucket = &shard.buckets[shard.home(key.hash)];
+        let shard = self.shard(key.hash());
+        let bucket = &shard.buckets[shard.home(key.hash())];
         std::hint::black_box(bucket.keys[0].load(Ordering::Relaxed));
     }
 
@@ -472,8 +472,7 @@ impl Store for MemoryStore {
     where
         F: FnMut(u64) -> (T, Option<u64>),
     {
-        let hash = key.hash;
-        debug_assert_ne!(hash, 0, "0 marks an empty slot");
+        let hash = key.hash(); // never 0: `CellKey::new` guarantees it
         let shard = self.shard(hash);
         let home = shard.home(hash);
         let mut swept = false;
@@ -528,7 +527,7 @@ impl Store for MemoryStore {
                         }
                     }
                     return match self.policy {
-                        OverflowPolicy::SharedBucket => Some(self.update_overflow(key.route, f)),
+                        OverflowPolicy::SharedBucket => Some(self.update_overflow(key.route(), f)),
                         OverflowPolicy::Refuse => None,
                     };
                 }
@@ -564,7 +563,7 @@ mod tests {
     fn key(i: u64) -> CellKey {
         // Spread test keys like a real hash would.
         let hash = (i.wrapping_add(1)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        CellKey { hash, route: 0 }
+        CellKey::new(hash, 0)
     }
 
     fn charge(store: &MemoryStore, k: CellKey, now: u64, until: u64) -> Placement {

@@ -10,12 +10,40 @@ pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy};
 /// Stores only ever see this hash, never the client's raw value, so raw
 /// values are never stored, and the hash is seeded per process so clients
 /// cannot aim collisions at a store.
+///
+/// ```
+/// use ratelimit::CellKey;
+///
+/// let k = CellKey::new(0xfeed, 3);
+/// assert_eq!((k.hash(), k.route()), (0xfeed, 3));
+/// assert_eq!(CellKey::new(0, 3).hash(), 1, "0 is reserved for empty slots");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CellKey {
-    /// Keyed hash of (route, key). Never 0.
-    pub hash: u64,
-    /// The route the key belongs to; selects the overflow bucket.
-    pub route: u32,
+    hash: u64,
+    route: u32,
+}
+
+impl CellKey {
+    /// A cell key from a hash and a route. A hash of 0 (which stores may use
+    /// to mark an empty slot) is folded onto 1.
+    #[inline]
+    pub const fn new(hash: u64, route: u32) -> Self {
+        let hash = if hash == 0 { 1 } else { hash };
+        CellKey { hash, route }
+    }
+
+    /// The keyed hash of (route, key). Never 0.
+    #[inline]
+    pub const fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// The route the key belongs to; selects the overflow cell.
+    #[inline]
+    pub const fn route(&self) -> u32 {
+        self.route
+    }
 }
 
 /// Where a request was charged.
@@ -40,7 +68,7 @@ pub enum Placement {
 /// * A store may drop a cell only when its TAT is `<= now` (fully recovered,
 ///   so dropping it gives the client nothing it did not already have).
 /// * A store that cannot hold a new key must not admit it unlimited: it
-///   charges it to a shared overflow cell for `key.route` (returning
+///   charges it to a shared overflow cell for `key.route()` (returning
 ///   [`Placement::Overflow`]) or refuses it (returning `None`).
 /// * Updates are called on the request path: they must not block on I/O.
 pub trait Store: Send + Sync {
