@@ -359,39 +359,96 @@ fn memory_per_key() -> Memory {
 
 // ---- interleaved A/B: the verdicts ---------------------------------------------
 
-/// Alternates `rounds` blocks of `block` decisions between `a` and `b` and
-/// returns the median ns per decision of each. Alternating in short blocks
-/// cancels the slow drift of a shared machine that separate criterion runs,
-/// seconds apart, pick up as a difference between the contenders.
+/// Alternates `rounds` blocks of `block` decisions between `a` and `b`.
+/// Returns the median ns per decision of each and the median of the
+/// per-round ratios `a/b`. Pairing adjacent blocks cancels the slow drift of
+/// a shared machine, which separate criterion runs, seconds apart, pick up as
+/// a difference between the contenders.
 fn interleaved(
     rounds: usize,
     block: u64,
     mut a: impl FnMut(usize, u64) -> Duration,
     mut b: impl FnMut(usize, u64) -> Duration,
-) -> (f64, f64) {
-    let (mut ta, mut tb) = (Vec::new(), Vec::new());
+) -> (f64, f64, f64) {
+    let (mut ta, mut tb, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let mut pos = 0;
     for _ in 0..rounds {
-        ta.push(a(pos, block).as_nanos() as f64 / block as f64);
-        tb.push(b(pos, block).as_nanos() as f64 / block as f64);
+        let x = a(pos, block).as_nanos() as f64 / block as f64;
+        let y = b(pos, block).as_nanos() as f64 / block as f64;
+        ta.push(x);
+        tb.push(y);
+        ratios.push(x / y);
         pos += block as usize;
     }
     let med = |mut v: Vec<f64>| {
         v.sort_by(|x, y| x.total_cmp(y));
         v[v.len() / 2]
     };
-    (med(ta), med(tb))
+    (med(ta), med(tb), med(ratios))
 }
 
-const AB_ROUNDS: usize = 31;
-const AB_BLOCK: u64 = 200_000;
+const AB_ROUNDS: usize = 41;
+const AB_BLOCK: u64 = 100_000;
 
-fn ab_row(scenario: &str, target: f64, ours: f64, gov: f64) {
-    let ratio = ours / gov;
+fn ab_row(scenario: &str, target: f64, ours: f64, gov: f64, ratio: f64) {
     let verdict = if ratio <= target { "met" } else { "MISSED" };
     println!(
         "{scenario:<28} {ours:>10.1} {gov:>10.1} {ratio:>6.2}x {:>8}  {verdict}",
         format!("<={target}x")
+    );
+}
+
+/// Wraps a single-threaded block runner into one that runs the block on two
+/// threads at once (from two distant key positions) and reports wall time / 2:
+/// the aggregate time per decision, comparable with the 1-thread figure.
+fn on_two_threads(n: usize, run: impl Fn(usize, u64) -> Duration + Sync) -> impl FnMut(usize, u64) -> Duration {
+    move |p, i| {
+        std::thread::scope(|s| {
+            let t0 = Instant::now();
+            let x = s.spawn(|| run(p, i));
+            let y = s.spawn(|| run(p + n / 2, i));
+            x.join().unwrap();
+            y.join().unwrap();
+            t0.elapsed() / 2
+        })
+    }
+}
+
+/// One key set: 1 thread (with the target), 2 threads, and our scaling.
+fn ab_scenario<K, Q>(label: &str, target: f64, keys: &[Q])
+where
+    K: std::hash::Hash + ?Sized,
+    Q: std::borrow::Borrow<K> + std::hash::Hash + Eq + Clone + Send + Sync,
+{
+    let n = keys.len();
+    let ours = Limiter::new(ours_store(n), SystemClock::default());
+    let gov = governor::<Q>();
+    run_ours::<K, Q>(&ours, keys, 0, n as u64);
+    run_governor(&gov, keys, 0, n as u64);
+    let ours_1 = |p, i| run_ours::<K, Q>(&ours, keys, p, i);
+    let gov_1 = |p, i| run_governor(&gov, keys, p, i);
+
+    let (a1, b1, r1) = interleaved(AB_ROUNDS, AB_BLOCK, ours_1, gov_1);
+    ab_row(&format!("{label}, 1 thread"), target, a1, b1, r1);
+    let (a2, b2, r2) = interleaved(AB_ROUNDS, AB_BLOCK, on_two_threads(n, ours_1), on_two_threads(n, gov_1));
+    println!(
+        "{:<28} {a2:>10.1} {b2:>10.1} {r2:>6.2}x {:>8}",
+        format!("{label}, 2 threads"),
+        "-"
+    );
+    // Scaling: 1-thread time / 2-thread aggregate time, per adjacent pair.
+    let (_, _, scale) = interleaved(AB_ROUNDS, AB_BLOCK, ours_1, on_two_threads(n, ours_1));
+    let (_, _, g_scale) = interleaved(AB_ROUNDS, AB_BLOCK, gov_1, on_two_threads(n, gov_1));
+    let verdict = if n < 1_000_000 {
+        ""
+    } else if scale >= 1.6 {
+        "met (target >=1.6x)"
+    } else {
+        "MISSED (target >=1.6x)"
+    };
+    println!(
+        "{:<28} 2 threads give {scale:.2}x the 1-thread throughput (governor {g_scale:.2}x) {verdict}",
+        format!("{label}, scaling"),
     );
 }
 
@@ -407,56 +464,8 @@ fn ab_summary() {
         (10_000, "10k keys", 0.7),
         (1_000_000, "1M keys", 0.5),
     ] {
-        let keys = u64_keys(n);
-        let ours = Limiter::new(ours_store(n), SystemClock::default());
-        let gov = governor::<u64>();
-        run_ours::<u64, u64>(&ours, &keys, 0, n as u64);
-        run_governor(&gov, &keys, 0, n as u64);
-        let (a, b) = interleaved(
-            AB_ROUNDS,
-            AB_BLOCK,
-            |p, i| run_ours::<u64, u64>(&ours, &keys, p, i),
-            |p, i| run_governor(&gov, &keys, p, i),
-        );
-        ab_row(&format!("{label}, u64"), target, a, b);
-
-        if n == 1_000_000 {
-            let (one, two) = interleaved(
-                AB_ROUNDS,
-                AB_BLOCK,
-                |p, i| run_ours::<u64, u64>(&ours, &keys, p, i),
-                |p, i| {
-                    std::thread::scope(|s| {
-                        let t0 = Instant::now();
-                        let x = s.spawn(|| run_ours::<u64, u64>(&ours, &keys, p, i));
-                        let y = s.spawn(|| run_ours::<u64, u64>(&ours, &keys, p + n / 2, i));
-                        x.join().unwrap();
-                        y.join().unwrap();
-                        t0.elapsed() / 2
-                    })
-                },
-            );
-            let scale = one / two;
-            let verdict = if scale >= 1.6 { "met" } else { "MISSED" };
-            println!(
-                "{:<28} {one:>10.1} {two:>10.1}  2 threads give {scale:.2}x the 1-thread throughput (target >=1.6x)  {verdict}",
-                "1M keys, u64: 1 vs 2 threads"
-            );
-        }
-        drop((ours, gov, keys));
-
-        let keys = str_keys(n);
-        let ours = Limiter::new(ours_store(n), SystemClock::default());
-        let gov = governor::<String>();
-        run_ours::<str, String>(&ours, &keys, 0, n as u64);
-        run_governor(&gov, &keys, 0, n as u64);
-        let (a, b) = interleaved(
-            AB_ROUNDS,
-            AB_BLOCK,
-            |p, i| run_ours::<str, String>(&ours, &keys, p, i),
-            |p, i| run_governor(&gov, &keys, p, i),
-        );
-        ab_row(&format!("{label}, str24"), target, a, b);
+        ab_scenario::<u64, u64>(&format!("{label}, u64"), target, &u64_keys(n));
+        ab_scenario::<str, String>(&format!("{label}, str24"), target, &str_keys(n));
     }
 }
 
