@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 ///
 /// * [`now`](Clock::now) is a monotonic reading in nanoseconds from an
 ///   arbitrary origin fixed for the clock's lifetime. It should never go
-///   backwards; if it does, the engine still grants no extra capacity (the
-///   GCRA clamps the stored state to an empty bucket on the new timeline).
+///   backwards; if it does, the engine still grants no extra capacity
+///   (clients stay limited until the clock catches up).
 /// * [`wall_nanos`](Clock::wall_nanos) is wall-clock time, nanoseconds since
 ///   the Unix epoch. Only fleet-wide windows use it (they must agree across
 ///   machines); per-key decisions never do, so wall-clock jumps cannot grant

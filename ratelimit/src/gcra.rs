@@ -10,18 +10,30 @@
 //! ```
 //!
 //! All intermediate values are `u128`, so nothing overflows, whatever the
-//! inputs; only the stored TAT saturates at `u64::MAX`.
+//! inputs. A TAT that would not fit below [`MAX_TAT`] is never stored: such a
+//! request is denied, so time near the end of `u64` cannot admit everything.
+//!
+//! A denial never writes. In particular there is no "clamp" of a TAT that is
+//! further ahead than the quota's capacity (after a clock step backwards, a
+//! move to a smaller quota, or a decision made with a slightly older `now`
+//! than the last writer's): writing one would hand capacity back. Such a
+//! client repays its debt at the quota's rate, and the decision says exactly
+//! when it will conform.
 
 use crate::decision::{Decision, Denial};
 use crate::quota::Quota;
+
+/// The largest TAT a decision ever asks a store to keep. `u64::MAX` is left
+/// free so stores can use it as a marker.
+pub(crate) const MAX_TAT: u64 = u64::MAX - 1;
 
 /// What the store should do with the cell after a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Write {
     /// Leave the cell as it is (denied, or a zero-cost probe).
     Keep,
-    /// Store this TAT. Always `> now` (short of `u64` saturation), so a cell
-    /// that is written is live.
+    /// Store this TAT: always `> now` and `<= MAX_TAT`, so a cell that is
+    /// written is live.
     Store(u64),
 }
 
@@ -33,66 +45,50 @@ pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decisi
     let burst = quota.burst();
     let now128 = u128::from(now);
     let capacity = t * u128::from(burst); // tau + T
-
-    // `stored - now` can exceed the capacity only when the clock stepped
-    // backwards or the key's quota shrank (a tier change). Clamp to an empty
-    // bucket: no extra capacity, and no lock-out longer than one full recovery.
-    let tat = u128::from(stored).clamp(now128, now128 + capacity);
-    // Persist a clamp even when denying, or the client would stay locked out
-    // until the clock caught up with the old timeline.
-    let clamped = u128::from(stored) > now128 + capacity;
-    let keep = if clamped {
-        Write::Store(saturate(tat))
-    } else {
-        Write::Keep
+    let tat = u128::from(stored).max(now128);
+    // Unused capacity once the TAT is `tat` (0 when the client is in debt).
+    let slack_at = |tat: u128| -> u64 { saturate(capacity.saturating_sub(tat - now128)) };
+    let interval_ns = quota.interval_ns();
+    let denied = |retry_after_ns: u64, denial: Denial| Decision {
+        allowed: false,
+        limit: burst,
+        slack_ns: slack_at(tat),
+        interval_ns,
+        reset_after_ns: saturate(tat - now128),
+        retry_after_ns,
+        denial: Some(denial),
+        overflow: false,
     };
 
-    // Unused capacity once the TAT is `tat`; `tat - now <= capacity` holds
-    // wherever this is called.
-    let slack_at = |tat: u128| -> u64 { saturate(capacity - (tat - now128)) };
-    let interval_ns = quota.interval_ns();
-
     if cost > burst {
-        let decision = Decision {
-            allowed: false,
-            limit: burst,
-            slack_ns: slack_at(tat),
-            interval_ns,
-            reset_after_ns: saturate(tat - now128),
-            retry_after_ns: u64::MAX,
-            denial: Some(Denial::CostExceedsBurst),
-            overflow: false,
-        };
-        return (decision, keep);
+        return (denied(u64::MAX, Denial::CostExceedsBurst), Write::Keep);
     }
-
     let new = tat + u128::from(cost) * t;
-    if new - now128 <= capacity {
-        let decision = Decision {
-            allowed: true,
-            limit: burst,
-            slack_ns: slack_at(new),
-            interval_ns,
-            reset_after_ns: saturate(new - now128),
-            retry_after_ns: 0,
-            denial: None,
-            overflow: false,
-        };
-        let write = if cost == 0 { keep } else { Write::Store(saturate(new)) };
-        (decision, write)
-    } else {
-        let decision = Decision {
-            allowed: false,
-            limit: burst,
-            slack_ns: slack_at(tat),
-            interval_ns,
-            reset_after_ns: saturate(tat - now128),
-            retry_after_ns: saturate(new - now128 - capacity),
-            denial: Some(Denial::RateLimited),
-            overflow: false,
-        };
-        (decision, keep)
+    if new - now128 > capacity {
+        let retry = saturate(new - now128 - capacity);
+        return (denied(retry, Denial::RateLimited), Write::Keep);
     }
+    if new > u128::from(MAX_TAT) {
+        // Only reachable with a clock within one capacity of u64::MAX ns
+        // (584 years of uptime): refuse rather than store a wrapped value.
+        return (denied(u64::MAX, Denial::RateLimited), Write::Keep);
+    }
+    let decision = Decision {
+        allowed: true,
+        limit: burst,
+        slack_ns: slack_at(new),
+        interval_ns,
+        reset_after_ns: saturate(new - now128),
+        retry_after_ns: 0,
+        denial: None,
+        overflow: false,
+    };
+    let write = if cost == 0 {
+        Write::Keep
+    } else {
+        Write::Store(saturate(new))
+    };
+    (decision, write)
 }
 
 fn saturate(v: u128) -> u64 {
@@ -226,16 +222,20 @@ mod tests {
         for _ in 0..5 {
             assert!(step(&mut cell, t0, &quota, 1).is_allowed());
         }
+        let stored = cell;
         let earlier = t0 - back;
         let d = step(&mut cell, earlier, &quota, 1);
         assert!(d.is_denied(), "no capacity after stepping back {back} ns");
         assert_eq!(d.remaining(), 0);
-        // The client is not locked out for the length of the step: it recovers
-        // from an empty bucket at the normal rate on the new timeline.
-        assert_eq!(d.retry_after(), Duration::from_millis(100));
-        assert!(step(&mut cell, earlier + 99_999_999, &quota, 1).is_denied());
-        assert!(step(&mut cell, earlier + 100_000_000, &quota, 1).is_allowed());
-        assert!(step(&mut cell, earlier + 100_000_000, &quota, 1).is_denied());
+        assert_eq!(cell, stored, "a denial writes nothing");
+        // The debt is repaid on the new timeline: exactly when the old
+        // timeline's first unit would have come back, and not before.
+        assert_eq!(d.retry_after(), Duration::from_nanos(back + 100_000_000));
+        assert_eq!(d.reset_after(), Duration::from_nanos(back + 500_000_000));
+        let at = earlier + back + 100_000_000;
+        assert!(step(&mut cell, at - 1, &quota, 1).is_denied());
+        assert!(step(&mut cell, at, &quota, 1).is_allowed());
+        assert!(step(&mut cell, at, &quota, 1).is_denied());
     }
 
     #[test]
@@ -249,12 +249,31 @@ mod tests {
     }
 
     #[test]
+    fn a_stale_now_never_lowers_the_tat() {
+        // A decision made with an older `now` than the last writer's sees a
+        // TAT beyond its capacity: it denies and writes nothing.
+        let quota = q(1_000, 10); // T = 1 ms, capacity 10 ms
+        let mut cell = 0;
+        let fresh = 105_000_000;
+        for _ in 0..10 {
+            assert!(step(&mut cell, fresh, &quota, 1).is_allowed());
+        }
+        let stale = 100_000_000;
+        let before = cell;
+        assert!(step(&mut cell, stale, &quota, 1).is_denied());
+        // Even a probe does not conform beyond capacity; it writes nothing.
+        assert!(step(&mut cell, stale, &quota, 0).is_denied());
+        assert_eq!(cell, before);
+        assert!(step(&mut cell, fresh, &quota, 1).is_denied());
+    }
+
+    #[test]
     fn backward_step_within_capacity_keeps_state() {
         let quota = q(10, 5);
         let mut cell = 0;
         let t0 = 50 * S;
         step(&mut cell, t0, &quota, 2);
-        // 50 ms back: the TAT is still within capacity, nothing is clamped.
+        // 50 ms back: the TAT is still within capacity; state is kept.
         let d = step(&mut cell, t0 - 50_000_000, &quota, 1);
         assert!(d.is_allowed());
         assert_eq!(d.remaining(), 1);
@@ -279,11 +298,8 @@ mod tests {
                         let (d, w) = decide(stored, now, &quota, cost);
                         assert!(d.remaining() <= d.limit());
                         if let Write::Store(tat) = w {
-                            assert!(tat >= now);
-                            if d.is_denied() {
-                                // Only a clamp after a backward step is written.
-                                assert!(tat < stored);
-                            }
+                            assert!(d.is_allowed(), "a denial writes nothing");
+                            assert!(tat > now && tat <= MAX_TAT && tat >= stored);
                         }
                         if cost > quota.burst() {
                             assert!(d.is_denied());
@@ -296,8 +312,9 @@ mod tests {
 
     #[test]
     fn tier_change_keeps_the_tat() {
-        // A premium client that used its 100-request burst moves to a 5-burst
-        // tier: it is empty there, not refilled.
+        // A premium client that used its 100-request burst (1 s of debt at
+        // 10 ms each) moves to a 5-burst tier (capacity 500 ms): it is in debt
+        // there, not refilled, and going back to premium refills nothing.
         let premium = q(100, 100);
         let standard = q(10, 5);
         let mut cell = 0;
@@ -307,5 +324,24 @@ mod tests {
         let d = step(&mut cell, S, &standard, 1);
         assert!(d.is_denied());
         assert_eq!(d.remaining(), 0);
+        assert_eq!(d.retry_after(), Duration::from_millis(600));
+        assert!(
+            step(&mut cell, S, &premium, 1).is_denied(),
+            "no refill from switching back"
+        );
+        assert!(step(&mut cell, S + 599_999_999, &standard, 1).is_denied());
+        assert!(step(&mut cell, S + 600_000_000, &standard, 1).is_allowed());
+    }
+
+    #[test]
+    fn the_end_of_time_denies_instead_of_saturating() {
+        let quota = q(10, 5);
+        let mut cell = 0;
+        let now = u64::MAX - 50_000_000; // less than one T from the end
+        let d = step(&mut cell, now, &quota, 1);
+        assert!(d.is_denied());
+        assert_eq!(cell, 0);
+        let d = step(&mut cell, u64::MAX, &quota, 1);
+        assert!(d.is_denied());
     }
 }

@@ -29,7 +29,8 @@
 //!   `burst + floor(d / T)` units of cost, where `T = period / count`.
 //! * **Time**: a [`Clock`] gives monotonic nanoseconds; [`SystemClock`] reads
 //!   the TSC through `quanta`; [`ManualClock`] is for tests. A clock that
-//!   steps backwards never grants extra capacity.
+//!   steps backwards never grants extra capacity, and neither does a decision
+//!   made with a slightly older reading than the last one stored.
 //! * **State**: a [`Store`] holds the cells; [`MemoryStore`] is a fixed-size,
 //!   lock-free table keyed by a seeded 64-bit hash, that evicts only fully
 //!   recovered cells and charges new keys to a per-route overflow cell when it
@@ -56,4 +57,4 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Denial};
 pub use limiter::{Limiter, DEFAULT_ROUTE};
 pub use quota::{Quota, QuotaError};
-pub use store::{CellKey, MemoryStore, MemoryStoreBuilder, OverflowPolicy, Placement, Store};
+pub use store::{CellKey, MemoryStore, MemoryStoreBuilder, OverflowPolicy, Placement, Store, StoreConfigError};

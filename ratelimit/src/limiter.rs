@@ -13,9 +13,13 @@ use crate::store::{CellKey, MemoryStore, Placement, Store};
 /// A keyed GCRA rate limiter.
 ///
 /// One limiter serves any number of keys and quotas; the quota is passed per
-/// check, so limits can change at run time without losing any client's state
-/// (a client keeps its theoretical arrival time when its quota changes, so a
-/// tier change never hands out a fresh burst).
+/// check, so limits can change at run time without losing any client's state.
+/// A client keeps its theoretical arrival time when its quota changes, so a
+/// tier change never hands out a fresh burst: moving to a smaller quota
+/// leaves the client in debt, repaid at the new rate, and moving back refills
+/// nothing. (Checks that should not share a bucket, such as two endpoints
+/// with different limits, belong on different routes: see
+/// [`check_route`](Limiter::check_route).)
 ///
 /// Keys are hashed with a keyed 64-bit hash seeded randomly per limiter
 /// (together with the route), and only the hash is stored.
@@ -63,9 +67,11 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         self.check_route(DEFAULT_ROUTE, key, quota, 1)
     }
 
-    /// Checks a request of weight `cost` (`0` only reports the state). A cost
-    /// above the quota's burst is denied with
-    /// [`Denial::CostExceedsBurst`]: it could never conform.
+    /// Checks a request of weight `cost`. A cost above the quota's burst is
+    /// denied with [`Denial::CostExceedsBurst`]: it could never conform. A
+    /// cost of `0` charges nothing and reports the state (it is denied only
+    /// while the key's debt exceeds the quota's capacity, e.g. right after a
+    /// move to a smaller quota).
     #[inline]
     pub fn check_n<K: Hash + ?Sized>(&self, key: &K, quota: &Quota, cost: u32) -> Decision {
         self.check_route(DEFAULT_ROUTE, key, quota, cost)
@@ -128,7 +134,7 @@ impl<S: Store, C: Clock> Limiter<S, C> {
                 reset_after_ns: 0,
                 retry_after_ns: quota.interval_ns(),
                 denial: Some(Denial::StoreFull),
-                overflow: true,
+                overflow: false,
             },
         }
     }

@@ -182,7 +182,9 @@ impl fmt::Debug for Quota {
 }
 
 impl fmt::Display for Quota {
-    /// `count/period (burst b)`, with the period in the largest whole unit.
+    /// `count/period (burst b)`, the rate part in the syntax
+    /// [`FromStr`](Quota::from_str) parses, with the period in the largest
+    /// whole unit.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/", self.count)?;
         let p = self.period_ns;
@@ -213,7 +215,7 @@ impl FromStr for Quota {
     type Err = QuotaError;
 
     /// Parses `"<count>/<period>"`: `"600/min"`, `"10/s"`, `"5000/h"`,
-    /// `"100/30s"`, `"1/500ms"`. Units: `ms`, `s`/`sec`/`second`,
+    /// `"100/30s"`, `"1/500ms"`. Units: `ns`, `us`, `ms`, `s`/`sec`/`second`,
     /// `min`/`minute`, `h`/`hour`, `d`/`day` (plurals accepted). The burst
     /// defaults to `count`; set it with [`Quota::with_burst`].
     fn from_str(s: &str) -> Result<Quota, QuotaError> {
@@ -240,6 +242,8 @@ impl FromStr for Quota {
             return Err(err(ErrorKind::ZeroPeriod));
         }
         let unit_ns: u64 = match unit.trim() {
+            "ns" => 1,
+            "us" | "µs" => 1_000,
             "ms" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
             "s" | "sec" | "secs" | "second" | "seconds" => NANOS_PER_SEC,
             "min" | "mins" | "minute" | "minutes" => 60 * NANOS_PER_SEC,
@@ -298,7 +302,7 @@ impl fmt::Display for QuotaError {
             ),
             ErrorKind::Unit => write!(
                 f,
-                "unknown period unit; expected one of ms, s, min, h, d, optionally preceded by a number (\"30s\")"
+                "unknown period unit; expected one of ns, us, ms, s, min, h, d, optionally preceded by a number (\"30s\")"
             ),
             ErrorKind::ZeroCount => write!(
                 f,
@@ -376,7 +380,18 @@ mod tests {
     }
 
     #[test]
-    fn displays_in_config_syntax() {
+    fn the_displayed_rate_parses_back() {
+        for q in [
+            Quota::per_minute(600),
+            "100/30s".parse::<Quota>().unwrap(),
+            Quota::new(3, Duration::from_nanos(1_500)).unwrap(),
+            Quota::new(7, Duration::from_micros(2)).unwrap(),
+            Quota::new(1, Duration::from_nanos(u64::MAX)).unwrap(),
+        ] {
+            let shown = q.to_string();
+            let rate = shown.split(" (").next().unwrap();
+            assert_eq!(rate.parse::<Quota>().unwrap(), q, "{shown}");
+        }
         assert_eq!(Quota::per_minute(600).to_string(), "600/min (burst 600)");
         assert_eq!(
             "100/30s".parse::<Quota>().unwrap().with_burst(5).to_string(),

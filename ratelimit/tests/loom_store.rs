@@ -34,6 +34,17 @@ fn charge(store: &MemoryStore, k: CellKey) -> Option<(bool, Placement)> {
     })
 }
 
+/// Explores every interleaving with up to `LOOM_MAX_PREEMPTIONS` (default here: 3)
+/// preemptions: the bound under which loom's search stays exhaustive yet
+/// finishes (bugs needing more preemptions than that are rare in practice).
+fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(3);
+    }
+    builder.check(f);
+}
+
 fn read(store: &MemoryStore, k: CellKey) -> u64 {
     store
         .update(k, NOW, |tat| (tat, None))
@@ -45,7 +56,7 @@ fn read(store: &MemoryStore, k: CellKey) -> u64 {
 /// admitted and the key ends up with one cell.
 #[test]
 fn racing_first_requests_of_one_key_admit_exactly_one() {
-    loom::model(|| {
+    model(|| {
         let store = Arc::new(MemoryStore::builder().max_keys(2).build());
         let handles: Vec<_> = (0..2)
             .map(|_| {
@@ -65,7 +76,7 @@ fn racing_first_requests_of_one_key_admit_exactly_one() {
 /// occupancy count matches the cells.
 #[test]
 fn an_update_racing_a_sweep_is_never_lost() {
-    loom::model(|| {
+    model(|| {
         let store = Arc::new(MemoryStore::builder().max_keys(2).build());
         // Key 5 was charged long ago and is recovered at NOW.
         store.update(key(5), 0, |_| ((), Some(NOW - 50))).expect("room");
@@ -95,7 +106,7 @@ fn an_update_racing_a_sweep_is_never_lost() {
 /// request is recorded in its own cell or in the overflow cell.
 #[test]
 fn a_takeover_racing_an_update_loses_no_charge() {
-    loom::model(|| {
+    model(|| {
         let store = Arc::new(
             MemoryStore::builder()
                 .max_keys(1)
@@ -126,5 +137,42 @@ fn a_takeover_racing_an_update_loses_no_charge() {
         assert!(old_ok && new_ok);
         let owners = [old_at, new_at].iter().filter(|p| **p == Placement::Own).count();
         assert_eq!(owners, 1);
+    });
+}
+
+/// The ABA race: key 5's updater reads TAT 100, then a sweep evicts key 5
+/// (recovered at 100) and key 9 is inserted into the same slot with TAT 100,
+/// exactly the value the updater expects. The updater's CAS may succeed on
+/// key 9's cell; the re-check after the CAS must catch it, undo it, and put
+/// key 5's charge in key 5's own cell.
+#[test]
+fn a_cas_landing_on_another_keys_cell_is_undone() {
+    model(|| {
+        let store = Arc::new(MemoryStore::builder().max_keys(4).build());
+        store.update(key(5), 0, |_| ((), Some(NOW))).expect("room");
+        let updater = {
+            let store = store.clone();
+            thread::spawn(move || charge(&store, key(5)).expect("room"))
+        };
+        let sweeper = {
+            let store = store.clone();
+            thread::spawn(move || store.sweep(NOW))
+        };
+        let inserter = {
+            let store = store.clone();
+            // Key 9's first request stores exactly the TAT key 5 had.
+            thread::spawn(move || store.update(key(9), NOW, |_| ((), Some(NOW))).expect("room"))
+        };
+        let (admitted, placement) = updater.join().unwrap();
+        sweeper.join().unwrap();
+        inserter.join().unwrap();
+        assert!(admitted);
+        assert_eq!(placement, Placement::Own);
+        assert_eq!(read(&store, key(5)), NOW + T, "key 5's charge is in key 5's cell");
+        // Key 9 is recovered at NOW, so the sweep may have dropped it (0);
+        // what it must never hold is key 5's charge.
+        let nine = read(&store, key(9));
+        assert!(nine == NOW || nine == 0, "key 9 was charged for key 5: {nine}");
+        assert!(store.len() <= 2);
     });
 }

@@ -14,7 +14,9 @@
 //! # Concurrency
 //!
 //! * **Hit** (the hot path): find the key, read the TAT, check the key is
-//!   still there, decide, CAS the TAT. No lock, 64-bit atomics only.
+//!   still there, decide, CAS the TAT, check the key once more. No lock and
+//!   no waiting, except behind the eviction of the key's own (fully
+//!   recovered) cell, which lasts the evictor's two stores.
 //! * **Insert** of a new key: under the home bucket's insert lock, re-scan,
 //!   then claim an empty slot (CAS key `0 -> hash`, then publish the TAT). All
 //!   inserts of one key share its home bucket, so the lock is what prevents two
@@ -22,21 +24,26 @@
 //! * **Eviction** (sweep, or an insert taking over a recovered cell): CAS the
 //!   TAT from a value `<= now` to `BUSY`, which makes the evictor the slot's
 //!   only writer; then change the key; then publish the new TAT (or leave
-//!   `BUSY` for an empty slot). An updater that raced with this either sees
-//!   `BUSY`, or a different key on its re-check, or fails its CAS.
+//!   `BUSY` for an empty slot). An updater that raced with this sees `BUSY`,
+//!   or a different key on its re-check, or fails its CAS.
 //!
-//! Why a stale updater's CAS cannot succeed on a reused slot: its expected
-//! value is a TAT `t1 <= now_evict` (only recovered cells are evicted), while
-//! every TAT written to the slot after the eviction is `> now` at the time of
-//! writing (the GCRA only ever stores a TAT in the future). With a monotonic
-//! clock (the [`Clock`](crate::Clock) contract) those values are all `> t1`,
-//! so the CAS fails and the updater starts over.
+//! The one race the re-check before the CAS cannot exclude: the slot changes
+//! hands after the re-check, and the new owner's TAT happens to equal the
+//! value the updater read, so its CAS succeeds on another key's cell. The
+//! re-check *after* the CAS catches it (the CAS read the new owner's TAT,
+//! which was published after its key, so the key load sees the new owner);
+//! the updater then undoes its write with a CAS and starts over. Should the
+//! new owner have moved on in between, the undo fails and that owner keeps an
+//! extra charge: a stranger can be over-charged by one request in this
+//! nanosecond-wide race, never under-charged. The loom models in
+//! `ratelimit/tests/loom_store.rs` check these protocols.
 //!
 //! # Bounds
 //!
-//! The store holds at most `max_keys` cells (one counter over all shards;
-//! each shard's table has room for more than its fair share, so uneven spread
-//! is absorbed). At the bound, a new key takes over a recovered cell in its
+//! The store holds at most `max_keys` cells: one counter over all shards,
+//! incremented only while below the bound (each shard's table has room for
+//! twice its fair share, so an uneven spread is absorbed). At the bound, or
+//! when its probe window is full, a new key takes over a recovered cell in its
 //! window, or sweeps a bounded stretch of its shard and retries once; failing
 //! that it is charged to the route's overflow cell (or refused). A flood of
 //! new keys never evicts a live (limited) client and never gets through
@@ -63,13 +70,15 @@ const SLOTS_PER_KEY_DEN: usize = 1;
 /// Per-route overflow cells; routes beyond this share cells by `route % N`.
 const OVERFLOW_CELLS: usize = 256;
 const DEFAULT_MAX_KEYS: usize = 100_000;
+/// The largest `max_keys` a store accepts (128 GiB of table).
+const MAX_SUPPORTED_KEYS: usize = 1 << 32;
 /// Buckets an insert at the bound may sweep (one 2 KiB stretch of memory), so
 /// a new key can find room freed anywhere in its shard, at a bounded cost.
 const INCREMENTAL_SWEEP_BUCKETS: usize = 32;
-/// TAT of a slot that is empty or changing hands. Never a real TAT: stored
-/// TATs are capped at `MAX_TAT`.
+/// TAT of a slot that is empty or changing hands. Never a real TAT: the GCRA
+/// never asks to store more than `MAX_TAT`, and the store caps it anyway.
 const BUSY: u64 = u64::MAX;
-const MAX_TAT: u64 = u64::MAX - 1;
+use crate::gcra::MAX_TAT;
 
 /// What a full store does with a key it has no room for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -168,16 +177,29 @@ impl MemoryStoreBuilder {
         self
     }
 
-    /// The number of shards (rounded down to a power of two, at least 1).
-    /// The default scales with `max_keys`, up to 64.
+    /// The number of shards, rounded down to a power of two, between 1 and
+    /// 64. The default scales with `max_keys` (one shard per 16,384 keys).
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = Some(shards.max(1));
         self
     }
 
     /// Allocates the store.
+    ///
+    /// # Panics
+    ///
+    /// If `max_keys` is above 2^32 (use [`try_build`](Self::try_build) to
+    /// get the error as a value).
     pub fn build(self) -> MemoryStore {
+        self.try_build().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Allocates the store, or explains why the configuration is refused.
+    pub fn try_build(self) -> Result<MemoryStore, StoreConfigError> {
         let max_keys = self.max_keys;
+        if max_keys > MAX_SUPPORTED_KEYS {
+            return Err(StoreConfigError { max_keys });
+        }
         let wanted = self.shards.unwrap_or(max_keys / 16_384).clamp(1, 64);
         let shard_count = 1usize << wanted.ilog2();
         let shards = (0..shard_count)
@@ -194,16 +216,34 @@ impl MemoryStoreBuilder {
                 }
             })
             .collect();
-        MemoryStore {
+        Ok(MemoryStore {
             shards,
             occupied: Occupied(AtomicUsize::new(0)),
             shard_shift: 64 - shard_count.trailing_zeros(),
             overflow: (0..OVERFLOW_CELLS).map(|_| OverflowCell(AtomicU64::new(0))).collect(),
             policy: self.policy,
             max_keys,
-        }
+        })
     }
 }
+
+/// A [`MemoryStore`] configuration that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfigError {
+    max_keys: usize,
+}
+
+impl fmt::Display for StoreConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "max_keys = {} is above the supported {} (each key reserves 32 bytes up front)",
+            self.max_keys, MAX_SUPPORTED_KEYS
+        )
+    }
+}
+
+impl std::error::Error for StoreConfigError {}
 
 impl Default for MemoryStore {
     fn default() -> Self {
@@ -231,6 +271,18 @@ fn backoff(spins: &mut u32) {
     } else {
         yield_now();
     }
+}
+
+/// Takes one unit of the occupancy bound, if any is left.
+fn reserve(occupied: &AtomicUsize, cap: usize) -> bool {
+    let mut current = occupied.load(Ordering::Relaxed);
+    while current < cap {
+        match occupied.compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(actual) => current = actual,
+        }
+    }
+    false
 }
 
 /// Releases a bucket's insert lock on drop.
@@ -317,7 +369,7 @@ impl Shard {
         if self.find(home, hash).is_some() {
             return Insert::Present;
         }
-        if occupied.fetch_add(1, Ordering::AcqRel) < cap {
+        if reserve(occupied, cap) {
             for bucket in self.window(home) {
                 for (i, key) in bucket.keys.iter().enumerate() {
                     if key.load(Ordering::Relaxed) == 0
@@ -331,8 +383,9 @@ impl Shard {
                     }
                 }
             }
+            // The window is full: give the unit back.
+            occupied.fetch_sub(1, Ordering::AcqRel);
         }
-        occupied.fetch_sub(1, Ordering::AcqRel);
         // At the bound, or the window is full: take over a recovered cell.
         for bucket in self.window(home) {
             for i in 0..SLOTS_PER_BUCKET {
@@ -495,13 +548,18 @@ impl Store for MemoryStore {
                     let Some(tat) = write else {
                         return Some((out, Placement::Own));
                     };
-                    match bucket.tats[i].compare_exchange(
-                        current,
-                        tat.min(MAX_TAT),
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => return Some((out, Placement::Own)),
+                    let tat = tat.min(MAX_TAT);
+                    match bucket.tats[i].compare_exchange(current, tat, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) if bucket.keys[i].load(Ordering::Acquire) == hash => {
+                            return Some((out, Placement::Own));
+                        }
+                        Ok(_) => {
+                            // The slot changed hands and its new owner's TAT
+                            // equalled ours: undo, then start over (see the
+                            // module docs).
+                            let _ = bucket.tats[i].compare_exchange(tat, current, Ordering::AcqRel, Ordering::Relaxed);
+                            continue 'lookup;
+                        }
                         Err(_) => continue,
                     }
                 }
@@ -624,6 +682,12 @@ mod tests {
         let store = MemoryStore::with_max_keys(1_000_000);
         let per_key = store.memory_bytes() as f64 / 1e6;
         assert!((32.0..33.0).contains(&per_key), "{per_key} bytes per key");
+    }
+
+    #[test]
+    fn absurd_max_keys_is_refused_with_a_reason() {
+        let err = MemoryStore::builder().max_keys(usize::MAX).try_build().unwrap_err();
+        assert!(err.to_string().contains("max_keys"), "{err}");
     }
 
     #[test]

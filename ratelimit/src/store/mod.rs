@@ -2,14 +2,14 @@
 
 mod memory;
 
-pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy};
+pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy, StoreConfigError};
 
 /// The identity of one rate-limit cell: a keyed 64-bit hash of (route, key),
 /// plus the route it belongs to (for the per-route overflow bucket).
 ///
 /// Stores only ever see this hash, never the client's raw value, so raw
-/// values are never stored, and the hash is seeded per process so clients
-/// cannot aim collisions at a store.
+/// values are never stored; [`Limiter`](crate::Limiter) seeds the hash
+/// randomly per limiter, so clients cannot aim collisions at a store.
 ///
 /// ```
 /// use ratelimit::CellKey;
@@ -61,8 +61,8 @@ pub enum Placement {
 /// # Contract
 ///
 /// * [`update`](Store::update) calls `f` with the key's stored TAT (0 for a key
-///   that has no cell: fully recovered) and stores what `f` returns, as one
-///   atomic step per key: two concurrent updates of a key never both act on
+///   that has no cell: fully recovered) and stores what `f` returns (never
+///   more than `u64::MAX - 1`), as one atomic step per key: two concurrent updates of a key never both act on
 ///   the same old TAT. `f` may be called more than once (compare-and-swap
 ///   retries); only its last result counts.
 /// * A store may drop a cell only when its TAT is `<= now` (fully recovered,
