@@ -48,6 +48,7 @@
 mod clock;
 mod decision;
 mod gcra;
+pub mod key;
 mod limiter;
 mod quota;
 mod store;

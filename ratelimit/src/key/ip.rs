@@ -1,0 +1,376 @@
+//! The client's address: the peer, or what trusted proxies say about it.
+//!
+//! `X-Forwarded-For` and `Forwarded` are client-controlled text unless the
+//! peer is a proxy we trust. So: if the peer is not in the trusted set, the
+//! peer *is* the client and headers are ignored. If it is, the chain in the
+//! configured header is walked right to left (each proxy appends what it saw),
+//! skipping trusted hops; the first untrusted address is the client. An entry
+//! that is not an address (`unknown`, an obfuscated `_id`, garbage, non-ASCII
+//! bytes) ends the walk at the last hop we trust, so such traffic shares that
+//! hop's bucket rather than picking its own.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use ipnet::IpNet;
+
+/// The most chain entries examined; a longer chain ends the walk (a real
+/// proxy chain is a handful of hops, an attacker's can be thousands).
+const MAX_HOPS: usize = 32;
+
+/// Which header the trusted proxies use to pass the client's address.
+///
+/// Only one is read: trusting both would let a client forge the one its
+/// proxies do not set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (the de facto standard).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for="[2001:db8::1]:4711"`.
+    Forwarded,
+}
+
+impl ForwardedHeader {
+    /// The header's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ForwardedHeader::XForwardedFor => "x-forwarded-for",
+            ForwardedHeader::Forwarded => "forwarded",
+        }
+    }
+}
+
+/// How to find and aggregate the client's address.
+///
+/// ```
+/// use ratelimit::key::{ClientIpConfig, ForwardedHeader};
+///
+/// let config = ClientIpConfig::default()
+///     .trust_proxies(["10.0.0.0/8", "fd00::/8"].iter().map(|c| c.parse().unwrap()))
+///     .forwarded_header(ForwardedHeader::XForwardedFor)
+///     .ipv6_prefix(64)
+///     .unwrap();
+/// assert_eq!(config.trusted_proxies().len(), 2);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientIpConfig {
+    trusted: Vec<IpNet>,
+    header: ForwardedHeader,
+    ipv6_prefix: u8,
+    ipv4_prefix: u8,
+}
+
+impl Default for ClientIpConfig {
+    /// No trusted proxies (the peer is the client), `X-Forwarded-For`, IPv6
+    /// aggregated to /64 (one subscriber's usual allocation), IPv4 exact.
+    fn default() -> Self {
+        ClientIpConfig {
+            trusted: Vec::new(),
+            header: ForwardedHeader::XForwardedFor,
+            ipv6_prefix: 64,
+            ipv4_prefix: 32,
+        }
+    }
+}
+
+/// An invalid [`ClientIpConfig`] value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixError {
+    family: &'static str,
+    prefix: u8,
+    max: u8,
+}
+
+impl std::fmt::Display for PrefixError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} prefix /{} is out of range: expected 1 to {}",
+            self.family, self.prefix, self.max
+        )
+    }
+}
+
+impl std::error::Error for PrefixError {}
+
+impl ClientIpConfig {
+    /// Adds proxies whose forwarded headers are believed. IPv4-mapped IPv6
+    /// networks are normalised to IPv4.
+    #[must_use]
+    pub fn trust_proxies(mut self, nets: impl IntoIterator<Item = IpNet>) -> Self {
+        self.trusted.extend(nets.into_iter().map(normalize_net));
+        self
+    }
+
+    /// The header the trusted proxies set.
+    #[must_use]
+    pub fn forwarded_header(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
+    }
+
+    /// Aggregates IPv6 clients to this prefix length (1 to 128; default 64).
+    pub fn ipv6_prefix(mut self, prefix: u8) -> Result<Self, PrefixError> {
+        if !(1..=128).contains(&prefix) {
+            return Err(PrefixError {
+                family: "IPv6",
+                prefix,
+                max: 128,
+            });
+        }
+        self.ipv6_prefix = prefix;
+        Ok(self)
+    }
+
+    /// Aggregates IPv4 clients to this prefix length (1 to 32; default 32).
+    pub fn ipv4_prefix(mut self, prefix: u8) -> Result<Self, PrefixError> {
+        if !(1..=32).contains(&prefix) {
+            return Err(PrefixError {
+                family: "IPv4",
+                prefix,
+                max: 32,
+            });
+        }
+        self.ipv4_prefix = prefix;
+        Ok(self)
+    }
+
+    /// The header trusted proxies set.
+    pub fn header(&self) -> ForwardedHeader {
+        self.header
+    }
+
+    /// The trusted proxy networks.
+    pub fn trusted_proxies(&self) -> &[IpNet] {
+        &self.trusted
+    }
+
+    fn is_trusted(&self, ip: IpAddr) -> bool {
+        self.trusted.iter().any(|net| net.contains(&ip))
+    }
+
+    /// The client's address: `peer` unless it is a trusted proxy, in which
+    /// case the walk described in the module docs over `header_values` (the
+    /// values of the configured header, in the order received).
+    ///
+    /// ```
+    /// use ratelimit::key::ClientIpConfig;
+    /// use std::net::IpAddr;
+    ///
+    /// let config = ClientIpConfig::default().trust_proxies(["10.0.0.0/8".parse().unwrap()]);
+    /// let peer: IpAddr = "10.0.0.7".parse().unwrap();
+    /// let xff: &[&[u8]] = &[b"6.6.6.6, 203.0.113.9, 10.0.0.3"];
+    /// // 10.0.0.3 is trusted, 203.0.113.9 is the client; 6.6.6.6 is whatever
+    /// // the client wrote and is never read.
+    /// assert_eq!(config.client_addr(peer, xff.iter().copied()), "203.0.113.9".parse::<IpAddr>().unwrap());
+    /// ```
+    pub fn client_addr<'a>(&self, peer: IpAddr, header_values: impl DoubleEndedIterator<Item = &'a [u8]>) -> IpAddr {
+        let peer = normalize(peer);
+        if !self.is_trusted(peer) {
+            return peer;
+        }
+        let mut last_trusted = peer;
+        let mut seen = 0;
+        for value in header_values.rev() {
+            for entry in value.rsplit(|&b| b == b',') {
+                seen += 1;
+                if seen > MAX_HOPS {
+                    return last_trusted;
+                }
+                let parsed = match self.header {
+                    ForwardedHeader::XForwardedFor => parse_xff_entry(entry),
+                    ForwardedHeader::Forwarded => parse_forwarded_element(entry),
+                };
+                match parsed.map(normalize) {
+                    Some(ip) if self.is_trusted(ip) => last_trusted = ip,
+                    Some(ip) => return ip,
+                    None => return last_trusted,
+                }
+            }
+        }
+        // Every hop is a trusted proxy: the leftmost one originated the request.
+        last_trusted
+    }
+
+    /// The address the limiter keys on: `ip` with IPv6 masked to the IPv6
+    /// prefix and IPv4 to the IPv4 prefix.
+    ///
+    /// ```
+    /// use ratelimit::key::ClientIpConfig;
+    /// use std::net::IpAddr;
+    ///
+    /// let config = ClientIpConfig::default();
+    /// let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+    /// let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+    /// assert_eq!(config.aggregate(a), config.aggregate(b));
+    /// ```
+    pub fn aggregate(&self, ip: IpAddr) -> IpAddr {
+        match normalize(ip) {
+            IpAddr::V4(v4) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.ipv4_prefix)).unwrap_or(0);
+                IpAddr::V4((u32::from(v4) & mask).into())
+            }
+            IpAddr::V6(v6) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.ipv6_prefix)).unwrap_or(0);
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
+        }
+    }
+}
+
+/// IPv4-mapped IPv6 (`::ffff:192.0.2.1`) is the IPv4 client it maps.
+pub(crate) fn normalize(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    }
+}
+
+fn normalize_net(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(net, IpNet::V4),
+            None => net,
+        },
+        other => other,
+    }
+}
+
+fn trim(bytes: &[u8]) -> &[u8] {
+    bytes.trim_ascii()
+}
+
+/// `1.2.3.4`, `1.2.3.4:80`, `2001:db8::1`, `[2001:db8::1]`, `[2001:db8::1]:80`.
+fn parse_xff_entry(entry: &[u8]) -> Option<IpAddr> {
+    parse_node(trim(entry))
+}
+
+/// One RFC 7239 element: `for=192.0.2.60;proto=http;by=203.0.113.43`. The
+/// `for` parameter (case-insensitive), token or quoted string. No `for`,
+/// `unknown`, or an obfuscated identifier (`_hidden`) is not an address.
+fn parse_forwarded_element(element: &[u8]) -> Option<IpAddr> {
+    let mut found = None;
+    for pair in element.split(|&b| b == b';') {
+        let pair = trim(pair);
+        let eq = pair.iter().position(|&b| b == b'=')?;
+        let (name, value) = (trim(&pair[..eq]), trim(&pair[eq + 1..]));
+        if name.eq_ignore_ascii_case(b"for") {
+            if found.is_some() {
+                return None; // a repeated `for` is malformed
+            }
+            let value = match value {
+                [b'"', inner @ .., b'"'] => inner,
+                [b'"', ..] | [.., b'"'] => return None,
+                v => v,
+            };
+            found = Some(parse_node(value)?);
+        }
+    }
+    found
+}
+
+/// An address, optionally with a port; IPv6 bracketed when a port follows.
+fn parse_node(node: &[u8]) -> Option<IpAddr> {
+    // Longest textual IPv6 with brackets and port is under 64 bytes.
+    if node.is_empty() || node.len() > 64 || !node.is_ascii() {
+        return None;
+    }
+    let text = std::str::from_utf8(node).ok()?;
+    if let Some(rest) = text.strip_prefix('[') {
+        let (addr, after) = rest.split_once(']')?;
+        if !(after.is_empty() || valid_port(after.strip_prefix(':')?)) {
+            return None;
+        }
+        return addr.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
+    }
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    // `a.b.c.d:port` (an unbracketed IPv6 with a port is ambiguous: refused).
+    let (addr, port) = text.rsplit_once(':')?;
+    if !valid_port(port) {
+        return None;
+    }
+    addr.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+fn valid_port(port: &str) -> bool {
+    !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes() {
+        let ok = [
+            ("1.2.3.4", "1.2.3.4"),
+            ("1.2.3.4:80", "1.2.3.4"),
+            ("2001:db8::1", "2001:db8::1"),
+            ("[2001:db8::1]", "2001:db8::1"),
+            ("[2001:db8::1]:443", "2001:db8::1"),
+            ("::ffff:1.2.3.4", "::ffff:1.2.3.4"),
+        ];
+        for (input, want) in ok {
+            assert_eq!(parse_node(input.as_bytes()), Some(want.parse().unwrap()), "{input}");
+        }
+        for bad in [
+            "",
+            "unknown",
+            "_hidden",
+            "1.2.3",
+            "1.2.3.4:",
+            "1.2.3.4:99999",
+            "1.2.3.4:8a",
+            "[2001:db8::1",
+            "[1.2.3.4]",
+            "2001:db8::1:80:",
+            "fe80::1%eth0",
+            "1.2.3.4 5.6.7.8",
+            "١.٢.٣.٤",
+        ] {
+            assert_eq!(parse_node(bad.as_bytes()), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn forwarded_elements() {
+        let ok = [
+            ("for=192.0.2.60;proto=http;by=203.0.113.43", "192.0.2.60"),
+            ("For=\"[2001:db8:cafe::17]:4711\"", "2001:db8:cafe::17"),
+            ("proto=https; for=198.51.100.17", "198.51.100.17"),
+        ];
+        for (input, want) in ok {
+            assert_eq!(
+                parse_forwarded_element(input.as_bytes()),
+                Some(want.parse().unwrap()),
+                "{input}"
+            );
+        }
+        for bad in [
+            "for=unknown",
+            "for=_hidden",
+            "proto=http",
+            "for=\"1.2.3.4",
+            "for=1.2.3.4;for=5.6.7.8",
+            "for",
+            "=1.2.3.4",
+        ] {
+            assert_eq!(parse_forwarded_element(bad.as_bytes()), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn prefixes_are_validated() {
+        assert!(ClientIpConfig::default().ipv6_prefix(0).is_err());
+        assert!(ClientIpConfig::default().ipv6_prefix(129).is_err());
+        assert!(ClientIpConfig::default().ipv4_prefix(33).is_err());
+        let e = ClientIpConfig::default().ipv6_prefix(200).unwrap_err();
+        assert_eq!(e.to_string(), "IPv6 prefix /200 is out of range: expected 1 to 128");
+    }
+}
