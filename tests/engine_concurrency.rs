@@ -83,18 +83,28 @@ fn many_threads_many_keys_with_a_moving_clock_and_a_sweeper_respect_the_bound() 
                 done.fetch_add(1, Ordering::Release);
             });
         }
-        // Time moves 1 ms per step while the workers run; a sweeper runs too.
-        let (limiter, clock, done) = (&limiter, &clock, &workers_done);
+        // Time moves 100 ms in 40 steps while the workers run, so the bound
+        // (3 + 10 per key) stays far below the 240 checks each key gets.
+        let clock = &clock;
+        s.spawn(move || {
+            for _ in 0..40 {
+                clock.advance(Duration::from_micros(2_500));
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        });
+        let (limiter, done) = (&limiter, &workers_done);
         s.spawn(move || {
             while done.load(Ordering::Acquire) < THREADS as u64 {
-                clock.advance(Duration::from_millis(1));
                 limiter.sweep();
                 std::thread::yield_now();
             }
         });
     });
     let elapsed = clock.now() - start;
+    assert_eq!(elapsed, 100_000_000);
     let bound = 3 + elapsed / t_ns;
+    let checks_per_key = THREADS as u64 * 30;
+    assert!(bound * 4 < checks_per_key, "the bound must be binding");
     for (k, c) in counts.iter().enumerate() {
         let c = c.load(Ordering::Relaxed);
         assert!(c <= bound, "key {k}: admitted {c} > bound {bound} over {elapsed} ns");
@@ -161,17 +171,27 @@ fn churning_a_tiny_store_never_breaks_the_per_key_bound() {
                 done.fetch_add(1, Ordering::Release);
             });
         }
-        let (limiter, clock, done) = (&limiter, &clock, &done);
+        // 10 ms in 40 steps: the bound (2 + 10 per key) is far below the
+        // 800 checks each key gets.
+        let clock = &clock;
+        s.spawn(move || {
+            for _ in 0..40 {
+                clock.advance(Duration::from_micros(250));
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        });
+        let (limiter, done) = (&limiter, &done);
         s.spawn(move || {
             while done.load(Ordering::Acquire) < 4 {
-                clock.advance(Duration::from_micros(250));
                 limiter.sweep();
                 std::thread::yield_now();
             }
         });
     });
     let elapsed = clock.now() - start;
+    assert_eq!(elapsed, 10_000_000);
     let bound = 2 + elapsed / t_ns;
+    assert!(bound * 4 < 800, "the bound must be binding");
     assert!(limiter.store().len() <= 64);
     let mut total = 0;
     for (k, c) in counts.iter().enumerate() {

@@ -58,8 +58,9 @@ fn system_wall_nanos() -> u64 {
 /// monotonic clock where no invariant TSC exists.
 ///
 /// Measured on the 2-core CI machine (`cargo bench --bench engine -- clock`):
-/// about 9 ns per reading, against about 24 ns for `std::time::Instant::now()`;
-/// the clock is the largest fixed cost of a decision, so this matters.
+/// 11 to 15 ns per reading, against 18 to 27 ns for
+/// `std::time::Instant::now()`; the clock is the largest fixed cost of a
+/// decision, so this matters.
 ///
 /// ```
 /// use ratelimit::{Clock, SystemClock};

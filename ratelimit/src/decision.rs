@@ -93,7 +93,8 @@ impl Decision {
 
     /// Time until a request of this cost would conform; zero when admitted,
     /// [`Duration::MAX`] when it can never conform
-    /// ([`Denial::CostExceedsBurst`]).
+    /// ([`Denial::CostExceedsBurst`], or a clock within one bucket's capacity
+    /// of the end of `u64` nanoseconds).
     pub const fn retry_after(&self) -> Duration {
         if self.retry_after_ns == u64::MAX {
             Duration::MAX

@@ -46,6 +46,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod clock;
+pub mod config;
 mod decision;
 mod gcra;
 pub mod key;

@@ -107,7 +107,8 @@ pub trait Store: Send + Sync {
         }
     }
 
-    /// The number of live cells held (an estimate under concurrency).
+    /// The number of cells held: live ones and recovered ones not yet swept
+    /// (a snapshot under concurrency).
     fn len(&self) -> usize;
 
     /// Whether the store holds no cells.

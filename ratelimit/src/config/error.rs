@@ -1,0 +1,201 @@
+//! `ConfigError`: where a configuration is wrong, and how.
+
+use std::fmt;
+use std::path::Path;
+
+/// A configuration that was refused, with where and why: the source (file
+/// path, `<config>` for text, or the environment variables applied), the line
+/// and column when known, the field, and what was expected.
+///
+/// ```
+/// use ratelimit::config::Config;
+///
+/// let err = Config::from_toml_str("default_profile = \"a\"\n[profiles.a]\nrate = \"0/s\"\n").unwrap_err();
+/// assert_eq!(err.line(), Some(3));
+/// assert_eq!(err.field(), Some("profiles.a.rate"));
+/// assert!(err.to_string().starts_with("<config>:3:8: profiles.a.rate: invalid rate \"0/s\""), "{err}");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    source_name: String,
+    line: Option<usize>,
+    column: Option<usize>,
+    field: Option<String>,
+    message: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(source_name: &str, message: impl Into<String>) -> Self {
+        ConfigError {
+            source_name: source_name.to_owned(),
+            line: None,
+            column: None,
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn io(path: &Path, e: &std::io::Error) -> Self {
+        Self::new(&path.display().to_string(), format!("cannot read the file: {e}"))
+    }
+
+    pub(crate) fn at(mut self, line: usize, column: usize) -> Self {
+        self.line = Some(line);
+        self.column = Some(column);
+        self
+    }
+
+    pub(crate) fn with_field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// The file path, `<config>`, or a description of the environment
+    /// overrides that caused the error.
+    pub fn source_name(&self) -> &str {
+        &self.source_name
+    }
+
+    /// 1-based line, when the error has a position in the text.
+    pub fn line(&self) -> Option<usize> {
+        self.line
+    }
+
+    /// 1-based column, when the error has a position in the text.
+    pub fn column(&self) -> Option<usize> {
+        self.column
+    }
+
+    /// The dotted path of the offending field (`profiles.standard.rate`), when
+    /// known.
+    pub fn field(&self) -> Option<&str> {
+        self.field.as_deref()
+    }
+
+    /// What is wrong and what was expected.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.source_name)?;
+        if let (Some(line), Some(col)) = (self.line, self.column) {
+            write!(f, ":{line}:{col}")?;
+        }
+        write!(f, ": ")?;
+        if let Some(field) = &self.field {
+            write!(f, "{field}: ")?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// 1-based (line, column) of a byte offset.
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..text.floor_char_boundary_compat(offset)];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// The dotted path of the key on `line` (1-based): the last `[table]` header
+/// above it, plus the key before `=` on that line.
+pub(crate) fn field_at_line(text: &str, line: usize) -> Option<String> {
+    let mut table: Vec<String> = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if i + 1 == line {
+            if t.starts_with('[') {
+                return Some(table.join("."));
+            }
+            let key = t.split('=').next()?.trim();
+            if key.is_empty() {
+                return None;
+            }
+            let mut path = table.clone();
+            path.extend(split_key(key));
+            return Some(path.join("."));
+        }
+        if let Some(header) = t.strip_prefix('[') {
+            let header = header.trim_start_matches('[');
+            let inner = header.split(']').next().unwrap_or("");
+            table = split_key(inner);
+        }
+    }
+    None
+}
+
+/// The 1-based line and column of `key` inside table `[path]`, for errors
+/// found after parsing (a reference to an unknown profile, say).
+pub(crate) fn locate_key(text: &str, path: &[&str], key: &str) -> Option<(usize, usize)> {
+    let want: Vec<String> = path.iter().map(|s| (*s).to_owned()).collect();
+    let mut table: Vec<String> = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if let Some(header) = t.strip_prefix('[') {
+            let inner = header.trim_start_matches('[').split(']').next().unwrap_or("");
+            table = split_key(inner);
+            continue;
+        }
+        if table == want {
+            if let Some((k, _)) = t.split_once('=') {
+                if split_key(k.trim()) == [key.to_owned()] {
+                    let col = l.len() - l.trim_start().len() + 1;
+                    return Some((i + 1, col));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Splits a dotted TOML key, honouring quotes: `routes."users.get"`.
+fn split_key(key: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    for c in key.chars() {
+        match (quote, c) {
+            (None, '"' | '\'') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, '.') => parts.push(std::mem::take(&mut current).trim().to_owned()),
+            (_, c) => current.push(c),
+        }
+    }
+    parts.push(current.trim().to_owned());
+    parts
+}
+
+trait FloorCharBoundary {
+    fn floor_char_boundary_compat(&self, i: usize) -> usize;
+}
+
+impl FloorCharBoundary for str {
+    fn floor_char_boundary_compat(&self, mut i: usize) -> usize {
+        while i > 0 && !self.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_and_positions() {
+        let text = "a = 1\n[profiles.std]\nrate = \"x\"\n[routes.\"users.get\"]\nprofile = \"p\"\n";
+        assert_eq!(field_at_line(text, 1).as_deref(), Some("a"));
+        assert_eq!(field_at_line(text, 3).as_deref(), Some("profiles.std.rate"));
+        assert_eq!(field_at_line(text, 5).as_deref(), Some("routes.users.get.profile"));
+        assert_eq!(locate_key(text, &["routes", "users.get"], "profile"), Some((5, 1)));
+        assert_eq!(line_col(text, 0), (1, 1));
+        assert_eq!(line_col(text, 6), (2, 1));
+    }
+}

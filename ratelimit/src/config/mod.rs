@@ -1,0 +1,218 @@
+//! Limits as data: profiles, per-route overrides and engine settings, read
+//! from TOML, validated at load, overridable from the environment, and
+//! reloadable at run time without losing any client's state.
+//!
+//! ```
+//! use ratelimit::config::Config;
+//!
+//! let config = Config::from_toml_str(r#"
+//!     default_profile = "standard"
+//!
+//!     [profiles.standard]
+//!     rate = "600/min"
+//!     burst = 60
+//!
+//!     [profiles.premium]
+//!     rate = "6000/min"
+//!
+//!     [routes."users.get"]
+//!     profile = "premium"
+//!     cost = 2
+//! "#).unwrap();
+//! assert_eq!(config.default_quota().burst(), 60);
+//! assert_eq!(config.route("users.get").unwrap().cost, 2);
+//! ```
+//!
+//! The full reference is `docs/config.md`.
+
+mod error;
+mod raw;
+mod reload;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+pub use error::ConfigError;
+pub use reload::ConfigHandle;
+
+use crate::key::ClientIpConfig;
+use crate::store::{MemoryStore, OverflowPolicy};
+use crate::Quota;
+
+/// Which rate-limit response headers to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum HeaderStyle {
+    /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`
+    /// (draft-ietf-httpapi-ratelimit-headers up to -06).
+    #[default]
+    Draft06,
+    /// `RateLimit-Policy` and `RateLimit` structured fields (draft -11).
+    Draft11,
+    /// Both sets.
+    Both,
+    /// No rate-limit headers (429 and `Retry-After` are still sent).
+    None,
+}
+
+/// A named limit: a rate and a burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// The profile's quota (its burst defaults to the rate's count).
+    pub quota: Quota,
+}
+
+/// Per-route settings, by stable route name (`#[rate_limit(name = ...)]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteConfig {
+    /// The profile this route uses instead of what its resolver chain says
+    /// when no earlier resolver answers (see `docs/config.md`).
+    pub profile: Option<String>,
+    /// Decide, send headers and count, but never reject.
+    pub shadow: bool,
+    /// Units each request costs.
+    pub cost: u32,
+}
+
+/// Store settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Most keys held at once.
+    pub max_keys: usize,
+    /// How often recovered cells are swept.
+    pub sweep_interval: Duration,
+    /// What happens to new keys when the store is full of live ones.
+    pub overflow: OverflowPolicy,
+}
+
+/// How JWT claims set a client's limit (verification settings arrive with the
+/// JWT key extractor).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtLimits {
+    /// Claim naming a profile (`"premium"`).
+    pub tier_claim: String,
+    /// Claim with requests per minute.
+    pub rate_claim: String,
+    /// Claim with the burst.
+    pub burst_claim: String,
+    /// The largest rate a token may ask for.
+    pub max_rate: Quota,
+    /// The largest burst a token may ask for.
+    pub max_burst: u32,
+}
+
+/// Settings of the external limit service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceConfig {
+    /// Base URL; the client key's hash is appended.
+    pub url: String,
+    /// How long an answer is used.
+    pub ttl: Duration,
+    /// How long a "no answer" is remembered.
+    pub negative_ttl: Duration,
+    /// Per-call timeout.
+    pub timeout: Duration,
+    /// Most answers cached.
+    pub max_entries: usize,
+}
+
+/// A validated configuration. Build it with [`Config::from_file`] or
+/// [`Config::from_toml_str`]; swap it at run time with [`ConfigHandle`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    default_profile: String,
+    profiles: BTreeMap<String, Profile>,
+    routes: BTreeMap<String, RouteConfig>,
+    /// Store settings.
+    pub store: StoreConfig,
+    /// How the client's address is found.
+    pub ip: ClientIpConfig,
+    /// Response header style.
+    pub headers: HeaderStyle,
+    /// JWT limit claims, when the `[jwt]` section is present.
+    pub jwt: Option<JwtLimits>,
+    /// The limit service, when the `[service]` section is present.
+    pub service: Option<ServiceConfig>,
+}
+
+/// The prefix of environment variables that override file values.
+pub const ENV_PREFIX: &str = "RATELIMIT__";
+
+impl Config {
+    /// Reads and validates a TOML file, then applies `RATELIMIT__*`
+    /// environment overrides (see [`Config::from_toml_str_with_env`]).
+    ///
+    /// Errors name the file, the line and column, and the field.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, &e))?;
+        raw::load(&text, Some(path), std::env::vars())
+    }
+
+    /// Parses and validates TOML text, without environment overrides.
+    pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
+        raw::load(text, None, std::iter::empty())
+    }
+
+    /// Parses TOML text, then applies overrides from `vars`: a variable named
+    /// `RATELIMIT__PROFILES__STANDARD__RATE` sets `profiles.standard.rate`
+    /// (path segments separated by `__`, lower-cased). Values are read as TOML
+    /// (`100`, `true`, `["10.0.0.0/8"]`) and otherwise as strings.
+    ///
+    /// ```
+    /// use ratelimit::config::Config;
+    ///
+    /// let text = "default_profile = \"std\"\n[profiles.std]\nrate = \"10/s\"\n";
+    /// let vars = [("RATELIMIT__PROFILES__STD__BURST".to_string(), "3".to_string())];
+    /// let config = Config::from_toml_str_with_env(text, vars).unwrap();
+    /// assert_eq!(config.default_quota().burst(), 3);
+    /// ```
+    pub fn from_toml_str_with_env(
+        text: &str,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        raw::load(text, None, vars)
+    }
+
+    /// The default profile's name.
+    pub fn default_profile(&self) -> &str {
+        &self.default_profile
+    }
+
+    /// The default profile's quota.
+    pub fn default_quota(&self) -> Quota {
+        // Validation guarantees the default profile exists.
+        self.profiles
+            .get(&self.default_profile)
+            .map_or(Quota::per_second(1), |p| p.quota)
+    }
+
+    /// A profile by name.
+    pub fn profile(&self, name: &str) -> Option<&Profile> {
+        self.profiles.get(name)
+    }
+
+    /// All profiles, by name.
+    pub fn profiles(&self) -> &BTreeMap<String, Profile> {
+        &self.profiles
+    }
+
+    /// A route's overrides, by route name.
+    pub fn route(&self, name: &str) -> Option<&RouteConfig> {
+        self.routes.get(name)
+    }
+
+    /// All route overrides, by name.
+    pub fn routes(&self) -> &BTreeMap<String, RouteConfig> {
+        &self.routes
+    }
+
+    /// A [`MemoryStore`] built from the `[store]` section.
+    pub fn build_store(&self) -> Result<MemoryStore, crate::StoreConfigError> {
+        MemoryStore::builder()
+            .max_keys(self.store.max_keys)
+            .overflow(self.store.overflow)
+            .try_build()
+    }
+}

@@ -1,0 +1,494 @@
+//! The TOML shape of a configuration, its parsing, environment overrides and
+//! validation into [`Config`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Deserializer};
+
+use super::error::{field_at_line, line_col, locate_key};
+use super::{
+    Config, ConfigError, HeaderStyle, JwtLimits, Profile, RouteConfig, ServiceConfig, StoreConfig, ENV_PREFIX,
+};
+use crate::key::{ClientIpConfig, ForwardedHeader};
+use crate::store::OverflowPolicy;
+use crate::Quota;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    default_profile: Option<String>,
+    #[serde(default)]
+    profiles: BTreeMap<String, RawProfile>,
+    #[serde(default)]
+    routes: BTreeMap<String, RawRoute>,
+    #[serde(default)]
+    store: RawStore,
+    #[serde(default)]
+    ip: RawIp,
+    #[serde(default)]
+    headers: RawHeaders,
+    jwt: Option<RawJwt>,
+    service: Option<RawService>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    #[serde(deserialize_with = "quota")]
+    rate: Quota,
+    #[serde(default, deserialize_with = "opt_positive_u32")]
+    burst: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    profile: Option<String>,
+    #[serde(default)]
+    shadow: bool,
+    #[serde(default, deserialize_with = "opt_positive_u32")]
+    cost: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawStore {
+    #[serde(deserialize_with = "max_keys")]
+    max_keys: usize,
+    #[serde(deserialize_with = "duration")]
+    sweep_interval: Duration,
+    #[serde(deserialize_with = "overflow")]
+    overflow: OverflowPolicy,
+}
+
+impl Default for RawStore {
+    fn default() -> Self {
+        RawStore {
+            max_keys: 100_000,
+            sweep_interval: Duration::from_secs(10),
+            overflow: OverflowPolicy::SharedBucket,
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawIp {
+    #[serde(default, deserialize_with = "cidrs")]
+    trusted_proxies: Vec<IpNet>,
+    #[serde(default, deserialize_with = "forwarded_header")]
+    forwarded_header: ForwardedHeader,
+    #[serde(default, deserialize_with = "opt_prefix::<128, _>")]
+    ipv6_prefix: Option<u8>,
+    #[serde(default, deserialize_with = "opt_prefix::<32, _>")]
+    ipv4_prefix: Option<u8>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawHeaders {
+    #[serde(default, deserialize_with = "header_style")]
+    style: HeaderStyle,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJwt {
+    #[serde(default = "tier_claim", deserialize_with = "claim_name")]
+    tier_claim: String,
+    #[serde(default = "rate_claim", deserialize_with = "claim_name")]
+    rate_claim: String,
+    #[serde(default = "burst_claim", deserialize_with = "claim_name")]
+    burst_claim: String,
+    #[serde(deserialize_with = "quota")]
+    max_rate: Quota,
+    #[serde(deserialize_with = "positive_u32")]
+    max_burst: u32,
+}
+
+fn tier_claim() -> String {
+    "ratelimit_tier".to_owned()
+}
+fn rate_claim() -> String {
+    "ratelimit_rpm".to_owned()
+}
+fn burst_claim() -> String {
+    "ratelimit_burst".to_owned()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawService {
+    #[serde(deserialize_with = "http_url")]
+    url: String,
+    #[serde(default = "sixty_seconds", deserialize_with = "duration")]
+    ttl: Duration,
+    #[serde(default = "five_seconds", deserialize_with = "duration")]
+    negative_ttl: Duration,
+    #[serde(default = "two_hundred_ms", deserialize_with = "duration")]
+    timeout: Duration,
+    #[serde(default = "ten_thousand", deserialize_with = "max_keys")]
+    max_entries: usize,
+}
+
+fn sixty_seconds() -> Duration {
+    Duration::from_secs(60)
+}
+fn five_seconds() -> Duration {
+    Duration::from_secs(5)
+}
+fn two_hundred_ms() -> Duration {
+    Duration::from_millis(200)
+}
+fn ten_thousand() -> usize {
+    10_000
+}
+
+// ---- field deserializers: each error lands on the field's span ---------------
+
+fn quota<'de, D: Deserializer<'de>>(d: D) -> Result<Quota, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map_err(serde::de::Error::custom)
+}
+
+fn positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let n = i64::deserialize(d)?;
+    if !(1..=i64::from(u32::MAX)).contains(&n) {
+        return Err(serde::de::Error::custom(format!(
+            "expected a whole number from 1 to {}, got {n}",
+            u32::MAX
+        )));
+    }
+    Ok(n as u32)
+}
+
+fn opt_positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    positive_u32(d).map(Some)
+}
+
+fn max_keys<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let n = i64::deserialize(d)?;
+    if !(1..=1 << 32).contains(&n) {
+        return Err(serde::de::Error::custom(format!(
+            "expected a whole number from 1 to 4294967296, got {n}"
+        )));
+    }
+    Ok(n as usize)
+}
+
+fn opt_prefix<'de, const MAX: u8, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    let n = i64::deserialize(d)?;
+    if !(1..=i64::from(MAX)).contains(&n) {
+        return Err(serde::de::Error::custom(format!(
+            "expected a prefix length from 1 to {MAX}, got {n}"
+        )));
+    }
+    Ok(Some(n as u8))
+}
+
+/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`; must be longer than zero.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let (n, unit) = t.split_at(digits);
+    let n: u64 = n.parse().map_err(|_| {
+        format!("invalid duration {text:?}: expected a number and a unit, such as \"250ms\" or \"10s\"")
+    })?;
+    let unit_ns: u64 = match unit.trim() {
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "min" | "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => {
+            return Err(format!(
+                "invalid duration {text:?}: unknown unit; expected ms, s, min or h"
+            ))
+        }
+    };
+    let ns = n
+        .checked_mul(unit_ns)
+        .ok_or_else(|| format!("invalid duration {text:?}: too long"))?;
+    if ns == 0 {
+        return Err(format!("invalid duration {text:?}: must be longer than zero"));
+    }
+    Ok(Duration::from_nanos(ns))
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+    let items = Vec::<String>::deserialize(d)?;
+    items
+        .iter()
+        .map(|s| {
+            let s = s.trim();
+            // A bare address means that one host.
+            s.parse::<IpNet>()
+                .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "invalid CIDR {s:?}: expected an address or network such as \"10.0.0.0/8\" or \"2001:db8::/32\""
+                    ))
+                })
+        })
+        .collect()
+}
+
+fn overflow<'de, D: Deserializer<'de>>(d: D) -> Result<OverflowPolicy, D::Error> {
+    match String::deserialize(d)?.as_str() {
+        "shared" => Ok(OverflowPolicy::SharedBucket),
+        "refuse" => Ok(OverflowPolicy::Refuse),
+        other => Err(serde::de::Error::custom(format!(
+            "unknown overflow policy {other:?}: expected \"shared\" or \"refuse\""
+        ))),
+    }
+}
+
+fn forwarded_header<'de, D: Deserializer<'de>>(d: D) -> Result<ForwardedHeader, D::Error> {
+    match String::deserialize(d)?.to_ascii_lowercase().as_str() {
+        "x-forwarded-for" => Ok(ForwardedHeader::XForwardedFor),
+        "forwarded" => Ok(ForwardedHeader::Forwarded),
+        other => Err(serde::de::Error::custom(format!(
+            "unknown forwarded header {other:?}: expected \"x-forwarded-for\" or \"forwarded\""
+        ))),
+    }
+}
+
+fn header_style<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderStyle, D::Error> {
+    match String::deserialize(d)?.as_str() {
+        "draft-06" => Ok(HeaderStyle::Draft06),
+        "draft-11" => Ok(HeaderStyle::Draft11),
+        "both" => Ok(HeaderStyle::Both),
+        "none" => Ok(HeaderStyle::None),
+        other => Err(serde::de::Error::custom(format!(
+            "unknown header style {other:?}: expected \"draft-06\", \"draft-11\", \"both\" or \"none\""
+        ))),
+    }
+}
+
+fn claim_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let name = String::deserialize(d)?;
+    let valid = !name.is_empty()
+        && name
+            .split('.')
+            .all(|seg| !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+    if !valid {
+        return Err(serde::de::Error::custom(format!(
+            "invalid claim name {name:?}: expected letters, digits, '_' or '-', with '.' between nested names"
+        )));
+    }
+    Ok(name)
+}
+
+fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let url = String::deserialize(d)?;
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(url),
+        _ => Err(serde::de::Error::custom(format!(
+            "invalid URL {url:?}: expected http:// or https:// and a host"
+        ))),
+    }
+}
+
+// ---- loading ------------------------------------------------------------------
+
+pub(super) fn load(
+    text: &str,
+    path: Option<&Path>,
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<Config, ConfigError> {
+    let source = path.map_or_else(|| "<config>".to_owned(), |p| p.display().to_string());
+    let raw: RawConfig = toml::from_str(text).map_err(|e| toml_error(&source, text, &e))?;
+
+    let overrides: Vec<(String, String)> = vars.into_iter().filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect();
+    let raw = if overrides.is_empty() {
+        raw
+    } else {
+        apply_env(text, &overrides)?
+    };
+    validate(raw, text, &source)
+}
+
+fn toml_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+    let message = e.message().trim().to_owned();
+    let mut err = ConfigError::new(source, message);
+    if let Some(span) = e.span() {
+        let (line, col) = line_col(text, span.start);
+        err = err.at(line, col);
+        if let Some(field) = field_at_line(text, line) {
+            err = err.with_field(field);
+        }
+    }
+    err
+}
+
+fn apply_env(text: &str, overrides: &[(String, String)]) -> Result<RawConfig, ConfigError> {
+    let names: Vec<&str> = overrides.iter().map(|(k, _)| k.as_str()).collect();
+    let source = format!("environment overrides ({})", names.join(", "));
+    let mut table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ConfigError::new(&source, e.message().to_owned()))?;
+    for (name, value) in overrides {
+        let path: Vec<String> = name[ENV_PREFIX.len()..]
+            .split("__")
+            .map(str::to_ascii_lowercase)
+            .collect();
+        if path.iter().any(String::is_empty) {
+            return Err(ConfigError::new(&source, format!("{name}: empty path segment")));
+        }
+        let value = format!("v = {value}")
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.clone()));
+        let (last, parents) = path.split_last().expect("non-empty: split yields one item at least");
+        let mut node = &mut table;
+        for seg in parents {
+            let entry = node
+                .entry(seg.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            node = match entry {
+                toml::Value::Table(t) => t,
+                _ => {
+                    return Err(
+                        ConfigError::new(&source, format!("{name}: {seg} is not a table")).with_field(path.join("."))
+                    );
+                }
+            };
+        }
+        node.insert(last.clone(), value);
+    }
+    toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::new(&source, e.message().trim().to_owned()))
+}
+
+fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigError> {
+    let located = |path: &[&str], key: &str, message: String| {
+        let field = path
+            .iter()
+            .chain(std::iter::once(&key))
+            .copied()
+            .collect::<Vec<_>>()
+            .join(".");
+        let err = ConfigError::new(source, message).with_field(field);
+        match locate_key(text, path, key) {
+            Some((line, col)) => err.at(line, col),
+            None => err,
+        }
+    };
+
+    if raw.profiles.is_empty() {
+        return Err(ConfigError::new(
+            source,
+            "no profiles: define at least one, e.g. [profiles.standard] rate = \"600/min\"",
+        )
+        .with_field("profiles"));
+    }
+    let profiles: BTreeMap<String, Profile> = raw
+        .profiles
+        .into_iter()
+        .map(|(name, p)| {
+            let quota = match p.burst {
+                Some(b) => p.rate.with_burst(b),
+                None => p.rate,
+            };
+            (name, Profile { quota })
+        })
+        .collect();
+    let known = || profiles.keys().cloned().collect::<Vec<_>>().join(", ");
+
+    let default_profile = match raw.default_profile {
+        Some(name) if profiles.contains_key(&name) => name,
+        Some(name) => {
+            return Err(located(
+                &[],
+                "default_profile",
+                format!("unknown profile {name:?}; defined profiles: {}", known()),
+            ))
+        }
+        None if profiles.len() == 1 => profiles.keys().next().cloned().unwrap_or_default(),
+        None => {
+            return Err(ConfigError::new(
+                source,
+                format!(
+                    "missing: name the profile used when nothing else applies; defined profiles: {}",
+                    known()
+                ),
+            )
+            .with_field("default_profile"))
+        }
+    };
+
+    let mut routes = BTreeMap::new();
+    for (name, r) in raw.routes {
+        if let Some(p) = &r.profile {
+            if !profiles.contains_key(p) {
+                return Err(located(
+                    &["routes", &name],
+                    "profile",
+                    format!("unknown profile {p:?}; defined profiles: {}", known()),
+                ));
+            }
+        }
+        routes.insert(
+            name,
+            RouteConfig {
+                profile: r.profile,
+                shadow: r.shadow,
+                cost: r.cost.unwrap_or(1),
+            },
+        );
+    }
+
+    let mut ip = ClientIpConfig::default()
+        .trust_proxies(raw.ip.trusted_proxies)
+        .forwarded_header(raw.ip.forwarded_header);
+    if let Some(p) = raw.ip.ipv6_prefix {
+        ip = ip
+            .ipv6_prefix(p)
+            .map_err(|e| located(&["ip"], "ipv6_prefix", e.to_string()))?;
+    }
+    if let Some(p) = raw.ip.ipv4_prefix {
+        ip = ip
+            .ipv4_prefix(p)
+            .map_err(|e| located(&["ip"], "ipv4_prefix", e.to_string()))?;
+    }
+
+    let jwt = raw.jwt.map(|j| JwtLimits {
+        tier_claim: j.tier_claim,
+        rate_claim: j.rate_claim,
+        burst_claim: j.burst_claim,
+        max_rate: j.max_rate,
+        max_burst: j.max_burst,
+    });
+    let service = raw.service.map(|s| ServiceConfig {
+        url: s.url,
+        ttl: s.ttl,
+        negative_ttl: s.negative_ttl,
+        timeout: s.timeout,
+        max_entries: s.max_entries,
+    });
+
+    Ok(Config {
+        default_profile,
+        profiles,
+        routes,
+        store: StoreConfig {
+            max_keys: raw.store.max_keys,
+            sweep_interval: raw.store.sweep_interval,
+            overflow: raw.store.overflow,
+        },
+        ip,
+        headers: raw.headers.style,
+        jwt,
+        service,
+    })
+}
