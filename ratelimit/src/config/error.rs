@@ -110,8 +110,10 @@ pub(crate) fn field_at_line(text: &str, line: usize) -> Option<String> {
     for (i, l) in text.lines().enumerate() {
         let t = l.trim();
         if i + 1 == line {
-            if t.starts_with('[') {
-                return Some(table.join("."));
+            if let Some(header) = t.strip_prefix('[') {
+                let inner = header.trim_start_matches('[').split(']').next().unwrap_or("");
+                let path = split_key(inner).join(".");
+                return (!path.is_empty()).then_some(path);
             }
             let key = t.split('=').next()?.trim();
             if key.is_empty() {

@@ -1,0 +1,267 @@
+//! Configuration: a full example loads, every kind of mistake is refused with
+//! the file, line and field, environment overrides apply, and a reload keeps
+//! every client's state.
+
+use std::time::Duration;
+
+use ratelimit::config::{Config, ConfigHandle, HeaderStyle};
+use ratelimit::key::ForwardedHeader;
+use ratelimit::{Limiter, ManualClock, MemoryStore, OverflowPolicy};
+
+const FULL: &str = r#"
+default_profile = "standard"
+
+[profiles.standard]
+rate = "600/min"
+burst = 60
+
+[profiles.premium]
+rate = "6000/min"
+
+[routes."users.get"]
+profile = "premium"
+cost = 2
+
+[routes."reports.export"]
+shadow = true
+
+[store]
+max_keys = 250000
+sweep_interval = "5s"
+overflow = "refuse"
+
+[ip]
+trusted_proxies = ["10.0.0.0/8", "2001:db8::/32", "192.0.2.1"]
+forwarded_header = "forwarded"
+ipv6_prefix = 56
+
+[headers]
+style = "both"
+
+[jwt]
+tier_claim = "plan.tier"
+max_rate = "100000/min"
+max_burst = 1000
+
+[service]
+url = "http://limits.internal:8080/v1/limits"
+ttl = "30s"
+timeout = "150ms"
+"#;
+
+#[test]
+fn a_full_configuration_loads() {
+    let c = Config::from_toml_str(FULL).unwrap();
+    assert_eq!(c.default_profile(), "standard");
+    assert_eq!(
+        c.default_quota(),
+        "600/min".parse::<ratelimit::Quota>().unwrap().with_burst(60)
+    );
+    assert_eq!(c.profile("premium").unwrap().quota.burst(), 6000);
+    let users = c.route("users.get").unwrap();
+    assert_eq!(
+        (users.profile.as_deref(), users.cost, users.shadow),
+        (Some("premium"), 2, false)
+    );
+    assert!(c.route("reports.export").unwrap().shadow);
+    assert_eq!(c.store.max_keys, 250_000);
+    assert_eq!(c.store.sweep_interval, Duration::from_secs(5));
+    assert_eq!(c.store.overflow, OverflowPolicy::Refuse);
+    assert_eq!(c.ip.trusted_proxies().len(), 3);
+    assert_eq!(c.ip.header(), ForwardedHeader::Forwarded);
+    assert_eq!(c.headers, HeaderStyle::Both);
+    let jwt = c.jwt.as_ref().unwrap();
+    assert_eq!(
+        (jwt.tier_claim.as_str(), jwt.rate_claim.as_str(), jwt.max_burst),
+        ("plan.tier", "ratelimit_rpm", 1000)
+    );
+    let service = c.service.as_ref().unwrap();
+    assert_eq!(
+        (service.ttl, service.timeout),
+        (Duration::from_secs(30), Duration::from_millis(150))
+    );
+    let store = c.build_store().unwrap();
+    assert_eq!(
+        (store.max_keys(), store.overflow_policy()),
+        (250_000, OverflowPolicy::Refuse)
+    );
+}
+
+#[test]
+fn defaults_fill_in_the_optional_sections() {
+    let c = Config::from_toml_str("[profiles.only]\nrate = \"10/s\"\n").unwrap();
+    assert_eq!(c.default_profile(), "only");
+    assert_eq!(c.store.max_keys, 100_000);
+    assert_eq!(c.store.overflow, OverflowPolicy::SharedBucket);
+    assert_eq!(c.headers, HeaderStyle::Draft06);
+    assert!(c.ip.trusted_proxies().is_empty());
+    assert!(c.jwt.is_none() && c.service.is_none());
+}
+
+/// Each case: the TOML, the line, the field, and words the message must have.
+#[rustfmt::skip]
+const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
+    ("colour = 1\n[profiles.a]\nrate = \"1/s\"\n", Some(1), "colour", "unknown field"),
+    ("[profiles.a]\nratee = \"1/s\"\n", Some(2), "profiles.a.ratee", "unknown field"),
+    ("[profiles.a]\nrate = \"0/min\"\n", Some(2), "profiles.a.rate", "at least 1"),
+    ("[profiles.a]\nrate = \"10 per second\"\n", Some(2), "profiles.a.rate", "expected \"<count>/<period>\""),
+    ("[profiles.a]\nrate = \"10/s\"\nburst = 0\n", Some(3), "profiles.a.burst", "from 1"),
+    ("[profiles.a]\nrate = \"10/s\"\nburst = -5\n", Some(3), "profiles.a.burst", "from 1"),
+    ("[profiles.a]\nburst = 5\n", Some(1), "profiles.a", "missing field `rate`"),
+    ("default_profile = \"gold\"\n[profiles.a]\nrate = \"1/s\"\n", Some(1), "default_profile", "unknown profile \"gold\""),
+    ("[profiles.a]\nrate = \"1/s\"\n[profiles.b]\nrate = \"2/s\"\n", None, "default_profile", "missing"),
+    ("default_profile = \"a\"\n", None, "profiles", "no profiles"),
+    ("[profiles.a]\nrate = \"1/s\"\n[routes.\"users.get\"]\nprofile = \"premum\"\n", Some(4), "routes.users.get.profile", "unknown profile \"premum\"; defined profiles: a"),
+    ("[profiles.a]\nrate = \"1/s\"\n[routes.x]\ncost = 0\n", Some(4), "routes.x.cost", "from 1"),
+    ("[profiles.a]\nrate = \"1/s\"\n[routes.x]\nshadow = \"yes\"\n", Some(4), "routes.x.shadow", "bool"),
+    ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"10.0.0.0/33\"]\n", Some(4), "ip.trusted_proxies", "invalid CIDR \"10.0.0.0/33\""),
+    ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"localhost\"]\n", Some(4), "ip.trusted_proxies", "invalid CIDR"),
+    ("[profiles.a]\nrate = \"1/s\"\n[ip]\nipv6_prefix = 0\n", Some(4), "ip.ipv6_prefix", "1 to 128"),
+    ("[profiles.a]\nrate = \"1/s\"\n[ip]\nforwarded_header = \"x-real-ip\"\n", Some(4), "ip.forwarded_header", "expected \"x-forwarded-for\" or \"forwarded\""),
+    ("[profiles.a]\nrate = \"1/s\"\n[store]\nmax_keys = 0\n", Some(4), "store.max_keys", "from 1"),
+    ("[profiles.a]\nrate = \"1/s\"\n[store]\nsweep_interval = \"0s\"\n", Some(4), "store.sweep_interval", "longer than zero"),
+    ("[profiles.a]\nrate = \"1/s\"\n[store]\nsweep_interval = \"soon\"\n", Some(4), "store.sweep_interval", "invalid duration"),
+    ("[profiles.a]\nrate = \"1/s\"\n[store]\noverflow = \"allow\"\n", Some(4), "store.overflow", "\"shared\" or \"refuse\""),
+    ("[profiles.a]\nrate = \"1/s\"\n[headers]\nstyle = \"rfc\"\n", Some(4), "headers.style", "draft-06"),
+    ("[profiles.a]\nrate = \"1/s\"\n[jwt]\ntier_claim = \"\"\nmax_rate = \"1/s\"\nmax_burst = 1\n", Some(4), "jwt.tier_claim", "invalid claim name"),
+    ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"ftp://x\"\n", Some(4), "service.url", "http:// or https://"),
+    ("[profiles.a]\nrate = \"1/s\"\n[profiles.a]\nrate = \"2/s\"\n", Some(3), "profiles.a", "duplicate"),
+    ("[profiles.a\nrate = \"1/s\"\n", Some(1), "profiles.a", "unclosed table, expected `]`"),
+];
+
+#[test]
+fn every_mistake_is_refused_with_line_field_and_reason() {
+    let mut failures = Vec::new();
+    for (toml, line, field, words) in MISTAKES {
+        match Config::from_toml_str(toml) {
+            Ok(_) => failures.push(format!("accepted: {toml:?}")),
+            Err(e) => {
+                let text = e.to_string();
+                let ok = e.line() == *line
+                    && (field.is_empty() || e.field() == Some(field))
+                    && text.to_lowercase().contains(&words.to_lowercase());
+                if !ok {
+                    failures.push(format!(
+                        "{toml:?}\n    got: {text} (line {:?}, field {:?})",
+                        e.line(),
+                        e.field()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases:\n{}",
+        failures.len(),
+        MISTAKES.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn file_errors_name_the_file() {
+    let dir = std::env::temp_dir().join(format!("ratelimit-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("limits.toml");
+    std::fs::write(&path, "[profiles.a]\nrate = \"10/fortnight\"\n").unwrap();
+    let err = Config::from_file(&path).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{}:2:8: profiles.a.rate: invalid rate", path.display())),
+        "{err}"
+    );
+    let missing = Config::from_file(dir.join("nope.toml")).unwrap_err().to_string();
+    assert!(
+        missing.contains("nope.toml") && missing.contains("cannot read"),
+        "{missing}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn environment_overrides_apply_and_are_validated() {
+    let text = "default_profile = \"std\"\n[profiles.std]\nrate = \"10/s\"\n";
+    let vars = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<Vec<_>>()
+    };
+    let c = Config::from_toml_str_with_env(
+        text,
+        vars(&[
+            ("RATELIMIT__PROFILES__STD__RATE", "100/s"),
+            ("RATELIMIT__STORE__MAX_KEYS", "5000"),
+            ("RATELIMIT__IP__TRUSTED_PROXIES", "[\"10.0.0.0/8\"]"),
+            ("UNRELATED", "x"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.default_quota().count(), 100);
+    assert_eq!(c.store.max_keys, 5000);
+    assert_eq!(c.ip.trusted_proxies().len(), 1);
+
+    let err = Config::from_toml_str_with_env(text, vars(&[("RATELIMIT__PROFILES__STD__BURST", "0")])).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("RATELIMIT__PROFILES__STD__BURST") && msg.contains("from 1"),
+        "{msg}"
+    );
+    let err = Config::from_toml_str_with_env(text, vars(&[("RATELIMIT__PROFILES__STD__RATEE", "1/s")])).unwrap_err();
+    assert!(err.to_string().contains("unknown field"), "{err}");
+}
+
+#[test]
+fn a_reload_keeps_every_clients_state_and_a_tier_change_keeps_the_tat() {
+    let v1 = "default_profile = \"std\"\n[profiles.std]\nrate = \"10/min\"\n[profiles.gold]\nrate = \"100/min\"\n";
+    let handle = ConfigHandle::new(Config::from_toml_str(v1).unwrap());
+    let clock = ManualClock::new();
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+
+    // A client uses its whole standard burst of 10.
+    for _ in 0..10 {
+        assert!(limiter.check(&"alice", &handle.load().default_quota()).is_allowed());
+    }
+    assert!(limiter.check(&"alice", &handle.load().default_quota()).is_denied());
+    // Another client used 3.
+    for _ in 0..3 {
+        limiter.check(&"bob", &handle.load().default_quota());
+    }
+
+    // Reload: the standard profile becomes 20/min with a burst of 20.
+    let v2 = "default_profile = \"std\"\n[profiles.std]\nrate = \"20/min\"\nburst = 20\n[profiles.gold]\nrate = \"100/min\"\n";
+    handle.store(Config::from_toml_str(v2).unwrap());
+    let standard = handle.load().default_quota();
+    // Alice's debt of 10 * 6 s = 60 s is kept: under 20/min (T = 3 s,
+    // capacity 60 s) she is exactly empty, not refilled.
+    let d = limiter.check(&"alice", &standard);
+    assert!(d.is_denied());
+    assert_eq!(d.retry_after(), Duration::from_secs(3));
+    // Bob's 3 * 6 s = 18 s of debt leaves 42 s = 14 requests.
+    assert_eq!(limiter.check_n(&"bob", &standard, 0).remaining(), 14);
+
+    // Alice moves to gold (100/min, burst 100, capacity 60 s): her 60 s of
+    // debt means no fresh burst there either.
+    let gold = handle.load().profile("gold").unwrap().quota;
+    assert!(limiter.check(&"alice", &gold).is_denied());
+    clock.advance(Duration::from_millis(600));
+    assert!(limiter.check(&"alice", &gold).is_allowed());
+    assert!(limiter.check(&"alice", &gold).is_denied());
+}
+
+#[test]
+fn a_bad_file_on_reload_keeps_the_running_configuration() {
+    let dir = std::env::temp_dir().join(format!("ratelimit-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("limits.toml");
+    std::fs::write(&path, "[profiles.a]\nrate = \"10/s\"\n").unwrap();
+    let handle = ConfigHandle::from_file(&path).unwrap();
+    std::fs::write(&path, "[profiles.a]\nrate = \"20/s\"\n").unwrap();
+    handle.reload().unwrap();
+    assert_eq!(handle.load().default_quota().count(), 20);
+    std::fs::write(&path, "[profiles.a]\nrate = \"0/s\"\n").unwrap();
+    let err = handle.reload().unwrap_err();
+    assert_eq!(err.line(), Some(2));
+    assert_eq!(handle.load().default_quota().count(), 20, "the old configuration stays");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
