@@ -1,14 +1,17 @@
 //! Who is limited: turning a request into the key it is limited by.
 //!
 //! Keys must come from something a client cannot mint freely, or a client
-//! gets a fresh bucket per request. This module starts with the client's
-//! network address ([`ClientIpConfig`]), which every other key kind falls back
-//! to when its value is missing.
+//! gets a fresh bucket per request. This module has the client's network
+//! address ([`IpKey`], configured by [`ClientIpConfig`]), which every other key
+//! kind falls back to when its value is missing, and header values
+//! ([`HeaderKey`]) with a bound on how many one address may introduce.
 
+mod header;
 mod ip;
 
 use std::net::{IpAddr, SocketAddr};
 
+pub use header::{HeaderCardinality, HeaderKey, HeaderKeyError};
 pub use ip::{ClientIpConfig, ForwardedHeader, PrefixError};
 
 /// The TCP peer of a request, put in the request's extensions by the server
@@ -26,6 +29,8 @@ pub enum ClientKey {
     Ip(IpAddr),
     /// No peer address was available: every such request shares one bucket.
     UnknownPeer,
+    /// A header value's keyed hash (see [`HeaderKey`]).
+    Header(u64),
 }
 
 /// Keys requests by client address (see [`ClientIpConfig`] for what is

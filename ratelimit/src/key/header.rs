@@ -1,0 +1,154 @@
+//! Keys from a request header (`x-api-key`), with a bound on how many
+//! distinct values one client address may introduce.
+
+use std::time::Duration;
+
+use http::HeaderName;
+
+use super::{ClientIpConfig, ClientKey, IpKey};
+use crate::{Clock, Limiter, MemoryStore, Quota, SystemClock};
+
+/// Routes of the internal limiter that tracks header values.
+const SEEN_ROUTE: u32 = 1;
+const BUDGET_ROUTE: u32 = 2;
+
+/// How many distinct header values a client address may introduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderCardinality {
+    /// New distinct values one address may introduce per `window` (and at
+    /// most this many at once).
+    pub per_ip: u32,
+    /// How long a value counts as known for its address after first use.
+    pub window: Duration,
+    /// Most entries tracked (known pairs and per-address budgets together);
+    /// 32 bytes each, allocated up front.
+    pub max_tracked: usize,
+}
+
+impl Default for HeaderCardinality {
+    /// 8 values per address per 10 minutes, 100,000 pairs tracked.
+    fn default() -> Self {
+        HeaderCardinality {
+            per_ip: 8,
+            window: Duration::from_secs(600),
+            max_tracked: 100_000,
+        }
+    }
+}
+
+/// Why a [`HeaderKey`] cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderKeyError(String);
+
+impl std::fmt::Display for HeaderKeyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HeaderKeyError {}
+
+/// Keys requests by a header's value (hashed; the value is never stored).
+///
+/// A header such as `x-api-key` is written by the client, so on its own it
+/// would let a client mint a fresh bucket per request. Each client address
+/// may therefore introduce at most [`HeaderCardinality::per_ip`] new values
+/// per window; past that its requests are keyed by its address
+/// ([`ClientKey::Ip`]), i.e. charged to its IP bucket. A missing or empty
+/// header is keyed by address too.
+///
+/// ```
+/// use http::Request;
+/// use ratelimit::key::{ClientIpConfig, ClientKey, HeaderCardinality, HeaderKey, PeerAddr};
+/// use ratelimit::ManualClock;
+///
+/// let cap = HeaderCardinality { per_ip: 2, ..HeaderCardinality::default() };
+/// let key = HeaderKey::new("x-api-key", ClientIpConfig::default(), cap, ManualClock::new()).unwrap();
+/// let request = |api_key: &str| {
+///     let (mut parts, ()) = Request::builder().header("x-api-key", api_key).body(()).unwrap().into_parts();
+///     parts.extensions.insert(PeerAddr("192.0.2.7:4000".parse().unwrap()));
+///     parts
+/// };
+/// let a = key.extract(&request("key-a"));
+/// assert!(matches!(a, ClientKey::Header(_)));
+/// assert_eq!(key.extract(&request("key-a")), a, "a known value keeps its key");
+/// assert!(matches!(key.extract(&request("key-b")), ClientKey::Header(_)));
+/// // A third new value from the same address in the window: the IP bucket.
+/// assert_eq!(key.extract(&request("key-c")), ClientKey::Ip("192.0.2.7".parse().unwrap()));
+/// ```
+#[derive(Debug)]
+pub struct HeaderKey<C: Clock = SystemClock> {
+    name: HeaderName,
+    ip: IpKey,
+    hasher: ahash::RandomState,
+    tracker: Limiter<MemoryStore, C>,
+    seen: Quota,
+    budget: Quota,
+}
+
+impl<C: Clock> HeaderKey<C> {
+    /// A header key extractor. Refuses an invalid header name, a zero
+    /// cardinality or window.
+    pub fn new(
+        name: &str,
+        ip: ClientIpConfig,
+        cardinality: HeaderCardinality,
+        clock: C,
+    ) -> Result<Self, HeaderKeyError> {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| HeaderKeyError(format!("invalid header name {name:?}")))?;
+        let seen =
+            Quota::new(1, cardinality.window).map_err(|e| HeaderKeyError(format!("header cardinality window: {e}")))?;
+        let budget = Quota::new(cardinality.per_ip, cardinality.window)
+            .map_err(|e| HeaderKeyError(format!("header cardinality per_ip: {e}")))?;
+        let store = MemoryStore::builder()
+            .max_keys(cardinality.max_tracked)
+            .try_build()
+            .map_err(|e| HeaderKeyError(format!("header cardinality max_tracked: {e}")))?;
+        Ok(HeaderKey {
+            name,
+            ip: IpKey::new(ip),
+            hasher: ahash::RandomState::new(),
+            tracker: Limiter::new(store, clock),
+            seen,
+            budget,
+        })
+    }
+
+    /// The header read.
+    pub fn header_name(&self) -> &HeaderName {
+        &self.name
+    }
+
+    /// The key of a request.
+    pub fn extract(&self, parts: &http::request::Parts) -> ClientKey {
+        let ip_key = self.ip.extract(parts);
+        let Some(value) = parts.headers.get(&self.name) else {
+            return ip_key;
+        };
+        let bytes = value.as_bytes().trim_ascii();
+        if bytes.is_empty() {
+            return ip_key;
+        }
+        let value_hash = self.hasher.hash_one(bytes);
+        let pair = (ip_key, value_hash);
+
+        // Known for this address within the window: its own bucket. A probe
+        // answered by the tracker's shared overflow cell proves nothing.
+        let probe = self.tracker.check_route(SEEN_ROUTE, &pair, &self.seen, 0);
+        if !probe.is_overflow() && (probe.is_denied() || probe.remaining() == 0) {
+            return ClientKey::Header(value_hash);
+        }
+        // A new value: it spends one unit of the address's budget of new
+        // values, or the request falls back to the address's bucket.
+        if self
+            .tracker
+            .check_route(BUDGET_ROUTE, &ip_key, &self.budget, 1)
+            .is_denied()
+        {
+            return ip_key;
+        }
+        self.tracker.check_route(SEEN_ROUTE, &pair, &self.seen, 1);
+        ClientKey::Header(value_hash)
+    }
+}
