@@ -152,80 +152,51 @@ fn run_governor<K: std::hash::Hash + Eq + Clone>(
     t0.elapsed()
 }
 
+/// Registers one criterion benchmark that runs `run(start, iters)` blocks
+/// and records every sample for the summary under `id`.
+fn bench_blocks(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    id: String,
+    run: impl Fn(usize, u64) -> Duration,
+) {
+    g.bench_function(name, |b| {
+        let mut pos = 0;
+        b.iter_custom(|iters| {
+            let e = run(pos, iters);
+            pos += iters as usize;
+            record(&id, iters, e);
+            e
+        })
+    });
+}
+
+/// Both limiters over one key set (`label` names the group).
+fn single_thread_group<K, Q>(c: &mut Criterion, label: &str, keys: &[Q])
+where
+    K: std::hash::Hash + ?Sized,
+    Q: std::borrow::Borrow<K> + std::hash::Hash + Eq + Clone,
+{
+    let n = keys.len();
+    let mut g = c.benchmark_group(label);
+    let ours = Limiter::new(ours_store(n), SystemClock::default());
+    run_ours::<K, Q>(&ours, keys, 0, n as u64);
+    bench_blocks(&mut g, "ratelimit", format!("{label}/ratelimit"), |p, i| {
+        run_ours::<K, Q>(&ours, keys, p, i)
+    });
+    drop(ours);
+    let gov = governor::<Q>();
+    run_governor(&gov, keys, 0, n as u64);
+    bench_blocks(&mut g, "governor", format!("{label}/governor"), |p, i| {
+        run_governor(&gov, keys, p, i)
+    });
+    g.finish();
+}
+
 fn single_thread(c: &mut Criterion) {
-    for n in [1usize, 10_000, 1_000_000] {
-        let label = match n {
-            1 => "1 key",
-            10_000 => "10k keys",
-            _ => "1M keys",
-        };
-
-        // u64 keys
-        let keys = u64_keys(n);
-        let mut g = c.benchmark_group(format!("{label}, u64"));
-        {
-            let limiter = Limiter::new(ours_store(n), SystemClock::default());
-            run_ours::<u64, u64>(&limiter, &keys, 0, n as u64);
-            let id = format!("{label}, u64/ratelimit");
-            g.bench_function("ratelimit", |b| {
-                let mut pos = 0;
-                b.iter_custom(|iters| {
-                    let e = run_ours::<u64, u64>(&limiter, &keys, pos, iters);
-                    pos += iters as usize;
-                    record(&id, iters, e);
-                    e
-                })
-            });
-        }
-        {
-            let limiter = governor::<u64>();
-            run_governor(&limiter, &keys, 0, n as u64);
-            let id = format!("{label}, u64/governor");
-            g.bench_function("governor", |b| {
-                let mut pos = 0;
-                b.iter_custom(|iters| {
-                    let e = run_governor(&limiter, &keys, pos, iters);
-                    pos += iters as usize;
-                    record(&id, iters, e);
-                    e
-                })
-            });
-        }
-        g.finish();
-        drop(keys);
-
-        // 24-byte string keys
-        let keys = str_keys(n);
-        let mut g = c.benchmark_group(format!("{label}, str24"));
-        {
-            let limiter = Limiter::new(ours_store(n), SystemClock::default());
-            run_ours::<str, String>(&limiter, &keys, 0, n as u64);
-            let id = format!("{label}, str24/ratelimit");
-            g.bench_function("ratelimit", |b| {
-                let mut pos = 0;
-                b.iter_custom(|iters| {
-                    let e = run_ours::<str, String>(&limiter, &keys, pos, iters);
-                    pos += iters as usize;
-                    record(&id, iters, e);
-                    e
-                })
-            });
-        }
-        {
-            let limiter = governor::<String>();
-            run_governor(&limiter, &keys, 0, n as u64);
-            let id = format!("{label}, str24/governor");
-            g.bench_function("governor", |b| {
-                let mut pos = 0;
-                b.iter_custom(|iters| {
-                    let e = run_governor(&limiter, &keys, pos, iters);
-                    pos += iters as usize;
-                    record(&id, iters, e);
-                    e
-                })
-            });
-        }
-        g.finish();
+    for (n, label) in [(1usize, "1 key"), (10_000, "10k keys"), (1_000_000, "1M keys")] {
+        single_thread_group::<u64, u64>(c, &format!("{label}, u64"), &u64_keys(n));
+        single_thread_group::<str, String>(c, &format!("{label}, str24"), &str_keys(n));
     }
 }
 
