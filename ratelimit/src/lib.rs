@@ -52,6 +52,7 @@ mod gcra;
 pub mod key;
 mod limiter;
 mod quota;
+pub mod resolve;
 mod store;
 mod sync;
 

@@ -1,0 +1,325 @@
+//! How much: choosing a request's quota with a chain of resolvers.
+//!
+//! A route's chain is tried in order and the first answer wins; the chain
+//! ends with a resolver that always answers ([`DefaultProfile`]), which the types
+//! enforce: [`Chain`] is only [`FinalResolver`] when its tail is. Each
+//! resolver is a concrete type, so a chain like `jwt, profile("standard"),
+//! default` is one monomorphized value with no dynamic dispatch:
+//!
+//! ```
+//! use ratelimit::config::Config;
+//! use ratelimit::resolve::{Chain, DefaultProfile, FinalResolver, JwtTier, NamedProfile, ResolveContext, VerifiedClaims};
+//!
+//! let config = Config::from_toml_str(r#"
+//!     default_profile = "standard"
+//!     [profiles.standard]
+//!     rate = "60/min"
+//!     [profiles.premium]
+//!     rate = "600/min"
+//!     [jwt]
+//!     max_rate = "6000/min"
+//!     max_burst = 100
+//! "#).unwrap();
+//! let chain = Chain(JwtTier, Chain(NamedProfile::new("standard"), DefaultProfile));
+//!
+//! let anonymous = ResolveContext::new(&config, "users.get", None);
+//! assert_eq!(chain.resolve_final(&anonymous).profile.as_deref(), Some("standard"));
+//!
+//! let claims = VerifiedClaims::from_json(r#"{"sub": "u1", "ratelimit_tier": "premium"}"#).unwrap();
+//! let premium = ResolveContext::new(&config, "users.get", Some(&claims));
+//! assert_eq!(chain.resolve_final(&premium).quota.count(), 600);
+//! ```
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::Quota;
+
+/// Claims of a token whose signature, expiry, issuer and audience have been
+/// verified, by this crate or by an upstream authentication layer that puts
+/// this type in the request's extensions. Claims from anything else (an
+/// unverified or expired token) must never be wrapped in this type: the
+/// limiter trusts it completely.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedClaims(Arc<serde_json::Map<String, Value>>);
+
+impl VerifiedClaims {
+    /// Wraps verified claims.
+    pub fn new(claims: serde_json::Map<String, Value>) -> Self {
+        VerifiedClaims(Arc::new(claims))
+    }
+
+    /// Parses a JSON object of already verified claims (for tests and for
+    /// layers that hand over the payload as text).
+    pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(json).map(Self::new)
+    }
+
+    /// A claim by dotted path (`"org.id"` reads `{"org": {"id": ...}}`).
+    /// A path whose segments are empty yields `None`.
+    pub fn get(&self, path: &str) -> Option<&Value> {
+        let mut segments = path.split('.');
+        let first = segments.next().filter(|s| !s.is_empty())?;
+        let mut value = self.0.get(first)?;
+        for seg in segments {
+            if seg.is_empty() {
+                return None;
+            }
+            value = value.as_object()?.get(seg)?;
+        }
+        Some(value)
+    }
+
+    /// A claim as text: strings as they are, integers in decimal; other
+    /// types (objects, arrays, floats, booleans) are not keys.
+    pub fn get_text(&self, path: &str) -> Option<std::borrow::Cow<'_, str>> {
+        match self.get(path)? {
+            Value::String(s) if !s.is_empty() => Some(std::borrow::Cow::Borrowed(s)),
+            Value::Number(n) if n.is_u64() || n.is_i64() => Some(std::borrow::Cow::Owned(n.to_string())),
+            _ => None,
+        }
+    }
+}
+
+/// What a resolver answers: the quota, and the profile it came from (for
+/// metrics and the `RateLimit-Policy` name), if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The quota to check against.
+    pub quota: Quota,
+    /// The profile's name, or `None` for numbers carried by a token.
+    pub profile: Option<Arc<str>>,
+}
+
+/// What a resolver sees of a request.
+#[derive(Debug, Clone, Copy)]
+pub struct ResolveContext<'a> {
+    config: &'a Config,
+    route: &'a str,
+    claims: Option<&'a VerifiedClaims>,
+}
+
+impl<'a> ResolveContext<'a> {
+    /// The context of one request on `route`, with its verified claims.
+    pub fn new(config: &'a Config, route: &'a str, claims: Option<&'a VerifiedClaims>) -> Self {
+        ResolveContext { config, route, claims }
+    }
+
+    fn profile(&self, name: &str) -> Option<Resolved> {
+        self.config.profile(name).map(|p| Resolved {
+            quota: p.quota,
+            profile: Some(Arc::from(name)),
+        })
+    }
+}
+
+/// A step of a chain: answers, or passes to the next step.
+pub trait Resolver: Send + Sync {
+    /// The quota for this request, or `None` to let the next resolver decide.
+    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved>;
+}
+
+/// A resolver that always answers: the end of every chain.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` can end a resolver chain only if it always answers",
+    note = "end the chain with `default`, e.g. `resolve = [jwt, profile(\"standard\"), default]`"
+)]
+pub trait FinalResolver: Send + Sync {
+    /// The quota for this request.
+    fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved;
+}
+
+/// `A`, and if it has no answer, `B`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chain<A, B>(pub A, pub B);
+
+impl<A: Resolver, B: Resolver> Resolver for Chain<A, B> {
+    #[inline]
+    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
+        self.0.resolve(ctx).or_else(|| self.1.resolve(ctx))
+    }
+}
+
+impl<A: Resolver, B: FinalResolver> FinalResolver for Chain<A, B> {
+    #[inline]
+    fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
+        self.0.resolve(ctx).unwrap_or_else(|| self.1.resolve_final(ctx))
+    }
+}
+
+/// The route's profile from `[routes."name"] profile = ...` if set, else the
+/// configuration's `default_profile`. Always answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DefaultProfile;
+
+impl FinalResolver for DefaultProfile {
+    fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
+        let route_profile = ctx.config.route(ctx.route).and_then(|r| r.profile.as_deref());
+        route_profile
+            .and_then(|name| ctx.profile(name))
+            .or_else(|| ctx.profile(ctx.config.default_profile()))
+            .unwrap_or(Resolved {
+                // Unreachable with a validated Config; never unlimited anyway.
+                quota: ctx.config.default_quota(),
+                profile: None,
+            })
+    }
+}
+
+impl Resolver for DefaultProfile {
+    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
+        Some(self.resolve_final(ctx))
+    }
+}
+
+/// A named profile from the configuration. Falls through when the running
+/// configuration has no such profile (after a reload removed it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedProfile {
+    name: Arc<str>,
+}
+
+impl NamedProfile {
+    /// The profile called `name`.
+    pub fn new(name: &str) -> Self {
+        NamedProfile { name: Arc::from(name) }
+    }
+}
+
+impl Resolver for NamedProfile {
+    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
+        ctx.profile(&self.name)
+    }
+}
+
+/// Limits carried by verified claims (`[jwt]` in the configuration): a tier
+/// claim naming a profile, or a rate claim (requests per minute) with an
+/// optional burst claim, capped by `max_rate` and `max_burst`. Falls through
+/// without claims, without a `[jwt]` section, or when the tier names no
+/// profile and there are no usable numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct JwtTier;
+
+impl Resolver for JwtTier {
+    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
+        let claims = ctx.claims?;
+        let jwt = ctx.config.jwt.as_ref()?;
+        if let Some(tier) = claims.get(&jwt.tier_claim).and_then(Value::as_str) {
+            if let Some(found) = ctx.profile(tier) {
+                return Some(found);
+            }
+        }
+        let rpm = claims.get(&jwt.rate_claim)?.as_u64().filter(|&n| n >= 1)?;
+        let rpm = u32::try_from(rpm).unwrap_or(u32::MAX);
+        let mut quota = Quota::per_minute(rpm);
+        // Faster than the cap (shorter emission interval): use the cap.
+        if quota.emission_interval() < jwt.max_rate.emission_interval() {
+            quota = jwt.max_rate;
+        }
+        let burst = claims
+            .get(&jwt.burst_claim)
+            .and_then(Value::as_u64)
+            .filter(|&b| b >= 1)
+            .map_or(quota.burst(), |b| u32::try_from(b).unwrap_or(u32::MAX));
+        Some(Resolved {
+            quota: quota.with_burst(burst.clamp(1, jwt.max_burst)),
+            profile: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+        default_profile = "standard"
+        [profiles.standard]
+        rate = "60/min"
+        [profiles.premium]
+        rate = "600/min"
+        [profiles.internal]
+        rate = "6000/min"
+        [routes.export]
+        profile = "internal"
+        [jwt]
+        tier_claim = "plan.tier"
+        max_rate = "1200/min"
+        max_burst = 50
+    "#;
+
+    fn claims(json: &str) -> VerifiedClaims {
+        VerifiedClaims::from_json(json).unwrap()
+    }
+
+    fn jwt_then_default(config: &Config, route: &str, c: Option<&VerifiedClaims>) -> Resolved {
+        Chain(JwtTier, DefaultProfile).resolve_final(&ResolveContext::new(config, route, c))
+    }
+
+    #[test]
+    fn tiers_numbers_caps_and_fallthrough() {
+        let config = Config::from_toml_str(CONFIG).unwrap();
+        let r = jwt_then_default(&config, "get", Some(&claims(r#"{"plan": {"tier": "premium"}}"#)));
+        assert_eq!((r.quota.count(), r.profile.as_deref()), (600, Some("premium")));
+        // Unknown tier, no numbers: falls through to the default.
+        let r = jwt_then_default(&config, "get", Some(&claims(r#"{"plan": {"tier": "platinum"}}"#)));
+        assert_eq!(r.profile.as_deref(), Some("standard"));
+        // Direct numbers, within the cap.
+        let r = jwt_then_default(
+            &config,
+            "get",
+            Some(&claims(r#"{"ratelimit_rpm": 300, "ratelimit_burst": 10}"#)),
+        );
+        assert_eq!((r.quota, r.profile), (Quota::per_minute(300).with_burst(10), None));
+        // Numbers above the cap are capped, rate and burst.
+        let r = jwt_then_default(
+            &config,
+            "get",
+            Some(&claims(r#"{"ratelimit_rpm": 1000000, "ratelimit_burst": 9999}"#)),
+        );
+        assert_eq!(r.quota, "1200/min".parse::<Quota>().unwrap().with_burst(50));
+        // Garbage numbers are ignored.
+        for bad in [
+            r#"{"ratelimit_rpm": 0}"#,
+            r#"{"ratelimit_rpm": -5}"#,
+            r#"{"ratelimit_rpm": "lots"}"#,
+            r#"{"ratelimit_rpm": 1.5}"#,
+        ] {
+            let r = jwt_then_default(&config, "get", Some(&claims(bad)));
+            assert_eq!(r.profile.as_deref(), Some("standard"), "{bad}");
+        }
+        // No claims (anonymous): the default; the route override applies.
+        assert_eq!(
+            jwt_then_default(&config, "get", None).profile.as_deref(),
+            Some("standard")
+        );
+        assert_eq!(
+            jwt_then_default(&config, "export", None).profile.as_deref(),
+            Some("internal")
+        );
+    }
+
+    #[test]
+    fn claims_by_dotted_path() {
+        let c = claims(r#"{"sub": "u1", "org": {"id": 42, "name": ""}, "n": 1.5, "list": [1]}"#);
+        assert_eq!(c.get_text("sub").as_deref(), Some("u1"));
+        assert_eq!(c.get_text("org.id").as_deref(), Some("42"));
+        assert_eq!(c.get_text("org.name"), None);
+        assert_eq!(c.get_text("n"), None);
+        assert_eq!(c.get_text("list"), None);
+        assert_eq!(c.get_text("org..id"), None);
+        assert_eq!(c.get_text(""), None);
+        assert_eq!(c.get_text("sub.x"), None);
+    }
+
+    #[test]
+    fn a_missing_profile_falls_through() {
+        let config = Config::from_toml_str(CONFIG).unwrap();
+        let ctx = ResolveContext::new(&config, "get", None);
+        assert_eq!(NamedProfile::new("gone").resolve(&ctx), None);
+        let r = Chain(NamedProfile::new("gone"), DefaultProfile).resolve_final(&ctx);
+        assert_eq!(r.profile.as_deref(), Some("standard"));
+    }
+}
