@@ -93,6 +93,9 @@ const CASES: &[Case] = &[
     Case { name: "Forwarded unterminated quote cannot swallow trusted hops", header: FWD, peer: Some("10.0.0.1:80"), headers: &[("forwarded", b"for=\"6.6.6.6"), ("forwarded", b"for=198.51.100.17")], want: Some("198.51.100.17") },
     Case { name: "Forwarded comma inside quotes is malformed", header: FWD, peer: Some("10.0.0.1:80"), headers: &[("forwarded", b"for=\"198.51.100.17, 10.7.7.7\"")], want: Some("10.0.0.1") },
     Case { name: "Forwarded repeated for= in one element", header: FWD, peer: Some("10.0.0.1:80"), headers: &[("forwarded", b"for=6.6.6.6;for=198.51.100.17")], want: Some("10.0.0.1") },
+    Case { name: "Forwarded quoted comma copied by a proxy cannot inject a hop", header: FWD, peer: Some("10.0.0.1:80"), headers: &[("forwarded", b"for=198.51.100.17;host=\"x,for=6.6.6.6;a=\"")], want: Some("198.51.100.17") },
+    Case { name: "Forwarded quoted semicolon in another parameter", header: FWD, peer: Some("10.0.0.1:80"), headers: &[("forwarded", b"for=198.51.100.17;host=\"a;b\"")], want: Some("198.51.100.17") },
+    Case { name: "Forwarded escape is malformed", header: FWD, peer: Some("10.0.0.1:80"), headers: &[("forwarded", b"for=\"198.51.100.17\\\"\"")], want: Some("10.0.0.1") },
 ];
 
 #[test]

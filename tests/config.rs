@@ -127,6 +127,9 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"ftp://x\"\n", Some(4), "service.url", "http:// or https://"),
     ("[profiles.a]\nrate = \"1/s\"\n[profiles.a]\nrate = \"2/s\"\n", Some(3), "profiles.a", "duplicate"),
     ("[profiles.a\nrate = \"1/s\"\n", Some(1), "profiles.a", "unclosed table, expected `]`"),
+    ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"0.0.0.0/0\"]\n", Some(4), "ip.trusted_proxies", "trusts every address"),
+    ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"10.0.0.0/8\", \"::/0\"]\n", Some(4), "ip.trusted_proxies", "trusts every address"),
+    ("[profiles.a]\nrate = \"10/s\"\nburst = 3\n[routes.x]\ncost = 4\n", Some(5), "routes.x.cost", "above the burst 3"),
 ];
 
 #[test]
@@ -209,6 +212,21 @@ fn environment_overrides_apply_and_are_validated() {
     );
     let err = Config::from_toml_str_with_env(text, vars(&[("RATELIMIT__PROFILES__STD__RATEE", "1/s")])).unwrap_err();
     assert!(err.to_string().contains("unknown field"), "{err}");
+
+    // An override cannot create a profile or route by accident.
+    let err =
+        Config::from_toml_str_with_env(text, vars(&[("RATELIMIT__PROFILES__STANDARD__RATE", "1/s")])).unwrap_err();
+    assert!(err.to_string().contains("no profile named \"STANDARD\""), "{err}");
+    // Segments match the file's keys whatever their case.
+    let mixed = "default_profile = \"Gold\"\n[profiles.Gold]\nrate = \"10/s\"\n";
+    let c = Config::from_toml_str_with_env(mixed, vars(&[("RATELIMIT__PROFILES__GOLD__RATE", "20/s")])).unwrap();
+    assert_eq!(c.default_quota().count(), 20);
+    // A semantic error in an overridden field is the environment's, not the file's.
+    let err = Config::from_toml_str_with_env(text, vars(&[("RATELIMIT__DEFAULT_PROFILE", "nope")])).unwrap_err();
+    assert!(
+        err.source_name().contains("RATELIMIT__DEFAULT_PROFILE") && err.line().is_none(),
+        "{err}"
+    );
 }
 
 #[test]

@@ -114,3 +114,45 @@ fn invalid_settings_are_refused() {
     let err = HeaderKey::new("x-api-key", ClientIpConfig::default(), zero, clock).unwrap_err();
     assert!(err.to_string().contains("per_ip"), "{err}");
 }
+
+#[test]
+fn a_header_sent_twice_is_keyed_by_the_address() {
+    let clock = ManualClock::new();
+    let key = extractor(3, &clock);
+    let (mut p, ()) = Request::builder()
+        .header("x-api-key", "victim")
+        .header("x-api-key", "mine")
+        .body(())
+        .unwrap()
+        .into_parts();
+    p.extensions.insert(PeerAddr("198.51.100.9:1000".parse().unwrap()));
+    assert_eq!(key.extract(&p), ClientKey::Ip("198.51.100.9".parse().unwrap()));
+}
+
+#[test]
+fn an_address_never_holds_more_than_twice_the_allowance() {
+    let clock = ManualClock::new();
+    let key = extractor(4, &clock);
+    // Rotate a new value every second for five minutes; a value stays known
+    // for 60 s after its first use, so count those live at each moment.
+    let mut first_use: Vec<u64> = Vec::new();
+    for s in 0..300u64 {
+        let k = key.extract(&parts("198.51.100.9:1000", Some(format!("v{s}").as_bytes())));
+        if matches!(k, ClientKey::Header(_)) {
+            first_use.push(s);
+        }
+        clock.advance(Duration::from_secs(1));
+    }
+    for &t in &first_use {
+        let live = first_use.iter().filter(|&&u| u <= t && t < u + 60).count();
+        assert!(
+            live < 2 * 4,
+            "{live} header buckets live at {t} s, more than 2 * per_ip - 1"
+        );
+    }
+    assert!(
+        first_use.len() >= 4 + 4 * 4,
+        "the allowance refills: {}",
+        first_use.len()
+    );
+}

@@ -147,7 +147,7 @@ impl Config {
     pub fn from_file(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, &e))?;
-        raw::load(&text, Some(path), std::env::vars())
+        raw::load(&text, Some(path), raw::env_overrides()?)
     }
 
     /// Parses and validates TOML text, without environment overrides.
@@ -157,8 +157,10 @@ impl Config {
 
     /// Parses TOML text, then applies overrides from `vars`: a variable named
     /// `RATELIMIT__PROFILES__STANDARD__RATE` sets `profiles.standard.rate`
-    /// (path segments separated by `__`, lower-cased). Values are read as TOML
-    /// (`100`, `true`, `["10.0.0.0/8"]`) and otherwise as strings.
+    /// (path segments separated by `__`, matched case-insensitively). Values
+    /// are read as TOML (`100`, `true`, `["10.0.0.0/8"]`) and otherwise as
+    /// strings. An override can change an existing profile or route but not
+    /// create one (a typo would otherwise change nothing, silently).
     ///
     /// ```
     /// use ratelimit::config::Config;

@@ -299,6 +299,34 @@ fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 
 // ---- loading ------------------------------------------------------------------
 
+/// The `RATELIMIT__*` variables of the process environment. Variables that
+/// are not valid Unicode are skipped unless they are ours, which is an error.
+pub(super) fn env_overrides() -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for (name, value) in std::env::vars_os() {
+        let ours = name.as_encoded_bytes().starts_with(ENV_PREFIX.as_bytes());
+        if !ours {
+            continue;
+        }
+        match (name.into_string(), value.into_string()) {
+            (Ok(n), Ok(v)) => out.push((n, v)),
+            (Ok(n), Err(_)) => {
+                return Err(ConfigError::new(
+                    "environment",
+                    format!("{n}: the value is not valid UTF-8"),
+                ));
+            }
+            (Err(n), _) => {
+                return Err(ConfigError::new(
+                    "environment",
+                    format!("{}: the name is not valid UTF-8", n.to_string_lossy()),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
 pub(super) fn load(
     text: &str,
     path: Option<&Path>,
@@ -308,12 +336,26 @@ pub(super) fn load(
     let raw: RawConfig = toml::from_str(text).map_err(|e| toml_error(&source, text, &e))?;
 
     let overrides: Vec<(String, String)> = vars.into_iter().filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect();
-    let raw = if overrides.is_empty() {
-        raw
-    } else {
-        apply_env(text, &overrides)?
-    };
-    validate(raw, text, &source)
+    if overrides.is_empty() {
+        return validate(raw, text, &source);
+    }
+    let (raw, paths) = apply_env(text, &overrides)?;
+    let names: Vec<&str> = overrides.iter().map(|(k, _)| k.as_str()).collect();
+    validate(raw, text, &source).map_err(|e| {
+        // An error on an overridden field is the environment's, not the file's.
+        let overridden = e
+            .field()
+            .is_some_and(|f| paths.iter().any(|p| f == p || f.starts_with(&format!("{p}."))));
+        if overridden {
+            let mut env = ConfigError::new(&format!("environment overrides ({})", names.join(", ")), e.message());
+            if let Some(f) = e.field() {
+                env = env.with_field(f);
+            }
+            env
+        } else {
+            e
+        }
+    })
 }
 
 fn toml_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
@@ -329,20 +371,52 @@ fn toml_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
     err
 }
 
-fn apply_env(text: &str, overrides: &[(String, String)]) -> Result<RawConfig, ConfigError> {
+/// Applies the overrides; returns the configuration and the dotted paths
+/// (as spelled in the file) that were overridden.
+fn apply_env(text: &str, overrides: &[(String, String)]) -> Result<(RawConfig, Vec<String>), ConfigError> {
     let names: Vec<&str> = overrides.iter().map(|(k, _)| k.as_str()).collect();
     let source = format!("environment overrides ({})", names.join(", "));
     let mut table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| ConfigError::new(&source, e.message().to_owned()))?;
+    let mut paths = Vec::new();
     for (name, value) in overrides {
-        let path: Vec<String> = name[ENV_PREFIX.len()..]
-            .split("__")
-            .map(str::to_ascii_lowercase)
-            .collect();
-        if path.iter().any(String::is_empty) {
+        let wanted: Vec<&str> = name[ENV_PREFIX.len()..].split("__").collect();
+        if wanted.iter().any(|s| s.is_empty()) {
             return Err(ConfigError::new(&source, format!("{name}: empty path segment")));
         }
+        // Match each segment against the keys present, ignoring case; inside
+        // `profiles` and `routes` (names chosen in the file) a segment must
+        // name an existing entry.
+        let mut path: Vec<String> = Vec::new();
+        {
+            let mut node: Option<&toml::Table> = Some(&table);
+            for (depth, seg) in wanted.iter().enumerate() {
+                let existing: Vec<&String> = node
+                    .map(|t| t.keys().filter(|k| k.eq_ignore_ascii_case(seg)).collect())
+                    .unwrap_or_default();
+                let in_named_map = depth == 1 && matches!(path[0].as_str(), "profiles" | "routes");
+                let key = match existing.as_slice() {
+                    [one] => (*one).clone(),
+                    [] if in_named_map => {
+                        return Err(ConfigError::new(
+                            &source,
+                            format!("{name}: there is no {} named {seg:?} in the file; overrides change existing entries only", path[0].trim_end_matches('s')),
+                        ));
+                    }
+                    [] => seg.to_ascii_lowercase(),
+                    _ => {
+                        return Err(ConfigError::new(
+                            &source,
+                            format!("{name}: {seg:?} matches several keys that differ only in case"),
+                        ));
+                    }
+                };
+                node = node.and_then(|t| t.get(&key)).and_then(toml::Value::as_table);
+                path.push(key);
+            }
+        }
+        paths.push(path.join("."));
         let value = format!("v = {value}")
             .parse::<toml::Table>()
             .ok()
@@ -365,9 +439,10 @@ fn apply_env(text: &str, overrides: &[(String, String)]) -> Result<RawConfig, Co
         }
         node.insert(last.clone(), value);
     }
-    toml::Value::Table(table)
+    let raw = toml::Value::Table(table)
         .try_into()
-        .map_err(|e: toml::de::Error| ConfigError::new(&source, e.message().trim().to_owned()))
+        .map_err(|e: toml::de::Error| ConfigError::new(&source, e.message().trim().to_owned()))?;
+    Ok((raw, paths))
 }
 
 fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigError> {
@@ -438,6 +513,20 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
                 ));
             }
         }
+        let profile = r.profile.as_deref().unwrap_or(&default_profile);
+        let cost = r.cost.unwrap_or(1);
+        if let Some(p) = profiles.get(profile) {
+            if cost > p.quota.burst() {
+                return Err(located(
+                    &["routes", &name],
+                    "cost",
+                    format!(
+                        "cost {cost} is above the burst {} of profile {profile:?}: every request would be refused",
+                        p.quota.burst()
+                    ),
+                ));
+            }
+        }
         routes.insert(
             name,
             RouteConfig {
@@ -448,6 +537,13 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
         );
     }
 
+    if let Some(all) = raw.ip.trusted_proxies.iter().find(|n| n.prefix_len() == 0) {
+        return Err(located(
+            &["ip"],
+            "trusted_proxies",
+            format!("{all} trusts every address: any client could choose its own key with a forwarded header"),
+        ));
+    }
     let mut ip = ClientIpConfig::default()
         .trust_proxies(raw.ip.trusted_proxies)
         .forwarded_header(raw.ip.forwarded_header);

@@ -15,8 +15,10 @@ const BUDGET_ROUTE: u32 = 2;
 /// How many distinct header values a client address may introduce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeaderCardinality {
-    /// New distinct values one address may introduce per `window` (and at
-    /// most this many at once).
+    /// New distinct values one address may introduce: this many at once,
+    /// then this many per `window` (one every `window / per_ip`). As a value
+    /// stays known for a window after its first use, an address holds at most
+    /// `2 * per_ip - 1` header buckets at any moment.
     pub per_ip: u32,
     /// How long a value counts as known for its address after first use.
     pub window: Duration,
@@ -53,9 +55,15 @@ impl std::error::Error for HeaderKeyError {}
 /// A header such as `x-api-key` is written by the client, so on its own it
 /// would let a client mint a fresh bucket per request. Each client address
 /// may therefore introduce at most [`HeaderCardinality::per_ip`] new values
-/// per window; past that its requests are keyed by its address
-/// ([`ClientKey::Ip`]), i.e. charged to its IP bucket. A missing or empty
-/// header is keyed by address too.
+/// per window (see there for the exact bound); past that its requests are
+/// keyed by its address ([`ClientKey::Ip`]), i.e. charged to its IP bucket.
+/// A missing or empty header, or one sent more than once (which value would
+/// the application use?), is keyed by address too.
+///
+/// The tracking lives in a `MemoryStore` of its own (`max_tracked`
+/// entries). When it is full, new values are charged to its shared overflow
+/// cells and, once those are spent, fall back to the address; size
+/// `max_tracked` above (addresses × (per_ip + 1)) at your peak.
 ///
 /// ```
 /// use http::Request;
@@ -123,7 +131,8 @@ impl<C: Clock> HeaderKey<C> {
     /// The key of a request.
     pub fn extract(&self, parts: &http::request::Parts) -> ClientKey {
         let ip_key = self.ip.extract(parts);
-        let Some(value) = parts.headers.get(&self.name) else {
+        let mut values = parts.headers.get_all(&self.name).iter();
+        let (Some(value), None) = (values.next(), values.next()) else {
             return ip_key;
         };
         let bytes = value.as_bytes().trim_ascii();
@@ -133,10 +142,11 @@ impl<C: Clock> HeaderKey<C> {
         let value_hash = self.hasher.hash_one(bytes);
         let pair = (ip_key, value_hash);
 
-        // Known for this address within the window: its own bucket. A probe
-        // answered by the tracker's shared overflow cell proves nothing.
+        // Known for this address within the window: its own bucket. (A
+        // zero-cost probe never inserts, so it only ever sees the pair's own
+        // cell or a fresh one.)
         let probe = self.tracker.check_route(SEEN_ROUTE, &pair, &self.seen, 0);
-        if !probe.is_overflow() && (probe.is_denied() || probe.remaining() == 0) {
+        if probe.is_denied() || probe.remaining() == 0 {
             return ClientKey::Header(value_hash);
         }
         // A new value: it spends one unit of the address's budget of new

@@ -173,7 +173,13 @@ impl ClientIpConfig {
         let mut last_trusted = peer;
         let mut seen = 0;
         for value in header_values.rev() {
-            for entry in value.rsplit(|&b| b == b',') {
+            // `Forwarded` values may quote commas (`host="a,b"`), so its
+            // elements are split outside quotes; XFF has no quoting.
+            let entries: &mut dyn Iterator<Item = &[u8]> = match self.header {
+                ForwardedHeader::XForwardedFor => &mut value.rsplit(|&b| b == b','),
+                ForwardedHeader::Forwarded => &mut RevSplitUnquoted::new(value, b','),
+            };
+            for entry in entries {
                 seen += 1;
                 if seen > MAX_HOPS {
                     return last_trusted;
@@ -249,12 +255,61 @@ fn parse_xff_entry(entry: &[u8]) -> Option<IpAddr> {
     parse_node(trim(entry))
 }
 
+/// Splits on `sep` from the right, never inside a double-quoted string.
+/// Scanning from the right keeps the trusted (rightmost) elements intact even
+/// when the client's part leaves a quote open.
+struct RevSplitUnquoted<'a> {
+    bytes: &'a [u8],
+    end: usize,
+    sep: u8,
+    done: bool,
+}
+
+impl<'a> RevSplitUnquoted<'a> {
+    fn new(bytes: &'a [u8], sep: u8) -> Self {
+        RevSplitUnquoted {
+            bytes,
+            end: bytes.len(),
+            sep,
+            done: false,
+        }
+    }
+}
+
+impl<'a> Iterator for RevSplitUnquoted<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.done {
+            return None;
+        }
+        let mut in_quote = false;
+        for i in (0..self.end).rev() {
+            match self.bytes[i] {
+                b'"' => in_quote = !in_quote,
+                b if b == self.sep && !in_quote => {
+                    let piece = &self.bytes[i + 1..self.end];
+                    self.end = i;
+                    return Some(piece);
+                }
+                _ => {}
+            }
+        }
+        self.done = true;
+        Some(&self.bytes[..self.end])
+    }
+}
+
 /// One RFC 7239 element: `for=192.0.2.60;proto=http;by=203.0.113.43`. The
 /// `for` parameter (case-insensitive), token or quoted string. No `for`,
 /// `unknown`, or an obfuscated identifier (`_hidden`) is not an address.
+/// Escapes (`\`) and unbalanced quotes make the element malformed.
 fn parse_forwarded_element(element: &[u8]) -> Option<IpAddr> {
+    if element.contains(&b'\\') || element.iter().filter(|&&b| b == b'"').count() % 2 == 1 {
+        return None;
+    }
     let mut found = None;
-    for pair in element.split(|&b| b == b';') {
+    for pair in RevSplitUnquoted::new(element, b';') {
         let pair = trim(pair);
         let eq = pair.iter().position(|&b| b == b'=')?;
         let (name, value) = (trim(&pair[..eq]), trim(&pair[eq + 1..]));
