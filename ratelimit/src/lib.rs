@@ -42,6 +42,7 @@
 //!
 //! * `tokio`: [`Limiter::spawn_sweeper`], a background task that drops
 //!   recovered cells.
+//! * `jwt`: `ratelimit::jwt`, JWT verification with `jsonwebtoken`.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -49,6 +50,9 @@ mod clock;
 pub mod config;
 mod decision;
 mod gcra;
+#[cfg(feature = "jwt")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+pub mod jwt;
 pub mod key;
 mod limiter;
 mod quota;

@@ -31,6 +31,8 @@ pub enum ClientKey {
     UnknownPeer,
     /// A header value's keyed hash (see [`HeaderKey`]).
     Header(u64),
+    /// A verified claim's keyed hash (see `JwtClaimKey`, feature `jwt`).
+    Claim(u64),
 }
 
 /// Keys requests by client address (see [`ClientIpConfig`] for what is
@@ -78,5 +80,74 @@ impl IpKey {
             .map(http::HeaderValue::as_bytes);
         let client = self.config.client_addr(peer.ip(), values);
         ClientKey::Ip(self.config.aggregate(client))
+    }
+}
+
+/// Keys requests by a claim of a verified JWT (`jwt_claim("sub")`), taking
+/// claims that an upstream authentication layer verified
+/// ([`VerifiedClaims`](crate::resolve::VerifiedClaims) in the request's
+/// extensions), or verifying the `Authorization: Bearer` token itself. An
+/// unverified, expired or forged token, or a verified one without the claim,
+/// is anonymous: keyed by address, and no claims are returned for limits.
+///
+/// ```
+/// use http::Request;
+/// use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+/// use ratelimit::jwt::JwtVerifier;
+/// use ratelimit::key::{ClientIpConfig, ClientKey, JwtClaimKey, PeerAddr};
+/// use std::sync::Arc;
+///
+/// let secret = b"a long random secret, not this one";
+/// let verifier = Arc::new(JwtVerifier::hmac(secret, Algorithm::HS256).unwrap());
+/// let key = JwtClaimKey::new("sub", verifier, ClientIpConfig::default());
+/// let exp = jsonwebtoken::get_current_timestamp() + 600;
+/// let token = encode(&Header::default(), &serde_json::json!({"sub": "u1", "exp": exp}),
+///                    &EncodingKey::from_secret(secret).unwrap()).unwrap();
+/// let request = |auth: &str| {
+///     let (mut p, ()) = Request::builder().header("authorization", auth).body(()).unwrap().into_parts();
+///     p.extensions.insert(PeerAddr("192.0.2.7:1".parse().unwrap()));
+///     p
+/// };
+/// let (k, claims) = key.extract(&request(&format!("Bearer {token}")));
+/// assert!(matches!(k, ClientKey::Claim(_)) && claims.is_some());
+/// let (k, claims) = key.extract(&request("Bearer forged.token.here"));
+/// assert_eq!((k, claims), (ClientKey::Ip("192.0.2.7".parse().unwrap()), None));
+/// ```
+#[cfg(feature = "jwt")]
+#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+#[derive(Debug)]
+pub struct JwtClaimKey {
+    claim: String,
+    verifier: std::sync::Arc<crate::jwt::JwtVerifier>,
+    ip: IpKey,
+    hasher: ahash::RandomState,
+}
+
+#[cfg(feature = "jwt")]
+impl JwtClaimKey {
+    /// Keys by `claim` (a dotted path such as `"org.id"`).
+    pub fn new(claim: &str, verifier: std::sync::Arc<crate::jwt::JwtVerifier>, ip: ClientIpConfig) -> Self {
+        JwtClaimKey {
+            claim: claim.to_owned(),
+            verifier,
+            ip: IpKey::new(ip),
+            hasher: ahash::RandomState::new(),
+        }
+    }
+
+    /// The key, and the verified claims (for the `jwt` resolver) when the
+    /// request carries a verified token with the claim.
+    pub fn extract(&self, parts: &http::request::Parts) -> (ClientKey, Option<crate::resolve::VerifiedClaims>) {
+        let claims = match parts.extensions.get::<crate::resolve::VerifiedClaims>() {
+            Some(upstream) => Some(upstream.clone()),
+            None => self.verifier.verify_request(parts),
+        };
+        let key = claims
+            .as_ref()
+            .and_then(|c| c.get_text(&self.claim).map(|v| self.hasher.hash_one(v.as_bytes())));
+        match key {
+            Some(hash) => (ClientKey::Claim(hash), claims),
+            None => (self.ip.extract(parts), None),
+        }
     }
 }
