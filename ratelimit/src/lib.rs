@@ -43,6 +43,8 @@
 //! * `tokio`: [`Limiter::spawn_sweeper`], a background task that drops
 //!   recovered cells.
 //! * `jwt`: `ratelimit::jwt`, JWT verification with `jsonwebtoken`.
+//! * `service`: `ratelimit::service`, an external limit service over HTTP,
+//!   cached and fetched off the request path.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -57,6 +59,9 @@ pub mod key;
 mod limiter;
 mod quota;
 pub mod resolve;
+#[cfg(feature = "service")]
+#[cfg_attr(docsrs, doc(cfg(feature = "service")))]
+pub mod service;
 mod store;
 mod sync;
 

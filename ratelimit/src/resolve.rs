@@ -99,12 +99,27 @@ pub struct ResolveContext<'a> {
     config: &'a Config,
     route: &'a str,
     claims: Option<&'a VerifiedClaims>,
+    client: Option<u64>,
 }
 
 impl<'a> ResolveContext<'a> {
     /// The context of one request on `route`, with its verified claims.
     pub fn new(config: &'a Config, route: &'a str, claims: Option<&'a VerifiedClaims>) -> Self {
-        ResolveContext { config, route, claims }
+        ResolveContext {
+            config,
+            route,
+            claims,
+            client: None,
+        }
+    }
+
+    /// The client's identifier for the limit service (see
+    /// `ratelimit::service`): a stable hash of the client key agreed with
+    /// the service, never the raw value.
+    #[must_use]
+    pub fn with_client(mut self, id: u64) -> Self {
+        self.client = Some(id);
+        self
     }
 
     fn profile(&self, name: &str) -> Option<Resolved> {
@@ -227,6 +242,33 @@ impl Resolver for JwtTier {
             quota: quota.with_burst(burst.clamp(1, jwt.max_burst)),
             profile: None,
         })
+    }
+}
+
+/// Limits from an external service (feature `service`): the cached answer
+/// for the request's client (see [`ResolveContext::with_client`]), or no
+/// answer on a miss while the fetch runs in the background. A tier names a
+/// profile (an unknown one falls through); numbers are used as given.
+#[cfg(feature = "service")]
+#[cfg_attr(docsrs, doc(cfg(feature = "service")))]
+#[derive(Debug)]
+pub struct Service<S>(pub Arc<crate::service::ServiceCache<S>>);
+
+#[cfg(feature = "service")]
+impl<S: crate::service::LimitService> Resolver for Service<S> {
+    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
+        use crate::service::ServiceAnswer;
+        match self.0.get(ctx.client?)? {
+            ServiceAnswer::Tier { tier } => ctx.profile(&tier),
+            ServiceAnswer::Limits { rpm, burst } => {
+                let quota = Quota::per_minute(rpm.max(1));
+                let burst = burst.unwrap_or(quota.burst()).max(1);
+                Some(Resolved {
+                    quota: quota.with_burst(burst),
+                    profile: None,
+                })
+            }
+        }
     }
 }
 

@@ -1,0 +1,267 @@
+//! An external limit service, consulted off the request path.
+//!
+//! [`ServiceCache::get`] never waits: a cached answer is returned at once; a
+//! miss starts one background fetch for that key (single-flight) and answers
+//! `None`, so the request falls through to the next resolver. Answers live
+//! for a TTL; after it, the stale answer keeps being served while one refresh
+//! runs. "No answer" (404, an error, a timeout) is remembered for a shorter
+//! negative TTL, so a failing service is not hammered. The cache and the
+//! number of fetches in flight are bounded.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use ratelimit::service::{CacheSettings, HttpLimitService, ServiceCache};
+//!
+//! let service = HttpLimitService::new("http://127.0.0.1:9/v1/limits").unwrap();
+//! let cache = ServiceCache::new(service, CacheSettings::default()).unwrap();
+//! // A miss answers at once; the lookup runs in the background.
+//! assert_eq!(cache.get(0x42), None);
+//! # }
+//! ```
+//!
+//! The key sent is a `u64` chosen by the caller: a stable identifier of the
+//! client agreed with the service (for example a keyed hash with a shared
+//! secret), never the raw client value.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+/// What the limit service says about a client.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum ServiceAnswer {
+    /// A profile name: `{"tier": "premium"}`.
+    Tier {
+        /// The profile.
+        tier: String,
+    },
+    /// Explicit numbers: `{"rpm": 600, "burst": 60}`.
+    Limits {
+        /// Requests per minute.
+        rpm: u32,
+        /// Burst; defaults to `rpm`.
+        burst: Option<u32>,
+    },
+}
+
+/// A failed lookup (the cache treats it as "no answer").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceError(pub String);
+
+impl std::fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ServiceError {}
+
+/// A source of per-client limits. `key` is the client key's hash: the raw
+/// client value never leaves the process.
+pub trait LimitService: Send + Sync + 'static {
+    /// The answer for `key`: `Ok(None)` when the service has none.
+    fn lookup(&self, key: u64) -> impl Future<Output = Result<Option<ServiceAnswer>, ServiceError>> + Send;
+}
+
+/// [`LimitService`] over HTTP: `GET {base_url}/{key as 16 hex digits}`;
+/// 200 with a JSON [`ServiceAnswer`], 404 for no answer, anything else is an
+/// error. Plain `http://` only (put TLS termination next to the service).
+#[derive(Debug, Clone)]
+pub struct HttpLimitService {
+    base: String,
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Empty<bytes::Bytes>,
+    >,
+}
+
+/// The largest answer body read.
+const MAX_BODY: usize = 4096;
+
+impl HttpLimitService {
+    /// A client of the service at `base_url` (`http://host:port/path`).
+    pub fn new(base_url: &str) -> Result<Self, ServiceError> {
+        if !base_url.starts_with("http://") {
+            return Err(ServiceError(format!("{base_url:?}: expected an http:// URL")));
+        }
+        let base = base_url.trim_end_matches('/').to_owned();
+        base.parse::<http::Uri>()
+            .map_err(|e| ServiceError(format!("{base_url:?}: {e}")))?;
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        Ok(HttpLimitService { base, client })
+    }
+}
+
+impl LimitService for HttpLimitService {
+    async fn lookup(&self, key: u64) -> Result<Option<ServiceAnswer>, ServiceError> {
+        use http_body_util::BodyExt;
+        let uri: http::Uri = format!("{}/{key:016x}", self.base)
+            .parse()
+            .map_err(|e| ServiceError(format!("bad URI: {e}")))?;
+        let response = self
+            .client
+            .get(uri)
+            .await
+            .map_err(|e| ServiceError(format!("request failed: {e}")))?;
+        match response.status() {
+            http::StatusCode::OK => {}
+            http::StatusCode::NOT_FOUND => return Ok(None),
+            other => return Err(ServiceError(format!("status {other}"))),
+        }
+        let body = http_body_util::Limited::new(response.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| ServiceError(format!("body: {e}")))?
+            .to_bytes();
+        serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| ServiceError(format!("answer: {e}")))
+    }
+}
+
+/// Cache settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSettings {
+    /// How long an answer is fresh.
+    pub ttl: Duration,
+    /// How long "no answer" is remembered.
+    pub negative_ttl: Duration,
+    /// How long a stale answer may still be served while refreshes fail.
+    pub max_stale: Duration,
+    /// Per-lookup timeout.
+    pub timeout: Duration,
+    /// Most keys cached.
+    pub max_entries: usize,
+    /// Most lookups in flight at once.
+    pub max_in_flight: usize,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            ttl: Duration::from_secs(60),
+            negative_ttl: Duration::from_secs(5),
+            max_stale: Duration::from_secs(600),
+            timeout: Duration::from_millis(200),
+            max_entries: 10_000,
+            max_in_flight: 256,
+        }
+    }
+}
+
+struct Entry {
+    answer: Option<ServiceAnswer>,
+    fresh_until: Instant,
+    usable_until: Instant,
+}
+
+struct State {
+    entries: HashMap<u64, Entry>,
+    in_flight: HashSet<u64>,
+}
+
+/// The request-path face of a [`LimitService`]: see the module docs.
+pub struct ServiceCache<S> {
+    service: Arc<S>,
+    settings: CacheSettings,
+    state: Arc<Mutex<State>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl<S> std::fmt::Debug for ServiceCache<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceCache")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: LimitService> ServiceCache<S> {
+    /// A cache over `service`; fetches run on the current tokio runtime.
+    /// Fails outside a runtime.
+    pub fn new(service: S, settings: CacheSettings) -> Result<Self, ServiceError> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| ServiceError("the limit service cache needs a tokio runtime".into()))?;
+        Ok(ServiceCache {
+            service: Arc::new(service),
+            settings,
+            state: Arc::new(Mutex::new(State {
+                entries: HashMap::new(),
+                in_flight: HashSet::new(),
+            })),
+            runtime,
+        })
+    }
+
+    /// The cached answer for `key`, never waiting: starts a background fetch
+    /// on a miss or a stale entry (at most one per key at a time).
+    pub fn get(&self, key: u64) -> Option<ServiceAnswer> {
+        let now = Instant::now();
+        let Ok(mut state) = self.state.lock() else {
+            return None;
+        };
+        let (answer, needs_fetch) = match state.entries.get(&key) {
+            Some(e) if now < e.fresh_until => return e.answer.clone(),
+            Some(e) if now < e.usable_until => (e.answer.clone(), true),
+            _ => (None, true),
+        };
+        if needs_fetch && state.in_flight.len() < self.settings.max_in_flight && state.in_flight.insert(key) {
+            self.spawn_fetch(key);
+        }
+        answer
+    }
+
+    fn spawn_fetch(&self, key: u64) {
+        let service = Arc::clone(&self.service);
+        let state = Arc::clone(&self.state);
+        let settings = self.settings;
+        self.runtime.spawn(async move {
+            let result = tokio::time::timeout(settings.timeout, service.lookup(key)).await;
+            let now = Instant::now();
+            let Ok(mut state) = state.lock() else {
+                return;
+            };
+            state.in_flight.remove(&key);
+            let entry = match result {
+                Ok(Ok(Some(answer))) => Entry {
+                    answer: Some(answer),
+                    fresh_until: now + settings.ttl,
+                    usable_until: now + settings.ttl + settings.max_stale,
+                },
+                Ok(Ok(None)) => Entry {
+                    answer: None,
+                    fresh_until: now + settings.negative_ttl,
+                    usable_until: now + settings.negative_ttl,
+                },
+                // An error or a timeout: keep a stale answer (it stays usable
+                // until its own limit) but retry only after the negative TTL.
+                Ok(Err(_)) | Err(_) => match state.entries.get(&key) {
+                    Some(old) if old.answer.is_some() && now < old.usable_until => Entry {
+                        answer: old.answer.clone(),
+                        fresh_until: now + settings.negative_ttl,
+                        usable_until: old.usable_until,
+                    },
+                    _ => Entry {
+                        answer: None,
+                        fresh_until: now + settings.negative_ttl,
+                        usable_until: now + settings.negative_ttl,
+                    },
+                },
+            };
+            if state.entries.len() >= settings.max_entries && !state.entries.contains_key(&key) {
+                state.entries.retain(|_, e| now < e.usable_until);
+                if state.entries.len() >= settings.max_entries {
+                    // Still full of live answers: drop this one rather than
+                    // grow (the key falls through, and is fetched again later).
+                    return;
+                }
+            }
+            state.entries.insert(key, entry);
+        });
+    }
+}

@@ -1,0 +1,191 @@
+//! The limit service cache against a real HTTP server on loopback: one
+//! upstream call for a thousand concurrent misses, a hung or failing service
+//! never holds a request, and stale answers are served while refreshing.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ratelimit::config::Config;
+use ratelimit::resolve::{Chain, DefaultProfile, FinalResolver, ResolveContext, Service};
+use ratelimit::service::{CacheSettings, HttpLimitService, ServiceAnswer, ServiceCache};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+#[derive(Clone)]
+enum Mode {
+    Json(&'static str),
+    Status(u16),
+    Hang,
+}
+
+struct Upstream {
+    url: String,
+    calls: Arc<AtomicUsize>,
+    mode: Arc<Mutex<(Mode, Duration)>>,
+}
+
+impl Upstream {
+    async fn start(mode: Mode, delay: Duration) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/limits", listener.local_addr().unwrap());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mode = Arc::new(Mutex::new((mode, delay)));
+        let (c, m) = (calls.clone(), mode.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
+                let (c, m) = (c.clone(), m.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let mut read = 0;
+                    while !buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+                        match sock.read(&mut buf[read..]).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => read += n,
+                        }
+                    }
+                    c.fetch_add(1, Ordering::SeqCst);
+                    let (mode, delay) = m.lock().unwrap().clone();
+                    tokio::time::sleep(delay).await;
+                    let response = match mode {
+                        Mode::Hang => {
+                            tokio::time::sleep(Duration::from_secs(3600)).await;
+                            return;
+                        }
+                        Mode::Json(body) => format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        ),
+                        Mode::Status(code) => {
+                            format!("HTTP/1.1 {code} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        }
+                    };
+                    let _ = sock.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        Upstream { url, calls, mode }
+    }
+
+    fn set(&self, mode: Mode) {
+        self.mode.lock().unwrap().0 = mode;
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+fn settings() -> CacheSettings {
+    CacheSettings {
+        ttl: Duration::from_millis(300),
+        negative_ttl: Duration::from_millis(300),
+        max_stale: Duration::from_secs(10),
+        timeout: Duration::from_millis(100),
+        max_entries: 1_000,
+        max_in_flight: 64,
+    }
+}
+
+async fn eventually<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for the cache");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_misses_make_one_upstream_call() {
+    // The answer takes 200 ms, so every request below misses while the one
+    // fetch is in flight.
+    let up = Upstream::start(Mode::Json(r#"{"tier": "premium"}"#), Duration::from_millis(200)).await;
+    let slow_ok = CacheSettings {
+        timeout: Duration::from_secs(2),
+        ..settings()
+    };
+    let cache = Arc::new(ServiceCache::new(HttpLimitService::new(&up.url).unwrap(), slow_ok).unwrap());
+    let tasks: Vec<_> = (0..1_000)
+        .map(|_| {
+            let cache = cache.clone();
+            tokio::spawn(async move { cache.get(42) })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), None, "a miss answers at once, without the service");
+    }
+    let answer = eventually(|| cache.get(42)).await;
+    assert_eq!(answer, ServiceAnswer::Tier { tier: "premium".into() });
+    assert_eq!(up.calls(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_or_failing_service_leaves_requests_to_the_next_resolver() {
+    let config = Config::from_toml_str(
+        "default_profile = \"std\"\n[profiles.std]\nrate = \"10/min\"\n[profiles.premium]\nrate = \"600/min\"\n",
+    )
+    .unwrap();
+    for mode in [Mode::Hang, Mode::Status(500), Mode::Status(404), Mode::Json("not json")] {
+        let up = Upstream::start(mode, Duration::ZERO).await;
+        let cache = Arc::new(ServiceCache::new(HttpLimitService::new(&up.url).unwrap(), settings()).unwrap());
+        let chain = Chain(Service(cache.clone()), DefaultProfile);
+        let ctx = ResolveContext::new(&config, "r", None).with_client(7);
+        // Many requests while the service misbehaves: each is answered by
+        // the default at once, and the service sees one call per negative TTL.
+        let start = Instant::now();
+        for _ in 0..200 {
+            assert_eq!(chain.resolve_final(&ctx).profile.as_deref(), Some("std"));
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "the request path never waits on the service"
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await; // past the 100 ms timeout
+        for _ in 0..200 {
+            assert_eq!(chain.resolve_final(&ctx).profile.as_deref(), Some("std"));
+        }
+        assert_eq!(up.calls(), 1, "negative answers are cached");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_answers_are_served_while_refreshing() {
+    let up = Upstream::start(Mode::Json(r#"{"tier": "premium"}"#), Duration::from_millis(50)).await;
+    let cache = Arc::new(ServiceCache::new(HttpLimitService::new(&up.url).unwrap(), settings()).unwrap());
+    let premium = ServiceAnswer::Tier { tier: "premium".into() };
+    assert_eq!(eventually(|| cache.get(9)).await, premium);
+    up.set(Mode::Json(r#"{"rpm": 120, "burst": 5}"#));
+    tokio::time::sleep(Duration::from_millis(350)).await; // past the TTL
+                                                          // Stale, not missing, while the refresh runs.
+    assert_eq!(cache.get(9), Some(premium));
+    let fresh = eventually(|| cache.get(9).filter(|a| matches!(a, ServiceAnswer::Limits { .. }))).await;
+    assert_eq!(
+        fresh,
+        ServiceAnswer::Limits {
+            rpm: 120,
+            burst: Some(5)
+        }
+    );
+    // A failing refresh keeps the stale answer.
+    up.set(Mode::Status(503));
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert_eq!(cache.get(9), Some(fresh.clone()));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(cache.get(9), Some(fresh));
+}
+
+#[test]
+fn bad_settings_are_refused() {
+    assert!(HttpLimitService::new("ftp://x").is_err());
+    assert!(HttpLimitService::new("https://x").is_err(), "TLS is not built in");
+    assert!(
+        ServiceCache::new(HttpLimitService::new("http://127.0.0.1:1").unwrap(), settings()).is_err(),
+        "no runtime"
+    );
+}
