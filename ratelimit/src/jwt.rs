@@ -11,8 +11,9 @@
 //!   pays for one signature check, not one per request. Failures are not
 //!   cached: a forged token cannot fill the cache.
 //!
-//! Keys: an HMAC secret (from an environment variable), a PEM public key, or
-//! a JWKS document (each key with a `kid` and an `alg`).
+//! Keys: an HMAC secret (from an environment variable), a PEM public key, a
+//! JWKS document (each key with a `kid` and an `alg`), or, with the `service`
+//! feature too, a JWKS URL refreshed in the background with a cooldown.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -56,6 +57,8 @@ struct PinnedKey {
 enum Keys {
     Single(PinnedKey),
     ByKid(HashMap<String, PinnedKey>),
+    #[cfg(feature = "service")]
+    Remote(std::sync::Arc<remote::RemoteJwks>),
 }
 
 /// Verifies bearer tokens (see the module docs for what is checked).
@@ -88,6 +91,8 @@ impl std::fmt::Debug for JwtVerifier {
         let keys = match &self.keys {
             Keys::Single(k) => format!("one {:?} key", k.alg),
             Keys::ByKid(m) => format!("{} keys by kid", m.len()),
+            #[cfg(feature = "service")]
+            Keys::Remote(r) => format!("JWKS from {}", r.url),
         };
         f.debug_struct("JwtVerifier")
             .field("keys", &keys)
@@ -156,28 +161,7 @@ impl JwtVerifier {
     /// A JWKS document. Every key needs a `kid` and an `alg` (the algorithm
     /// is pinned per key); tokens must name their key's `kid`.
     pub fn jwks(json: &str) -> Result<Self, JwtConfigError> {
-        let set: JwkSet = serde_json::from_str(json).map_err(|e| err(format!("JWKS: {e}")))?;
-        let mut keys = HashMap::new();
-        for (i, jwk) in set.keys.iter().enumerate() {
-            let kid = jwk
-                .common
-                .key_id
-                .clone()
-                .ok_or_else(|| err(format!("JWKS key {i}: no `kid`")))?;
-            let alg = jwk
-                .common
-                .key_algorithm
-                .ok_or_else(|| err(format!("JWKS key {kid:?}: no `alg` (the algorithm is pinned per key)")))
-                .and_then(|a| Algorithm::try_from(a).map_err(|e| err(format!("JWKS key {kid:?}: {e}"))))?;
-            let key = DecodingKey::from_jwk(jwk).map_err(|e| err(format!("JWKS key {kid:?}: {e}")))?;
-            if keys.insert(kid.clone(), PinnedKey { key, alg }).is_some() {
-                return Err(err(format!("JWKS: duplicate kid {kid:?}")));
-            }
-        }
-        if keys.is_empty() {
-            return Err(err("JWKS: no keys"));
-        }
-        Ok(Self::with_keys(Keys::ByKid(keys)))
+        Ok(Self::with_keys(Keys::ByKid(parse_jwks(json)?)))
     }
 
     /// A JWKS document from a file.
@@ -232,9 +216,25 @@ impl JwtVerifier {
         }
 
         let header = jsonwebtoken::decode_header(token).ok()?;
+        #[cfg(feature = "service")]
+        let remote_keys;
         let pinned = match &self.keys {
             Keys::Single(k) => k,
             Keys::ByKid(keys) => keys.get(header.kid.as_deref()?)?,
+            #[cfg(feature = "service")]
+            Keys::Remote(remote) => {
+                remote_keys = remote.current();
+                match remote_keys.get(header.kid.as_deref()?) {
+                    Some(k) => k,
+                    None => {
+                        // Unknown kid: maybe a rotation. Refresh in the
+                        // background, at most once per cooldown; this token
+                        // is anonymous either way.
+                        remote.refresh_soon();
+                        return None;
+                    }
+                }
+            }
         };
         if header.alg != pinned.alg {
             return None;
@@ -279,6 +279,212 @@ impl JwtVerifier {
     pub fn verify_request(&self, parts: &http::request::Parts) -> Option<VerifiedClaims> {
         self.verify(bearer_token(parts)?)
     }
+}
+
+#[cfg(feature = "service")]
+mod remote {
+    //! A JWKS fetched from a URL, refreshed in the background.
+
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use arc_swap::ArcSwap;
+
+    use super::{err, parse_jwks, JwtConfigError, PinnedKey};
+
+    type Client = hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Empty<bytes::Bytes>,
+    >;
+
+    pub(super) struct RemoteJwks {
+        pub(super) url: http::Uri,
+        client: Client,
+        keys: ArcSwap<HashMap<String, PinnedKey>>,
+        loaded_at: Mutex<Instant>,
+        last_attempt: Mutex<Instant>,
+        in_flight: AtomicBool,
+        pub(super) fetches: AtomicUsize,
+        settings: super::JwksSettings,
+        runtime: tokio::runtime::Handle,
+    }
+
+    async fn fetch(
+        client: &Client,
+        url: &http::Uri,
+        timeout: Duration,
+    ) -> Result<HashMap<String, PinnedKey>, JwtConfigError> {
+        use http_body_util::BodyExt;
+        let response = tokio::time::timeout(timeout, client.get(url.clone()))
+            .await
+            .map_err(|_| err(format!("JWKS {url}: timed out")))?
+            .map_err(|e| err(format!("JWKS {url}: {e}")))?;
+        if response.status() != http::StatusCode::OK {
+            return Err(err(format!("JWKS {url}: status {}", response.status())));
+        }
+        let body = tokio::time::timeout(
+            timeout,
+            http_body_util::Limited::new(response.into_body(), 1 << 20).collect(),
+        )
+        .await
+        .map_err(|_| err(format!("JWKS {url}: timed out")))?
+        .map_err(|e| err(format!("JWKS {url}: {e}")))?
+        .to_bytes();
+        let text = std::str::from_utf8(&body).map_err(|_| err(format!("JWKS {url}: not UTF-8")))?;
+        parse_jwks(text)
+    }
+
+    impl RemoteJwks {
+        pub(super) async fn load(url: &str, settings: super::JwksSettings) -> Result<Arc<Self>, JwtConfigError> {
+            let url: http::Uri = url.parse().map_err(|e| err(format!("JWKS URL {url:?}: {e}")))?;
+            if url.scheme_str() != Some("http") {
+                return Err(err(format!(
+                    "JWKS URL {url}: only http:// is supported (terminate TLS beside the service)"
+                )));
+            }
+            let runtime = tokio::runtime::Handle::try_current().map_err(|_| err("a JWKS URL needs a tokio runtime"))?;
+            let client: Client =
+                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+            let keys = fetch(&client, &url, settings.timeout).await?;
+            let now = Instant::now();
+            Ok(Arc::new(RemoteJwks {
+                url,
+                client,
+                keys: ArcSwap::from_pointee(keys),
+                loaded_at: Mutex::new(now),
+                last_attempt: Mutex::new(now),
+                in_flight: AtomicBool::new(false),
+                fetches: AtomicUsize::new(1),
+                settings,
+                runtime,
+            }))
+        }
+
+        /// The keys in force; starts a background refresh when they are older
+        /// than the refresh interval.
+        pub(super) fn current(self: &Arc<Self>) -> Arc<HashMap<String, PinnedKey>> {
+            let old = self
+                .loaded_at
+                .lock()
+                .map(|t| t.elapsed() >= self.settings.refresh_every)
+                .unwrap_or(false);
+            if old {
+                self.refresh_soon();
+            }
+            self.keys.load_full()
+        }
+
+        /// One background fetch, unless one is running or the last attempt
+        /// was within the cooldown. Failures keep the keys in force.
+        pub(super) fn refresh_soon(self: &Arc<Self>) {
+            if self
+                .in_flight
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                return;
+            }
+            let due = match self.last_attempt.lock() {
+                Ok(mut last) if last.elapsed() >= self.settings.cooldown => {
+                    *last = Instant::now();
+                    true
+                }
+                _ => false,
+            };
+            if !due {
+                self.in_flight.store(false, Ordering::Release);
+                return;
+            }
+            let this = Arc::clone(self);
+            self.runtime.spawn(async move {
+                this.fetches.fetch_add(1, Ordering::Relaxed);
+                if let Ok(keys) = fetch(&this.client, &this.url, this.settings.timeout).await {
+                    this.keys.store(Arc::new(keys));
+                    if let Ok(mut t) = this.loaded_at.lock() {
+                        *t = Instant::now();
+                    }
+                }
+                this.in_flight.store(false, Ordering::Release);
+            });
+        }
+    }
+}
+
+/// How a JWKS URL is fetched and refreshed.
+#[cfg(feature = "service")]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "jwt", feature = "service"))))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JwksSettings {
+    /// Refresh in the background after this long (default 10 min).
+    pub refresh_every: Duration,
+    /// Fetch at most once per this long, however many unknown `kid`s
+    /// arrive (default 30 s).
+    pub cooldown: Duration,
+    /// Per-fetch timeout (default 2 s).
+    pub timeout: Duration,
+}
+
+#[cfg(feature = "service")]
+impl Default for JwksSettings {
+    fn default() -> Self {
+        JwksSettings {
+            refresh_every: Duration::from_secs(600),
+            cooldown: Duration::from_secs(30),
+            timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+#[cfg(feature = "service")]
+impl JwtVerifier {
+    /// A JWKS fetched from `url` (plain `http://`), now, and refreshed in the
+    /// background: every `refresh_every`, and when a token names an unknown
+    /// `kid` (a key rotation), at most once per `cooldown` however many such
+    /// tokens arrive. A failed refresh keeps the keys in force. Fails when the
+    /// first fetch fails (a verifier without keys would make every client
+    /// anonymous).
+    pub async fn jwks_url(url: &str, settings: JwksSettings) -> Result<Self, JwtConfigError> {
+        Ok(Self::with_keys(Keys::Remote(
+            remote::RemoteJwks::load(url, settings).await?,
+        )))
+    }
+
+    /// How many times the JWKS URL was fetched (for monitoring and tests);
+    /// 0 for other key sources.
+    pub fn jwks_fetches(&self) -> usize {
+        match &self.keys {
+            Keys::Remote(r) => r.fetches.load(std::sync::atomic::Ordering::Relaxed),
+            _ => 0,
+        }
+    }
+}
+
+/// Keys by `kid` from a JWKS document; every key needs `kid` and `alg`.
+fn parse_jwks(json: &str) -> Result<HashMap<String, PinnedKey>, JwtConfigError> {
+    let set: JwkSet = serde_json::from_str(json).map_err(|e| err(format!("JWKS: {e}")))?;
+    let mut keys = HashMap::new();
+    for (i, jwk) in set.keys.iter().enumerate() {
+        let kid = jwk
+            .common
+            .key_id
+            .clone()
+            .ok_or_else(|| err(format!("JWKS key {i}: no `kid`")))?;
+        let alg = jwk
+            .common
+            .key_algorithm
+            .ok_or_else(|| err(format!("JWKS key {kid:?}: no `alg` (the algorithm is pinned per key)")))
+            .and_then(|a| Algorithm::try_from(a).map_err(|e| err(format!("JWKS key {kid:?}: {e}"))))?;
+        let key = DecodingKey::from_jwk(jwk).map_err(|e| err(format!("JWKS key {kid:?}: {e}")))?;
+        if keys.insert(kid.clone(), PinnedKey { key, alg }).is_some() {
+            return Err(err(format!("JWKS: duplicate kid {kid:?}")));
+        }
+    }
+    if keys.is_empty() {
+        return Err(err("JWKS: no keys"));
+    }
+    Ok(keys)
 }
 
 /// The token of a single `Authorization: Bearer <token>` header.
