@@ -283,3 +283,68 @@ fn a_bad_file_on_reload_keeps_the_running_configuration() {
     assert_eq!(handle.load().default_quota().count(), 20, "the old configuration stays");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn jwt_verification_and_header_key_settings() {
+    let base = "[profiles.a]\nrate = \"1/s\"\n";
+    let jwt = |body: &str| format!("{base}[jwt]\nmax_rate = \"100/s\"\nmax_burst = 10\n{body}");
+    let c = Config::from_toml_str(&jwt(
+        "hmac_secret_env = \"SECRET\"\nalgorithm = \"HS256\"\nissuer = [\"https://auth\"]\nleeway = \"10s\"\n",
+    ))
+    .unwrap();
+    let v = c.jwt.as_ref().unwrap().verification.as_ref().unwrap();
+    assert_eq!(v.keys, ratelimit::config::JwtKeySource::HmacSecretEnv("SECRET".into()));
+    assert_eq!((v.issuer.len(), v.leeway), (1, Duration::from_secs(10)));
+    assert!(
+        Config::from_toml_str(&jwt(""))
+            .unwrap()
+            .jwt
+            .unwrap()
+            .verification
+            .is_none(),
+        "upstream verification"
+    );
+
+    for (body, words) in [
+        ("hmac_secret_env = \"S\"\n", "needs `algorithm`"),
+        ("hmac_secret_env = \"S\"\nalgorithm = \"RS256\"\n", "does not fit"),
+        ("pem_file = \"k.pem\"\nalgorithm = \"HS256\"\n", "does not fit"),
+        (
+            "jwks_file = \"j.json\"\nalgorithm = \"RS256\"\n",
+            "pins the algorithm per key",
+        ),
+        (
+            "jwks_file = \"j.json\"\npem_file = \"k.pem\"\n",
+            "more than one key source",
+        ),
+        ("hmac_secret_env = \"S\"\nalgorithm = \"none\"\n", "unknown algorithm"),
+        ("jwks_url = \"ftp://x\"\n", "http://"),
+    ] {
+        let err = Config::from_toml_str(&jwt(body)).unwrap_err().to_string();
+        assert!(err.contains(words), "{body:?}: {err}");
+    }
+
+    let c = Config::from_toml_str(&format!("{base}[header_keys]\nper_ip = 3\nwindow = \"1min\"\n")).unwrap();
+    assert_eq!(
+        (c.header_keys.per_ip, c.header_keys.window),
+        (3, Duration::from_secs(60))
+    );
+    assert!(Config::from_toml_str(&format!("{base}[header_keys]\nper_ip = 0\n")).is_err());
+}
+
+#[tokio::test]
+async fn a_verifier_is_built_from_the_configuration() {
+    let jwks = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/jwks.json");
+    let text = format!(
+        "[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"100/s\"\nmax_burst = 10\njwks_file = \"{jwks}\"\naudience = [\"api\"]\n"
+    );
+    let c = Config::from_toml_str(&text).unwrap();
+    let v = c.jwt_verifier().await.unwrap().expect("a key source is configured");
+    assert!(v.verify("garbage").is_none());
+    let missing = Config::from_toml_str(
+        "[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"100/s\"\nmax_burst = 10\nhmac_secret_env = \"RATELIMIT_TEST_NOT_SET_ANYWHERE\"\nalgorithm = \"HS256\"\n",
+    )
+    .unwrap();
+    let err = missing.jwt_verifier().await.unwrap_err().to_string();
+    assert!(err.contains("RATELIMIT_TEST_NOT_SET_ANYWHERE"), "{err}");
+}

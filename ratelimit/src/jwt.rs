@@ -45,6 +45,12 @@ impl std::fmt::Display for JwtConfigError {
 
 impl std::error::Error for JwtConfigError {}
 
+impl JwtConfigError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        JwtConfigError(message.into())
+    }
+}
+
 fn err(message: impl Into<String>) -> JwtConfigError {
     JwtConfigError(message.into())
 }

@@ -86,8 +86,40 @@ pub struct StoreConfig {
     pub overflow: OverflowPolicy,
 }
 
-/// How JWT claims set a client's limit (verification settings arrive with the
-/// JWT key extractor).
+/// Where the keys that verify tokens come from (exactly one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JwtKeySource {
+    /// An HMAC secret in this environment variable.
+    HmacSecretEnv(String),
+    /// A PEM public key file.
+    PemFile(String),
+    /// A JWKS document file.
+    JwksFile(String),
+    /// A JWKS URL (feature `service`).
+    JwksUrl(String),
+}
+
+/// How tokens are verified (`[jwt]` with a key source).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtVerification {
+    /// The key source.
+    pub keys: JwtKeySource,
+    /// The pinned algorithm, for an HMAC secret or a PEM key.
+    pub algorithm: Option<String>,
+    /// Accepted issuers (empty: not checked).
+    pub issuer: Vec<String>,
+    /// Accepted audiences (empty: not checked).
+    pub audience: Vec<String>,
+    /// Clock skew tolerated on `exp`.
+    pub leeway: Duration,
+    /// JWKS URL refresh interval.
+    pub jwks_refresh: Duration,
+    /// Least time between JWKS URL fetches.
+    pub jwks_cooldown: Duration,
+}
+
+/// How JWT claims set a client's limit, and how tokens are verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JwtLimits {
     /// Claim naming a profile (`"premium"`).
@@ -100,6 +132,9 @@ pub struct JwtLimits {
     pub max_rate: Quota,
     /// The largest burst a token may ask for.
     pub max_burst: u32,
+    /// Verification by this crate; `None` when an upstream layer verifies
+    /// tokens and passes `VerifiedClaims`.
+    pub verification: Option<JwtVerification>,
 }
 
 /// Settings of the external limit service.
@@ -130,6 +165,8 @@ pub struct Config {
     pub ip: ClientIpConfig,
     /// Response header style.
     pub headers: HeaderStyle,
+    /// Bounds on header-derived keys (`[header_keys]`).
+    pub header_keys: crate::key::HeaderCardinality,
     /// JWT limit claims, when the `[jwt]` section is present.
     pub jwt: Option<JwtLimits>,
     /// The limit service, when the `[service]` section is present.
@@ -208,6 +245,52 @@ impl Config {
     /// All route overrides, by name.
     pub fn routes(&self) -> &BTreeMap<String, RouteConfig> {
         &self.routes
+    }
+
+    /// The token verifier described by `[jwt]`, if it names a key source.
+    /// Reads key files and the secret's environment variable now, and
+    /// fetches a JWKS URL (which needs the `service` feature and a tokio
+    /// runtime).
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+    pub async fn jwt_verifier(&self) -> Result<Option<crate::jwt::JwtVerifier>, crate::jwt::JwtConfigError> {
+        use crate::jwt::JwtVerifier;
+        let Some(v) = self.jwt.as_ref().and_then(|j| j.verification.as_ref()) else {
+            return Ok(None);
+        };
+        let alg = || -> Result<jsonwebtoken::Algorithm, crate::jwt::JwtConfigError> {
+            let name = v.algorithm.as_deref().unwrap_or_default();
+            name.parse()
+                .map_err(|_| crate::jwt::JwtConfigError::new(format!("unknown algorithm {name:?}")))
+        };
+        let verifier = match &v.keys {
+            JwtKeySource::HmacSecretEnv(var) => JwtVerifier::hmac_from_env(var, alg()?)?,
+            JwtKeySource::PemFile(path) => JwtVerifier::pem_file(path, alg()?)?,
+            JwtKeySource::JwksFile(path) => JwtVerifier::jwks_file(path)?,
+            #[cfg(feature = "service")]
+            JwtKeySource::JwksUrl(url) => {
+                let settings = crate::jwt::JwksSettings {
+                    refresh_every: v.jwks_refresh,
+                    cooldown: v.jwks_cooldown,
+                    ..crate::jwt::JwksSettings::default()
+                };
+                JwtVerifier::jwks_url(url, settings).await?
+            }
+            #[cfg(not(feature = "service"))]
+            JwtKeySource::JwksUrl(_) => {
+                return Err(crate::jwt::JwtConfigError::new(
+                    "jwt.jwks_url needs the `service` feature of ratelimit",
+                ))
+            }
+        };
+        let mut verifier = verifier.leeway(v.leeway);
+        if !v.issuer.is_empty() {
+            verifier = verifier.issuer(&v.issuer.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+        if !v.audience.is_empty() {
+            verifier = verifier.audience(&v.audience.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+        Ok(Some(verifier))
     }
 
     /// A [`MemoryStore`] built from the `[store]` section.

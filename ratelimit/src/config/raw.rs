@@ -10,7 +10,8 @@ use serde::{Deserialize, Deserializer};
 
 use super::error::{field_at_line, line_col, locate_key};
 use super::{
-    Config, ConfigError, HeaderStyle, JwtLimits, Profile, RouteConfig, ServiceConfig, StoreConfig, ENV_PREFIX,
+    Config, ConfigError, HeaderStyle, JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig, ServiceConfig,
+    StoreConfig, ENV_PREFIX,
 };
 use crate::key::{ClientIpConfig, ForwardedHeader};
 use crate::store::OverflowPolicy;
@@ -32,6 +33,8 @@ struct RawConfig {
     headers: RawHeaders,
     jwt: Option<RawJwt>,
     service: Option<RawService>,
+    #[serde(default)]
+    header_keys: RawHeaderKeys,
 }
 
 #[derive(Deserialize)]
@@ -107,6 +110,71 @@ struct RawJwt {
     max_rate: Quota,
     #[serde(deserialize_with = "positive_u32")]
     max_burst: u32,
+    hmac_secret_env: Option<String>,
+    pem_file: Option<String>,
+    jwks_file: Option<String>,
+    #[serde(default, deserialize_with = "opt_http_url")]
+    jwks_url: Option<String>,
+    #[serde(default, deserialize_with = "opt_algorithm")]
+    algorithm: Option<String>,
+    #[serde(default)]
+    issuer: Vec<String>,
+    #[serde(default)]
+    audience: Vec<String>,
+    #[serde(default = "thirty_seconds", deserialize_with = "duration")]
+    leeway: Duration,
+    #[serde(default = "ten_minutes", deserialize_with = "duration")]
+    jwks_refresh: Duration,
+    #[serde(default = "thirty_seconds", deserialize_with = "duration")]
+    jwks_cooldown: Duration,
+}
+
+fn thirty_seconds() -> Duration {
+    Duration::from_secs(30)
+}
+fn ten_minutes() -> Duration {
+    Duration::from_secs(600)
+}
+
+const ALGORITHMS: &[&str] = &[
+    "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+];
+
+fn opt_algorithm<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let alg = String::deserialize(d)?;
+    if !ALGORITHMS.contains(&alg.as_str()) {
+        return Err(serde::de::Error::custom(format!(
+            "unknown algorithm {alg:?}: expected one of {}",
+            ALGORITHMS.join(", ")
+        )));
+    }
+    Ok(Some(alg))
+}
+
+fn opt_http_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    http_url(d).map(Some)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawHeaderKeys {
+    #[serde(deserialize_with = "positive_u32")]
+    per_ip: u32,
+    #[serde(deserialize_with = "duration")]
+    window: Duration,
+    #[serde(deserialize_with = "max_keys")]
+    max_tracked: usize,
+}
+
+impl Default for RawHeaderKeys {
+    fn default() -> Self {
+        let d = crate::key::HeaderCardinality::default();
+        RawHeaderKeys {
+            per_ip: d.per_ip,
+            window: d.window,
+            max_tracked: d.max_tracked,
+        }
+    }
 }
 
 fn tier_claim() -> String {
@@ -558,13 +626,81 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
             .map_err(|e| located(&["ip"], "ipv4_prefix", e.to_string()))?;
     }
 
-    let jwt = raw.jwt.map(|j| JwtLimits {
-        tier_claim: j.tier_claim,
-        rate_claim: j.rate_claim,
-        burst_claim: j.burst_claim,
-        max_rate: j.max_rate,
-        max_burst: j.max_burst,
-    });
+    let jwt = match raw.jwt {
+        None => None,
+        Some(j) => {
+            let sources: Vec<(&str, JwtKeySource)> = [
+                j.hmac_secret_env
+                    .clone()
+                    .map(|v| ("hmac_secret_env", JwtKeySource::HmacSecretEnv(v))),
+                j.pem_file.clone().map(|v| ("pem_file", JwtKeySource::PemFile(v))),
+                j.jwks_file.clone().map(|v| ("jwks_file", JwtKeySource::JwksFile(v))),
+                j.jwks_url.clone().map(|v| ("jwks_url", JwtKeySource::JwksUrl(v))),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            let keys = match sources.as_slice() {
+                [] => None,
+                [(name, source)] => {
+                    let needs_alg = matches!(source, JwtKeySource::HmacSecretEnv(_) | JwtKeySource::PemFile(_));
+                    match (&j.algorithm, needs_alg) {
+                        (None, true) => {
+                            return Err(located(
+                                &["jwt"],
+                                name,
+                                format!("{name} needs `algorithm` (the key's algorithm is pinned)"),
+                            ));
+                        }
+                        (Some(a), true) => {
+                            let hmac = a.starts_with("HS");
+                            let is_hmac_source = matches!(source, JwtKeySource::HmacSecretEnv(_));
+                            if hmac != is_hmac_source {
+                                return Err(located(
+                                    &["jwt"],
+                                    "algorithm",
+                                    format!("algorithm {a:?} does not fit {name}"),
+                                ));
+                            }
+                        }
+                        (Some(_), false) => {
+                            return Err(located(
+                                &["jwt"],
+                                "algorithm",
+                                format!("a JWKS pins the algorithm per key; remove `algorithm` with {name}"),
+                            ));
+                        }
+                        (None, false) => {}
+                    }
+                    Some(source.clone())
+                }
+                [_, (second, _), ..] => {
+                    return Err(located(
+                        &["jwt"],
+                        second,
+                        "more than one key source: use exactly one of hmac_secret_env, pem_file, jwks_file, jwks_url"
+                            .to_owned(),
+                    ));
+                }
+            };
+            Some(JwtLimits {
+                tier_claim: j.tier_claim,
+                rate_claim: j.rate_claim,
+                burst_claim: j.burst_claim,
+                max_rate: j.max_rate,
+                max_burst: j.max_burst,
+                verification: keys.map(|keys| JwtVerification {
+                    keys,
+                    algorithm: j.algorithm,
+                    issuer: j.issuer,
+                    audience: j.audience,
+                    leeway: j.leeway,
+                    jwks_refresh: j.jwks_refresh,
+                    jwks_cooldown: j.jwks_cooldown,
+                }),
+            })
+        }
+    };
     let service = raw.service.map(|s| ServiceConfig {
         url: s.url,
         ttl: s.ttl,
@@ -584,6 +720,11 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
         },
         ip,
         headers: raw.headers.style,
+        header_keys: crate::key::HeaderCardinality {
+            per_ip: raw.header_keys.per_ip,
+            window: raw.header_keys.window,
+            max_tracked: raw.header_keys.max_tracked,
+        },
         jwt,
         service,
     })
