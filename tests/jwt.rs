@@ -207,7 +207,12 @@ fn forged_tokens_get_the_ip_key_and_the_default_limit() {
          [jwt]\nmax_rate = \"1000/min\"\nmax_burst = 100\n",
     )
     .unwrap();
-    let verifier = Arc::new(JwtVerifier::hmac(SECRET, Algorithm::HS256).unwrap());
+    let verifier = Arc::new(
+        JwtVerifier::hmac(SECRET, Algorithm::HS256)
+            .unwrap()
+            .issuer(&["https://auth.example"])
+            .audience(&["api"]),
+    );
     let key = JwtClaimKey::new("sub", verifier, ClientIpConfig::default());
     let chain = Chain(JwtTier, DefaultProfile);
     let decide = |auth: &str| {
@@ -222,7 +227,8 @@ fn forged_tokens_get_the_ip_key_and_the_default_limit() {
         (k, resolved.quota.count())
     };
 
-    let premium = json!({"sub": "u1", "exp": in_ten_minutes(), "ratelimit_tier": "premium", "ratelimit_rpm": 1000});
+    let premium = json!({"sub": "u1", "exp": in_ten_minutes(), "iss": "https://auth.example", "aud": "api",
+                         "ratelimit_tier": "premium", "ratelimit_rpm": 1000});
     let (k, count) = decide(&format!("Bearer {}", hs256(&premium, SECRET)));
     assert!(matches!(k, ClientKey::Claim(_)));
     assert_eq!(count, 1000);
@@ -245,6 +251,22 @@ fn forged_tokens_get_the_ip_key_and_the_default_limit() {
             hs256(&json!({"sub": "u1", "ratelimit_tier": "premium"}), SECRET)
         ),
         format!("Bearer {}", rs256(&premium, RSA_PRIVATE, Some("key-9"))),
+        format!(
+            "Bearer {}",
+            hs256(
+                &json!({"sub": "u1", "exp": in_ten_minutes(), "iss": "https://evil.example",
+                                            "aud": "api", "ratelimit_tier": "premium"}),
+                SECRET
+            )
+        ),
+        format!(
+            "Bearer {}",
+            hs256(
+                &json!({"sub": "u1", "exp": in_ten_minutes(), "iss": "https://auth.example",
+                                            "aud": "other", "ratelimit_tier": "premium"}),
+                SECRET
+            )
+        ),
         "Bearer garbage".to_owned(),
         huge,
         "Basic dXNlcjpwYXNz".to_owned(),
