@@ -42,7 +42,13 @@ fn a_good_token_verifies_and_is_cached() {
     let token = hs256(&json!({"sub": "u1", "exp": in_ten_minutes(), "org": {"id": 7}}), SECRET);
     let claims = v.verify(&token).expect("valid");
     assert_eq!(claims.get_text("org.id").as_deref(), Some("7"));
-    assert_eq!(v.verify(&token), Some(claims), "the cached answer is the same");
+    assert_eq!(v.verify(&token), Some(claims), "a second verification (cached) agrees");
+    // Not yet valid (nbf an hour ahead, beyond the leeway): refused.
+    let later = hs256(
+        &json!({"sub": "u1", "exp": in_ten_minutes(), "nbf": get_current_timestamp() + 3600}),
+        SECRET,
+    );
+    assert!(v.verify(&later).is_none());
 }
 
 #[test]
@@ -167,6 +173,27 @@ fn bad_key_configuration_is_refused_with_a_reason() {
     assert!(JwtVerifier::pem(RSA_PUBLIC, Algorithm::HS256).is_err());
     let no_alg = r#"{"keys":[{"kty":"RSA","kid":"k","n":"AQAB","e":"AQAB"}]}"#;
     assert!(JwtVerifier::jwks(no_alg).unwrap_err().to_string().contains("no `alg`"));
+    // A published symmetric key is never used.
+    let oct = r#"{"keys":[{"kty":"oct","kid":"s","alg":"HS256","k":"c2VjcmV0LXNlY3JldC1zZWNyZXQ"}]}"#;
+    assert!(JwtVerifier::jwks(oct).unwrap_err().to_string().contains("symmetric"));
+    // Unusable keys beside good ones are skipped, not fatal.
+    let mut mixed: serde_json::Value = serde_json::from_str(JWKS).unwrap();
+    mixed["keys"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"kty": "RSA", "kid": "enc-1", "use": "enc", "alg": "RSA-OAEP", "n": "AQAB", "e": "AQAB"}));
+    mixed["keys"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"kty": "oct", "kid": "s", "alg": "HS256", "k": "c2VjcmV0"}));
+    let v = JwtVerifier::jwks(&mixed.to_string()).unwrap();
+    assert!(v
+        .verify(&rs256(
+            &json!({"sub": "u", "exp": in_ten_minutes()}),
+            RSA_PRIVATE,
+            Some("key-1")
+        ))
+        .is_some());
     assert!(JwtVerifier::jwks(r#"{"keys":[]}"#).is_err());
     let err = JwtVerifier::hmac_from_env("RATELIMIT_TEST_SURELY_UNSET_SECRET", Algorithm::HS256).unwrap_err();
     assert!(err.to_string().contains("RATELIMIT_TEST_SURELY_UNSET_SECRET"), "{err}");

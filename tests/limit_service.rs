@@ -105,9 +105,9 @@ async fn eventually<T>(mut f: impl FnMut() -> Option<T>) -> T {
 async fn a_thousand_concurrent_misses_make_one_upstream_call() {
     // The answer takes 200 ms, so every request below misses while the one
     // fetch is in flight.
-    let up = Upstream::start(Mode::Json(r#"{"tier": "premium"}"#), Duration::from_millis(200)).await;
+    let up = Upstream::start(Mode::Json(r#"{"tier": "premium"}"#), Duration::from_secs(1)).await;
     let slow_ok = CacheSettings {
-        timeout: Duration::from_secs(2),
+        timeout: Duration::from_secs(5),
         ..settings()
     };
     let cache = Arc::new(ServiceCache::new(HttpLimitService::new(&up.url).unwrap(), slow_ok).unwrap());
@@ -133,7 +133,11 @@ async fn a_hung_or_failing_service_leaves_requests_to_the_next_resolver() {
     .unwrap();
     for mode in [Mode::Hang, Mode::Status(500), Mode::Status(404), Mode::Json("not json")] {
         let up = Upstream::start(mode, Duration::ZERO).await;
-        let cache = Arc::new(ServiceCache::new(HttpLimitService::new(&up.url).unwrap(), settings()).unwrap());
+        let long_negative = CacheSettings {
+            negative_ttl: Duration::from_secs(5),
+            ..settings()
+        };
+        let cache = Arc::new(ServiceCache::new(HttpLimitService::new(&up.url).unwrap(), long_negative).unwrap());
         let chain = Chain(Service(cache.clone()), DefaultProfile);
         let ctx = ResolveContext::new(&config, "r", None).with_client(7);
         // Many requests while the service misbehaves: each is answered by
@@ -175,8 +179,10 @@ async fn stale_answers_are_served_while_refreshing() {
     // A failing refresh keeps the stale answer.
     up.set(Mode::Status(503));
     tokio::time::sleep(Duration::from_millis(350)).await;
+    let calls = up.calls();
     assert_eq!(cache.get(9), Some(fresh.clone()));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually(|| (up.calls() > calls).then_some(())).await;
+    tokio::time::sleep(Duration::from_millis(100)).await; // the failure is recorded
     assert_eq!(cache.get(9), Some(fresh));
 }
 

@@ -31,7 +31,9 @@ pub const MAX_TOKEN_LEN: usize = 8 * 1024;
 const CACHE_SHARDS: usize = 16;
 
 /// Verified tokens by a 128-bit keyed hash of the token: claims and `exp`.
-type TokenCacheShard = Mutex<HashMap<(u64, u64), (VerifiedClaims, u64)>>;
+/// Verified tokens by a 128-bit keyed hash of the token: claims, `exp`, and
+/// the generation of the key set that verified them.
+type TokenCacheShard = Mutex<HashMap<(u64, u64), (VerifiedClaims, u64, usize)>>;
 
 /// Why a verifier could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,9 +215,12 @@ impl JwtVerifier {
         let now = jsonwebtoken::get_current_timestamp();
         let id = (self.hasher.0.hash_one(token), self.hasher.1.hash_one(token));
         let shard = &self.cache[(id.0 as usize) % CACHE_SHARDS];
+        let generation = self.key_generation();
         if let Ok(cache) = shard.lock() {
-            if let Some((claims, exp)) = cache.get(&id) {
-                if *exp > now {
+            // A hit counts only while the key set that verified the token is
+            // still in force: a key removed from a JWKS stops verifying at once.
+            if let Some((claims, exp, gen)) = cache.get(&id) {
+                if *exp > now && *gen == generation {
                     return Some(claims.clone());
                 }
             }
@@ -257,6 +262,7 @@ impl JwtVerifier {
         }
         validation.set_required_spec_claims(&required);
         validation.leeway = self.leeway.as_secs();
+        validation.validate_nbf = true;
         validation.validate_aud = self.audience.is_some();
         if let Some(aud) = &self.audience {
             validation.set_audience(aud);
@@ -270,14 +276,24 @@ impl JwtVerifier {
 
         if let Ok(mut cache) = shard.lock() {
             if cache.len() >= self.cache_per_shard {
-                cache.retain(|_, (_, e)| *e > now);
+                cache.retain(|_, (_, e, _)| *e > now);
                 if cache.len() >= self.cache_per_shard {
                     cache.clear();
                 }
             }
-            cache.insert(id, (claims.clone(), exp));
+            cache.insert(id, (claims.clone(), exp, generation));
         }
         Some(claims)
+    }
+
+    /// Identifies the key set in force: changes when a JWKS URL refresh
+    /// installs new keys.
+    fn key_generation(&self) -> usize {
+        match &self.keys {
+            #[cfg(feature = "service")]
+            Keys::Remote(r) => r.generation(),
+            _ => 0,
+        }
     }
 
     /// The claims of the request's `Authorization: Bearer` token, if exactly
@@ -370,6 +386,11 @@ mod remote {
 
         /// The keys in force; starts a background refresh when they are older
         /// than the refresh interval.
+        /// Changes whenever new keys are installed.
+        pub(super) fn generation(&self) -> usize {
+            Arc::as_ptr(&self.keys.load()) as usize
+        }
+
         pub(super) fn current(self: &Arc<Self>) -> Arc<HashMap<String, PinnedKey>> {
             let old = self
                 .loaded_at
@@ -403,8 +424,17 @@ mod remote {
                 self.in_flight.store(false, Ordering::Release);
                 return;
             }
-            let this = Arc::clone(self);
+            /// Clears `in_flight` however the fetch ends: done, panicked, or
+            /// dropped unrun by a runtime that has shut down.
+            struct InFlight(Arc<RemoteJwks>);
+            impl Drop for InFlight {
+                fn drop(&mut self) {
+                    self.0.in_flight.store(false, Ordering::Release);
+                }
+            }
+            let guard = InFlight(Arc::clone(self));
             self.runtime.spawn(async move {
+                let this = &guard.0;
                 this.fetches.fetch_add(1, Ordering::Relaxed);
                 if let Ok(keys) = fetch(&this.client, &this.url, this.settings.timeout).await {
                     this.keys.store(Arc::new(keys));
@@ -412,7 +442,7 @@ mod remote {
                         *t = Instant::now();
                     }
                 }
-                this.in_flight.store(false, Ordering::Release);
+                drop(guard);
             });
         }
     }
@@ -469,26 +499,49 @@ impl JwtVerifier {
 
 /// Keys by `kid` from a JWKS document; every key needs `kid` and `alg`.
 fn parse_jwks(json: &str) -> Result<HashMap<String, PinnedKey>, JwtConfigError> {
+    use jsonwebtoken::jwk::{AlgorithmParameters, PublicKeyUse};
     let set: JwkSet = serde_json::from_str(json).map_err(|e| err(format!("JWKS: {e}")))?;
     let mut keys = HashMap::new();
+    let mut skipped = Vec::new();
+    // Providers publish keys this verifier must not or cannot use (encryption
+    // keys, symmetric keys, keys without `alg`); skip those rather than fail
+    // the whole set, so one odd key cannot freeze the signing keys in force.
     for (i, jwk) in set.keys.iter().enumerate() {
-        let kid = jwk
-            .common
-            .key_id
-            .clone()
-            .ok_or_else(|| err(format!("JWKS key {i}: no `kid`")))?;
-        let alg = jwk
-            .common
-            .key_algorithm
-            .ok_or_else(|| err(format!("JWKS key {kid:?}: no `alg` (the algorithm is pinned per key)")))
-            .and_then(|a| Algorithm::try_from(a).map_err(|e| err(format!("JWKS key {kid:?}: {e}"))))?;
-        let key = DecodingKey::from_jwk(jwk).map_err(|e| err(format!("JWKS key {kid:?}: {e}")))?;
-        if keys.insert(kid.clone(), PinnedKey { key, alg }).is_some() {
-            return Err(err(format!("JWKS: duplicate kid {kid:?}")));
+        let name = jwk.common.key_id.clone().unwrap_or_else(|| format!("#{i}"));
+        let Some(kid) = jwk.common.key_id.clone() else {
+            skipped.push(format!("{name}: no `kid`"));
+            continue;
+        };
+        if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {
+            skipped.push(format!("{name}: an encryption key"));
+            continue;
+        }
+        if matches!(jwk.algorithm, AlgorithmParameters::OctetKey(_)) {
+            // A published symmetric key would let anyone mint tokens.
+            skipped.push(format!("{name}: a symmetric (oct) key"));
+            continue;
+        }
+        let alg = match jwk.common.key_algorithm.map(Algorithm::try_from) {
+            Some(Ok(alg)) => alg,
+            Some(Err(e)) => {
+                skipped.push(format!("{name}: {e}"));
+                continue;
+            }
+            None => {
+                skipped.push(format!("{name}: no `alg` (the algorithm is pinned per key)"));
+                continue;
+            }
+        };
+        match DecodingKey::from_jwk(jwk) {
+            Ok(key) if !keys.contains_key(&kid) => {
+                keys.insert(kid, PinnedKey { key, alg });
+            }
+            Ok(_) => skipped.push(format!("{name}: a duplicate kid")),
+            Err(e) => skipped.push(format!("{name}: {e}")),
         }
     }
     if keys.is_empty() {
-        return Err(err("JWKS: no keys"));
+        return Err(err(format!("JWKS: no usable signing key ({})", skipped.join("; "))));
     }
     Ok(keys)
 }

@@ -217,16 +217,29 @@ impl<S: LimitService> ServiceCache<S> {
     }
 
     fn spawn_fetch(&self, key: u64) {
+        /// Removes the key from `in_flight` however the fetch ends: done,
+        /// panicked in the service, or dropped unrun by a stopped runtime.
+        struct InFlight(Arc<Mutex<State>>, u64);
+        impl Drop for InFlight {
+            fn drop(&mut self) {
+                if let Ok(mut state) = self.0.lock() {
+                    state.in_flight.remove(&self.1);
+                }
+            }
+        }
+        let guard = InFlight(Arc::clone(&self.state), key);
         let service = Arc::clone(&self.service);
         let state = Arc::clone(&self.state);
         let settings = self.settings;
         self.runtime.spawn(async move {
             let result = tokio::time::timeout(settings.timeout, service.lookup(key)).await;
             let now = Instant::now();
+            // `guard` (moved in) clears `in_flight` when this future is
+            // dropped, after the answer below is stored and the lock released.
+            let _guard = &guard;
             let Ok(mut state) = state.lock() else {
                 return;
             };
-            state.in_flight.remove(&key);
             let entry = match result {
                 Ok(Ok(Some(answer))) => Entry {
                     answer: Some(answer),
@@ -254,11 +267,11 @@ impl<S: LimitService> ServiceCache<S> {
                 },
             };
             if state.entries.len() >= settings.max_entries && !state.entries.contains_key(&key) {
-                state.entries.retain(|_, e| now < e.usable_until);
-                if state.entries.len() >= settings.max_entries {
-                    // Still full of live answers: drop this one rather than
-                    // grow (the key falls through, and is fetched again later).
-                    return;
+                // Full: make room by evicting one entry (an arbitrary one; the
+                // bound matters, not the choice), in constant time, so the
+                // answer is kept and the service is not asked again per request.
+                if let Some(victim) = state.entries.keys().next().copied() {
+                    state.entries.remove(&victim);
                 }
             }
             state.entries.insert(key, entry);
