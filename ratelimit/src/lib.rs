@@ -64,6 +64,7 @@ pub mod resolve;
 pub mod service;
 mod store;
 mod sync;
+pub mod window;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Denial};
