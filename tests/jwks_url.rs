@@ -2,15 +2,15 @@
 //! per cooldown, a down endpoint leaves known keys working, and a rotation is
 //! picked up in the background.
 
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::{encode, get_current_timestamp, Algorithm, EncodingKey, Header};
 use ratelimit::jwt::{JwksSettings, JwtVerifier};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use support::{Reply, Stub};
 
 const RSA_PRIVATE: &[u8] = include_bytes!("fixtures/rsa_private.pem");
 const RSA2_PRIVATE: &[u8] = include_bytes!("fixtures/rsa2_private.pem");
@@ -21,48 +21,6 @@ fn first_key_only() -> String {
     let mut set: Value = serde_json::from_str(JWKS).unwrap();
     set["keys"].as_array_mut().unwrap().truncate(1);
     set.to_string()
-}
-
-struct Server {
-    url: String,
-    hits: Arc<AtomicUsize>,
-    body: Arc<Mutex<Option<String>>>, // None: answer 503
-}
-
-async fn serve(body: Option<String>) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/.well-known/jwks.json", listener.local_addr().unwrap());
-    let hits = Arc::new(AtomicUsize::new(0));
-    let body = Arc::new(Mutex::new(body));
-    let (h, b) = (hits.clone(), body.clone());
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            let (h, b) = (h.clone(), b.clone());
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut n = 0;
-                while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match sock.read(&mut buf[n..]).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(k) => n += k,
-                    }
-                }
-                h.fetch_add(1, Ordering::SeqCst);
-                let response = match b.lock().unwrap().clone() {
-                    Some(json) => format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{json}",
-                        json.len()
-                    ),
-                    None => "HTTP/1.1 503 Down\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned(),
-                };
-                let _ = sock.write_all(response.as_bytes()).await;
-            });
-        }
-    });
-    Server { url, hits, body }
 }
 
 fn token(private: &[u8], kid: &str) -> String {
@@ -97,39 +55,39 @@ async fn random_kids_cause_at_most_one_fetch_per_cooldown() {
     // than the cooldown.
     let first: Vec<String> = (0..500).map(|i| token(RSA_PRIVATE, &format!("random-{i}"))).collect();
     let second: Vec<String> = (0..500).map(|i| token(RSA_PRIVATE, &format!("again-{i}"))).collect();
-    let server = serve(Some(first_key_only())).await;
+    let server = Stub::start("/.well-known/jwks.json", Reply::Json(first_key_only()), Duration::ZERO).await;
     let v = JwtVerifier::jwks_url(&server.url, settings(1_000)).await.unwrap();
-    assert_eq!(server.hits.load(Ordering::SeqCst), 1, "the first fetch");
+    assert_eq!(server.hits(), 1, "the first fetch");
     // Within the cooldown of the first fetch: no fetch at all.
     for t in &first {
         assert!(v.verify(t).is_none());
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(server.hits(), 1);
     // After the cooldown: one fetch for the next burst of unknown kids.
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     for t in &second {
         assert!(v.verify(t).is_none());
     }
-    eventually(|| server.hits.load(Ordering::SeqCst) == 2).await;
+    eventually(|| server.hits() == 2).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(server.hits.load(Ordering::SeqCst), 2);
+    assert_eq!(server.hits(), 2);
     assert_eq!(v.jwks_fetches(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn known_keys_keep_working_when_the_endpoint_is_down_and_rotations_arrive() {
-    let server = serve(Some(first_key_only())).await;
+    let server = Stub::start("/.well-known/jwks.json", Reply::Json(first_key_only()), Duration::ZERO).await;
     let v = JwtVerifier::jwks_url(&server.url, settings(50)).await.unwrap();
     let good = token(RSA_PRIVATE, "key-1");
     assert!(v.verify(&good).is_some());
 
     // Down: an unknown kid, past the cooldown, triggers a refresh that
     // fails; the known key stays.
-    *server.body.lock().unwrap() = None;
+    server.set(Reply::Status(503));
     let unknown = token(RSA2_PRIVATE, "key-2");
     tokio::time::sleep(Duration::from_millis(60)).await;
-    eventually(|| v.verify(&unknown).is_none() && server.hits.load(Ordering::SeqCst) >= 2).await;
+    eventually(|| v.verify(&unknown).is_none() && server.hits() >= 2).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(
         v.verify(&token(RSA_PRIVATE, "key-1")).is_some(),
@@ -137,7 +95,7 @@ async fn known_keys_keep_working_when_the_endpoint_is_down_and_rotations_arrive(
     );
 
     // Back up with a rotated set: key-2 is picked up in the background.
-    *server.body.lock().unwrap() = Some(JWKS.to_owned());
+    server.set(Reply::Json(JWKS.to_owned()));
     tokio::time::sleep(Duration::from_millis(60)).await; // past the cooldown
     let rotated = token(RSA2_PRIVATE, "key-2");
     eventually(|| v.verify(&rotated).is_some()).await;
@@ -145,7 +103,7 @@ async fn known_keys_keep_working_when_the_endpoint_is_down_and_rotations_arrive(
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_jwks_url_that_fails_at_start_is_refused() {
-    let server = serve(None).await;
+    let server = Stub::start("/.well-known/jwks.json", Reply::Status(503), Duration::ZERO).await;
     let err = JwtVerifier::jwks_url(&server.url, settings(50)).await.unwrap_err();
     assert!(err.to_string().contains("503"), "{err}");
     assert!(JwtVerifier::jwks_url("https://example.invalid/jwks", settings(50))

@@ -2,82 +2,15 @@
 //! upstream call for a thousand concurrent misses, a hung or failing service
 //! never holds a request, and stale answers are served while refreshing.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+mod support;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ratelimit::config::Config;
 use ratelimit::resolve::{Chain, DefaultProfile, FinalResolver, ResolveContext, Service};
 use ratelimit::service::{CacheSettings, HttpLimitService, ServiceAnswer, ServiceCache};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-
-#[derive(Clone)]
-enum Mode {
-    Json(&'static str),
-    Status(u16),
-    Hang,
-}
-
-struct Upstream {
-    url: String,
-    calls: Arc<AtomicUsize>,
-    mode: Arc<Mutex<(Mode, Duration)>>,
-}
-
-impl Upstream {
-    async fn start(mode: Mode, delay: Duration) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1/limits", listener.local_addr().unwrap());
-        let calls = Arc::new(AtomicUsize::new(0));
-        let mode = Arc::new(Mutex::new((mode, delay)));
-        let (c, m) = (calls.clone(), mode.clone());
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut sock, _)) = listener.accept().await else {
-                    return;
-                };
-                let (c, m) = (c.clone(), m.clone());
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 4096];
-                    let mut read = 0;
-                    while !buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
-                        match sock.read(&mut buf[read..]).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => read += n,
-                        }
-                    }
-                    c.fetch_add(1, Ordering::SeqCst);
-                    let (mode, delay) = m.lock().unwrap().clone();
-                    tokio::time::sleep(delay).await;
-                    let response = match mode {
-                        Mode::Hang => {
-                            tokio::time::sleep(Duration::from_secs(3600)).await;
-                            return;
-                        }
-                        Mode::Json(body) => format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                            body.len()
-                        ),
-                        Mode::Status(code) => {
-                            format!("HTTP/1.1 {code} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-                        }
-                    };
-                    let _ = sock.write_all(response.as_bytes()).await;
-                });
-            }
-        });
-        Upstream { url, calls, mode }
-    }
-
-    fn set(&self, mode: Mode) {
-        self.mode.lock().unwrap().0 = mode;
-    }
-
-    fn calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
-    }
-}
+use support::{Reply, Stub};
 
 fn settings() -> CacheSettings {
     CacheSettings {
@@ -105,7 +38,12 @@ async fn eventually<T>(mut f: impl FnMut() -> Option<T>) -> T {
 async fn a_thousand_concurrent_misses_make_one_upstream_call() {
     // The answer takes 200 ms, so every request below misses while the one
     // fetch is in flight.
-    let up = Upstream::start(Mode::Json(r#"{"tier": "premium"}"#), Duration::from_secs(1)).await;
+    let up = Stub::start(
+        "/v1/limits",
+        Reply::Json(r#"{"tier": "premium"}"#.into()),
+        Duration::from_secs(1),
+    )
+    .await;
     let slow_ok = CacheSettings {
         timeout: Duration::from_secs(5),
         ..settings()
@@ -122,7 +60,7 @@ async fn a_thousand_concurrent_misses_make_one_upstream_call() {
     }
     let answer = eventually(|| cache.get(42)).await;
     assert_eq!(answer, ServiceAnswer::Tier { tier: "premium".into() });
-    assert_eq!(up.calls(), 1);
+    assert_eq!(up.hits(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,8 +69,13 @@ async fn a_hung_or_failing_service_leaves_requests_to_the_next_resolver() {
         "default_profile = \"std\"\n[profiles.std]\nrate = \"10/min\"\n[profiles.premium]\nrate = \"600/min\"\n",
     )
     .unwrap();
-    for mode in [Mode::Hang, Mode::Status(500), Mode::Status(404), Mode::Json("not json")] {
-        let up = Upstream::start(mode, Duration::ZERO).await;
+    for mode in [
+        Reply::Hang,
+        Reply::Status(500),
+        Reply::Status(404),
+        Reply::Json("not json".into()),
+    ] {
+        let up = Stub::start("/v1/limits", mode, Duration::ZERO).await;
         let long_negative = CacheSettings {
             negative_ttl: Duration::from_secs(5),
             ..settings()
@@ -154,17 +97,22 @@ async fn a_hung_or_failing_service_leaves_requests_to_the_next_resolver() {
         for _ in 0..200 {
             assert_eq!(chain.resolve_final(&ctx).profile.as_deref(), Some("std"));
         }
-        assert_eq!(up.calls(), 1, "negative answers are cached");
+        assert_eq!(up.hits(), 1, "negative answers are cached");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_answers_are_served_while_refreshing() {
-    let up = Upstream::start(Mode::Json(r#"{"tier": "premium"}"#), Duration::from_millis(50)).await;
+    let up = Stub::start(
+        "/v1/limits",
+        Reply::Json(r#"{"tier": "premium"}"#.into()),
+        Duration::from_millis(50),
+    )
+    .await;
     let cache = Arc::new(ServiceCache::new(HttpLimitService::new(&up.url).unwrap(), settings()).unwrap());
     let premium = ServiceAnswer::Tier { tier: "premium".into() };
     assert_eq!(eventually(|| cache.get(9)).await, premium);
-    up.set(Mode::Json(r#"{"rpm": 120, "burst": 5}"#));
+    up.set(Reply::Json(r#"{"rpm": 120, "burst": 5}"#.into()));
     tokio::time::sleep(Duration::from_millis(350)).await; // past the TTL
                                                           // Stale, not missing, while the refresh runs.
     assert_eq!(cache.get(9), Some(premium));
@@ -177,11 +125,11 @@ async fn stale_answers_are_served_while_refreshing() {
         }
     );
     // A failing refresh keeps the stale answer.
-    up.set(Mode::Status(503));
+    up.set(Reply::Status(503));
     tokio::time::sleep(Duration::from_millis(350)).await;
-    let calls = up.calls();
+    let calls = up.hits();
     assert_eq!(cache.get(9), Some(fresh.clone()));
-    eventually(|| (up.calls() > calls).then_some(())).await;
+    eventually(|| (up.hits() > calls).then_some(())).await;
     tokio::time::sleep(Duration::from_millis(100)).await; // the failure is recorded
     assert_eq!(cache.get(9), Some(fresh));
 }

@@ -316,10 +316,22 @@ mod remote {
 
     use super::{err, parse_jwks, JwtConfigError, PinnedKey};
 
-    type Client = hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Empty<bytes::Bytes>,
-    >;
+    use crate::service::{http_client, http_get, HttpClient as Client};
+
+    async fn fetch(
+        client: &Client,
+        url: &http::Uri,
+        timeout: Duration,
+    ) -> Result<HashMap<String, PinnedKey>, JwtConfigError> {
+        let (status, body) = http_get(client, url.clone(), 1 << 20, timeout)
+            .await
+            .map_err(|e| err(format!("JWKS {url}: {e}")))?;
+        if status != http::StatusCode::OK {
+            return Err(err(format!("JWKS {url}: status {status}")));
+        }
+        let text = std::str::from_utf8(&body).map_err(|_| err(format!("JWKS {url}: not UTF-8")))?;
+        parse_jwks(text)
+    }
 
     pub(super) struct RemoteJwks {
         pub(super) url: http::Uri,
@@ -333,31 +345,6 @@ mod remote {
         runtime: tokio::runtime::Handle,
     }
 
-    async fn fetch(
-        client: &Client,
-        url: &http::Uri,
-        timeout: Duration,
-    ) -> Result<HashMap<String, PinnedKey>, JwtConfigError> {
-        use http_body_util::BodyExt;
-        let response = tokio::time::timeout(timeout, client.get(url.clone()))
-            .await
-            .map_err(|_| err(format!("JWKS {url}: timed out")))?
-            .map_err(|e| err(format!("JWKS {url}: {e}")))?;
-        if response.status() != http::StatusCode::OK {
-            return Err(err(format!("JWKS {url}: status {}", response.status())));
-        }
-        let body = tokio::time::timeout(
-            timeout,
-            http_body_util::Limited::new(response.into_body(), 1 << 20).collect(),
-        )
-        .await
-        .map_err(|_| err(format!("JWKS {url}: timed out")))?
-        .map_err(|e| err(format!("JWKS {url}: {e}")))?
-        .to_bytes();
-        let text = std::str::from_utf8(&body).map_err(|_| err(format!("JWKS {url}: not UTF-8")))?;
-        parse_jwks(text)
-    }
-
     impl RemoteJwks {
         pub(super) async fn load(url: &str, settings: super::JwksSettings) -> Result<Arc<Self>, JwtConfigError> {
             let url: http::Uri = url.parse().map_err(|e| err(format!("JWKS URL {url:?}: {e}")))?;
@@ -367,8 +354,7 @@ mod remote {
                 )));
             }
             let runtime = tokio::runtime::Handle::try_current().map_err(|_| err("a JWKS URL needs a tokio runtime"))?;
-            let client: Client =
-                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+            let client = http_client();
             let keys = fetch(&client, &url, settings.timeout).await?;
             let now = Instant::now();
             Ok(Arc::new(RemoteJwks {

@@ -75,12 +75,32 @@ impl VerifiedClaims {
     /// A claim as text: strings as they are, integers in decimal; other
     /// types (objects, arrays, floats, booleans) are not keys.
     pub fn get_text(&self, path: &str) -> Option<std::borrow::Cow<'_, str>> {
+        Some(match self.get_key(path)? {
+            ClaimKey::Text(s) => std::borrow::Cow::Borrowed(s),
+            ClaimKey::Integer(i) => std::borrow::Cow::Owned(i.to_string()),
+        })
+    }
+
+    /// A claim usable as a key, without building text: a non-empty string
+    /// or an integer (the same rule as [`get_text`](Self::get_text)).
+    pub(crate) fn get_key(&self, path: &str) -> Option<ClaimKey<'_>> {
         match self.get(path)? {
-            Value::String(s) if !s.is_empty() => Some(std::borrow::Cow::Borrowed(s)),
-            Value::Number(n) if n.is_u64() || n.is_i64() => Some(std::borrow::Cow::Owned(n.to_string())),
+            Value::String(s) if !s.is_empty() => Some(ClaimKey::Text(s)),
+            Value::Number(n) => n
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| n.as_u64().map(i128::from))
+                .map(ClaimKey::Integer),
             _ => None,
         }
     }
+}
+
+/// A claim value that can key a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ClaimKey<'a> {
+    Text(&'a str),
+    Integer(i128),
 }
 
 /// What a resolver answers: the quota, and the profile it came from (for
@@ -125,7 +145,7 @@ impl<'a> ResolveContext<'a> {
     fn profile(&self, name: &str) -> Option<Resolved> {
         self.config.profile(name).map(|p| Resolved {
             quota: p.quota,
-            profile: Some(Arc::from(name)),
+            profile: Some(Arc::clone(&p.name)),
         })
     }
 }

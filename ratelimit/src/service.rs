@@ -74,10 +74,41 @@ pub trait LimitService: Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct HttpLimitService {
     base: String,
-    client: hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Empty<bytes::Bytes>,
-    >,
+    client: HttpClient,
+}
+
+/// The plain-HTTP client shared by the limit service and the JWKS fetcher.
+pub(crate) type HttpClient = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    http_body_util::Empty<bytes::Bytes>,
+>;
+
+pub(crate) fn http_client() -> HttpClient {
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
+}
+
+/// `GET uri`: the status and at most `max_body` bytes of body (a longer body
+/// is an error), the whole exchange within `timeout`.
+pub(crate) async fn http_get(
+    client: &HttpClient,
+    uri: http::Uri,
+    max_body: usize,
+    timeout: std::time::Duration,
+) -> Result<(http::StatusCode, bytes::Bytes), String> {
+    use http_body_util::BodyExt;
+    let exchange = async {
+        let response = client.get(uri).await.map_err(|e| format!("request failed: {e}"))?;
+        let status = response.status();
+        let body = http_body_util::Limited::new(response.into_body(), max_body)
+            .collect()
+            .await
+            .map_err(|e| format!("body: {e}"))?
+            .to_bytes();
+        Ok((status, body))
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| "timed out".to_owned())?
 }
 
 /// The largest answer body read.
@@ -92,35 +123,30 @@ impl HttpLimitService {
         let base = base_url.trim_end_matches('/').to_owned();
         base.parse::<http::Uri>()
             .map_err(|e| ServiceError(format!("{base_url:?}: {e}")))?;
-        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
-        Ok(HttpLimitService { base, client })
+        Ok(HttpLimitService {
+            base,
+            client: http_client(),
+        })
     }
 }
 
 impl LimitService for HttpLimitService {
     async fn lookup(&self, key: u64) -> Result<Option<ServiceAnswer>, ServiceError> {
-        use http_body_util::BodyExt;
         let uri: http::Uri = format!("{}/{key:016x}", self.base)
             .parse()
             .map_err(|e| ServiceError(format!("bad URI: {e}")))?;
-        let response = self
-            .client
-            .get(uri)
+        // The cache bounds each lookup with its own timeout; this one only
+        // keeps a stuck exchange from outliving it by much.
+        let (status, body) = http_get(&self.client, uri, MAX_BODY, std::time::Duration::from_secs(60))
             .await
-            .map_err(|e| ServiceError(format!("request failed: {e}")))?;
-        match response.status() {
-            http::StatusCode::OK => {}
-            http::StatusCode::NOT_FOUND => return Ok(None),
-            other => return Err(ServiceError(format!("status {other}"))),
+            .map_err(ServiceError)?;
+        match status {
+            http::StatusCode::OK => serde_json::from_slice(&body)
+                .map(Some)
+                .map_err(|e| ServiceError(format!("answer: {e}"))),
+            http::StatusCode::NOT_FOUND => Ok(None),
+            other => Err(ServiceError(format!("status {other}"))),
         }
-        let body = http_body_util::Limited::new(response.into_body(), MAX_BODY)
-            .collect()
-            .await
-            .map_err(|e| ServiceError(format!("body: {e}")))?
-            .to_bytes();
-        serde_json::from_slice(&body)
-            .map(Some)
-            .map_err(|e| ServiceError(format!("answer: {e}")))
     }
 }
 

@@ -97,7 +97,7 @@ impl std::error::Error for ConfigError {}
 /// 1-based (line, column) of a byte offset.
 pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
-    let before = &text[..text.floor_char_boundary_compat(offset)];
+    let before = &text[..floor_char_boundary(text, offset)];
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, col)
@@ -147,7 +147,8 @@ pub(crate) fn locate_key(text: &str, path: &[&str], key: &str) -> Option<(usize,
         if table == want {
             if let Some((k, _)) = t.split_once('=') {
                 if split_key(k.trim()) == [key.to_owned()] {
-                    let col = l.len() - l.trim_start().len() + 1;
+                    // Columns count characters, as in `line_col`.
+                    let col = l.chars().count() - l.trim_start().chars().count() + 1;
                     return Some((i + 1, col));
                 }
             }
@@ -173,17 +174,13 @@ fn split_key(key: &str) -> Vec<String> {
     parts
 }
 
-trait FloorCharBoundary {
-    fn floor_char_boundary_compat(&self, i: usize) -> usize;
-}
-
-impl FloorCharBoundary for str {
-    fn floor_char_boundary_compat(&self, mut i: usize) -> usize {
-        while i > 0 && !self.is_char_boundary(i) {
-            i -= 1;
-        }
-        i
+/// The largest char boundary `<= i` (`str::floor_char_boundary` needs a
+/// newer Rust than this crate's minimum).
+fn floor_char_boundary(text: &str, mut i: usize) -> usize {
+    while i > 0 && !text.is_char_boundary(i) {
+        i -= 1;
     }
+    i
 }
 
 #[cfg(test)]

@@ -57,8 +57,11 @@ pub enum HeaderStyle {
 }
 
 /// A named limit: a rate and a burst.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
+    /// The profile's name, shared (cloning it does not allocate), so a
+    /// resolution can report it on the request path for free.
+    pub name: std::sync::Arc<str>,
     /// The profile's quota (its burst defaults to the rate's count).
     pub quota: Quota,
 }

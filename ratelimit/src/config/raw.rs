@@ -222,15 +222,20 @@ fn quota<'de, D: Deserializer<'de>>(d: D) -> Result<Quota, D::Error> {
     text.parse().map_err(serde::de::Error::custom)
 }
 
-fn positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+/// A whole number in `1..=max`, or an error naming the range (`what`: "a
+/// whole number", "a prefix length").
+fn ranged<'de, D: Deserializer<'de>>(d: D, max: i64, what: &str) -> Result<i64, D::Error> {
     let n = i64::deserialize(d)?;
-    if !(1..=i64::from(u32::MAX)).contains(&n) {
+    if !(1..=max).contains(&n) {
         return Err(serde::de::Error::custom(format!(
-            "expected a whole number from 1 to {}, got {n}",
-            u32::MAX
+            "expected {what} from 1 to {max}, got {n}"
         )));
     }
-    Ok(n as u32)
+    Ok(n)
+}
+
+fn positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    ranged(d, i64::from(u32::MAX), "a whole number").map(|n| n as u32)
 }
 
 fn opt_positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
@@ -238,23 +243,11 @@ fn opt_positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::E
 }
 
 fn max_keys<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-    let n = i64::deserialize(d)?;
-    if !(1..=1 << 32).contains(&n) {
-        return Err(serde::de::Error::custom(format!(
-            "expected a whole number from 1 to 4294967296, got {n}"
-        )));
-    }
-    Ok(n as usize)
+    ranged(d, 1 << 32, "a whole number").map(|n| n as usize)
 }
 
 fn opt_prefix<'de, const MAX: u8, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
-    let n = i64::deserialize(d)?;
-    if !(1..=i64::from(MAX)).contains(&n) {
-        return Err(serde::de::Error::custom(format!(
-            "expected a prefix length from 1 to {MAX}, got {n}"
-        )));
-    }
-    Ok(Some(n as u8))
+    ranged(d, i64::from(MAX), "a prefix length").map(|n| Some(n as u8))
 }
 
 /// `"250ms"`, `"10s"`, `"5min"`, `"1h"`; must be longer than zero.
@@ -543,7 +536,11 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
                 Some(b) => p.rate.with_burst(b),
                 None => p.rate,
             };
-            (name, Profile { quota })
+            let profile = Profile {
+                name: std::sync::Arc::from(name.as_str()),
+                quota,
+            };
+            (name, profile)
         })
         .collect();
     let known = || profiles.keys().cloned().collect::<Vec<_>>().join(", ");

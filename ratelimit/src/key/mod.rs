@@ -142,9 +142,10 @@ impl JwtClaimKey {
             Some(upstream) => Some(upstream.clone()),
             None => self.verifier.verify_request(parts),
         };
+        // Hash the claim as it is: no text is built for a numeric claim.
         let key = claims
             .as_ref()
-            .and_then(|c| c.get_text(&self.claim).map(|v| self.hasher.hash_one(v.as_bytes())));
+            .and_then(|c| c.get_key(&self.claim).map(|k| self.hasher.hash_one(k)));
         match key {
             Some(hash) => (ClientKey::Claim(hash), claims),
             None => (self.ip.extract(parts), None),
