@@ -61,9 +61,9 @@ fn a_full_configuration_loads() {
     let users = c.route("users.get").unwrap();
     assert_eq!(
         (users.profile.as_deref(), users.cost, users.shadow),
-        (Some("premium"), 2, false)
+        (Some("premium"), Some(2), None)
     );
-    assert!(c.route("reports.export").unwrap().shadow);
+    assert_eq!(c.route("reports.export").unwrap().shadow, Some(true));
     assert_eq!(c.store.max_keys, 250_000);
     assert_eq!(c.store.sweep_interval, Duration::from_secs(5));
     assert_eq!(c.store.overflow, OverflowPolicy::Refuse);

@@ -199,6 +199,51 @@ impl Clock for ManualClock {
     }
 }
 
+/// Either the system clock or a manual one, chosen at run time: what the
+/// HTTP runtime uses so one concrete limiter type serves production and tests
+/// (a branch per reading, no dynamic dispatch).
+#[derive(Debug, Clone)]
+pub enum AnyClock {
+    /// [`SystemClock`].
+    System(SystemClock),
+    /// [`ManualClock`].
+    Manual(ManualClock),
+}
+
+impl Default for AnyClock {
+    fn default() -> Self {
+        AnyClock::System(SystemClock::default())
+    }
+}
+
+impl From<SystemClock> for AnyClock {
+    fn from(c: SystemClock) -> Self {
+        AnyClock::System(c)
+    }
+}
+
+impl From<ManualClock> for AnyClock {
+    fn from(c: ManualClock) -> Self {
+        AnyClock::Manual(c)
+    }
+}
+
+impl Clock for AnyClock {
+    #[inline]
+    fn now(&self) -> u64 {
+        match self {
+            AnyClock::System(c) => c.now(),
+            AnyClock::Manual(c) => c.now(),
+        }
+    }
+    fn wall_nanos(&self) -> u64 {
+        match self {
+            AnyClock::System(c) => c.wall_nanos(),
+            AnyClock::Manual(c) => c.wall_nanos(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,6 +48,9 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod axum;
 mod clock;
 pub mod config;
 mod decision;
@@ -66,8 +69,23 @@ mod store;
 mod sync;
 pub mod window;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{AnyClock, Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Denial};
 pub use limiter::{Limiter, DEFAULT_ROUTE};
 pub use quota::{Quota, QuotaError};
 pub use store::{CellKey, MemoryStore, MemoryStoreBuilder, OverflowPolicy, Placement, Store, StoreConfigError};
+
+/// Rate-limits an async axum handler: see the crate docs' "The attribute".
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use ratelimit_macros::rate_limit;
+
+/// What `#[rate_limit]` expansions call. Not a public API: no stability
+/// promise, do not use directly.
+#[cfg(feature = "axum")]
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::axum::{Admit, Claim, Header, Ip, Limited, Rule};
+    pub use crate::resolve::{Chain, ConfiguredService, DefaultProfile, JwtTier, NamedProfile};
+    pub use http::HeaderName;
+}

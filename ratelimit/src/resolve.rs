@@ -120,6 +120,8 @@ pub struct ResolveContext<'a> {
     route: &'a str,
     claims: Option<&'a VerifiedClaims>,
     client: Option<u64>,
+    #[cfg(feature = "service")]
+    service: Option<&'a crate::service::ServiceCache<crate::service::HttpLimitService>>,
 }
 
 impl<'a> ResolveContext<'a> {
@@ -130,7 +132,26 @@ impl<'a> ResolveContext<'a> {
             route,
             claims,
             client: None,
+            #[cfg(feature = "service")]
+            service: None,
         }
+    }
+
+    /// The limit service the `service` step of a `#[rate_limit]` chain asks
+    /// (the HTTP runtime passes the one built from `[service]`).
+    #[cfg(feature = "service")]
+    #[must_use]
+    pub fn with_service(
+        mut self,
+        service: Option<&'a crate::service::ServiceCache<crate::service::HttpLimitService>>,
+    ) -> Self {
+        self.service = service;
+        self
+    }
+
+    /// The route name this request is resolved for.
+    pub fn route(&self) -> &'a str {
+        self.route
     }
 
     /// The client's identifier for the limit service (see
@@ -142,7 +163,7 @@ impl<'a> ResolveContext<'a> {
         self
     }
 
-    fn profile(&self, name: &str) -> Option<Resolved> {
+    pub(crate) fn profile(&self, name: &str) -> Option<Resolved> {
         self.config.profile(name).map(|p| Resolved {
             quota: p.quota,
             profile: Some(Arc::clone(&p.name)),
@@ -213,13 +234,28 @@ impl Resolver for DefaultProfile {
 /// configuration has no such profile (after a reload removed it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamedProfile {
-    name: Arc<str>,
+    name: std::borrow::Cow<'static, str>,
 }
 
 impl NamedProfile {
     /// The profile called `name`.
     pub fn new(name: &str) -> Self {
-        NamedProfile { name: Arc::from(name) }
+        NamedProfile {
+            name: std::borrow::Cow::Owned(name.to_owned()),
+        }
+    }
+
+    /// The profile called `name`, in a `const` (what `#[rate_limit]`
+    /// generates for `profile("name")`).
+    pub const fn from_static(name: &'static str) -> Self {
+        NamedProfile {
+            name: std::borrow::Cow::Borrowed(name),
+        }
+    }
+
+    /// The profile's name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -277,17 +313,38 @@ pub struct Service<S>(pub Arc<crate::service::ServiceCache<S>>);
 #[cfg(feature = "service")]
 impl<S: crate::service::LimitService> Resolver for Service<S> {
     fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
-        use crate::service::ServiceAnswer;
-        match self.0.get(ctx.client?)? {
-            ServiceAnswer::Tier { tier } => ctx.profile(&tier),
-            ServiceAnswer::Limits { rpm, burst } => {
-                let quota = Quota::per_minute(rpm.max(1));
-                let burst = burst.unwrap_or(quota.burst()).max(1);
-                Some(Resolved {
-                    quota: quota.with_burst(burst),
-                    profile: None,
-                })
-            }
+        service_answer(ctx, self.0.get(ctx.client?)?)
+    }
+}
+
+/// The `service` step of `#[rate_limit]` and config rules: the cached answer
+/// of the limit service configured in `[service]` (see
+/// [`ResolveContext::with_service`]); falls through when none is configured,
+/// on a miss, or when the request has no client id.
+#[cfg(feature = "service")]
+#[cfg_attr(docsrs, doc(cfg(feature = "service")))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConfiguredService;
+
+#[cfg(feature = "service")]
+impl Resolver for ConfiguredService {
+    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
+        service_answer(ctx, ctx.service?.get(ctx.client?)?)
+    }
+}
+
+#[cfg(feature = "service")]
+fn service_answer(ctx: &ResolveContext<'_>, answer: crate::service::ServiceAnswer) -> Option<Resolved> {
+    use crate::service::ServiceAnswer;
+    match answer {
+        ServiceAnswer::Tier { tier } => ctx.profile(&tier),
+        ServiceAnswer::Limits { rpm, burst } => {
+            let quota = Quota::per_minute(rpm.max(1));
+            let burst = burst.unwrap_or(quota.burst()).max(1);
+            Some(Resolved {
+                quota: quota.with_burst(burst),
+                profile: None,
+            })
         }
     }
 }

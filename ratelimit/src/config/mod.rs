@@ -28,12 +28,14 @@
 mod error;
 mod raw;
 mod reload;
+mod rules;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 pub use error::ConfigError;
+pub use rules::{KeySpec, PathPattern, ResolverSpec, RuleConfig};
 pub use reload::ConfigHandle;
 
 use crate::key::ClientIpConfig;
@@ -72,10 +74,12 @@ pub struct RouteConfig {
     /// The profile this route uses instead of what its resolver chain says
     /// when no earlier resolver answers (see `docs/config.md`).
     pub profile: Option<String>,
-    /// Decide, send headers and count, but never reject.
-    pub shadow: bool,
-    /// Units each request costs.
-    pub cost: u32,
+    /// `Some(true)`: decide, send headers and count, but never reject;
+    /// `Some(false)`: enforce even a route declared `shadow`; `None`: as the
+    /// route declares.
+    pub shadow: Option<bool>,
+    /// Units each request costs, replacing the route's own `cost`.
+    pub cost: Option<u32>,
 }
 
 /// Store settings.
@@ -174,6 +178,20 @@ pub struct Config {
     pub jwt: Option<JwtLimits>,
     /// The limit service, when the `[service]` section is present.
     pub service: Option<ServiceConfig>,
+    /// `[[rules]]` for the config-driven layer, in order (the first match
+    /// applies).
+    pub rules: Vec<RuleConfig>,
+    /// The body of 429 responses (`[responses]`).
+    pub responses: ResponseConfig,
+}
+
+/// The `application/problem+json` body of a 429 (`[responses]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseConfig {
+    /// The problem `type` URI (default `about:blank`).
+    pub problem_type: String,
+    /// The problem `title` (default `Too Many Requests`).
+    pub problem_title: String,
 }
 
 /// The prefix of environment variables that override file values.

@@ -9,8 +9,9 @@ use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
 use super::error::{field_at_line, line_col, locate_key};
+use super::rules::{self, PathPattern, ResolverSpec, RuleConfig};
 use super::{
-    Config, ConfigError, HeaderStyle, JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig, ServiceConfig,
+    Config, ResponseConfig, ConfigError, HeaderStyle, JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig, ServiceConfig,
     StoreConfig, ENV_PREFIX,
 };
 use crate::key::{ClientIpConfig, ForwardedHeader};
@@ -35,6 +36,41 @@ struct RawConfig {
     service: Option<RawService>,
     #[serde(default)]
     header_keys: RawHeaderKeys,
+    #[serde(default)]
+    rules: Vec<RawRule>,
+    #[serde(default)]
+    responses: RawResponses,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    name: String,
+    path: String,
+    #[serde(default)]
+    methods: Vec<String>,
+    key: String,
+    resolve: Vec<String>,
+    #[serde(default, deserialize_with = "opt_positive_u32")]
+    cost: Option<u32>,
+    #[serde(default)]
+    shadow: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawResponses {
+    problem_type: String,
+    problem_title: String,
+}
+
+impl Default for RawResponses {
+    fn default() -> Self {
+        RawResponses {
+            problem_type: "about:blank".to_owned(),
+            problem_title: "Too Many Requests".to_owned(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -50,8 +86,7 @@ struct RawProfile {
 #[serde(deny_unknown_fields)]
 struct RawRoute {
     profile: Option<String>,
-    #[serde(default)]
-    shadow: bool,
+    shadow: Option<bool>,
     #[serde(default, deserialize_with = "opt_positive_u32")]
     cost: Option<u32>,
 }
@@ -597,7 +632,7 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
             RouteConfig {
                 profile: r.profile,
                 shadow: r.shadow,
-                cost: r.cost.unwrap_or(1),
+                cost: r.cost,
             },
         );
     }
@@ -698,6 +733,55 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
             })
         }
     };
+    let mut rules = Vec::with_capacity(raw.rules.len());
+    let mut names = std::collections::HashSet::new();
+    for (i, r) in raw.rules.into_iter().enumerate() {
+        let at = |key: &str, message: String| {
+            let err = ConfigError::new(source, message).with_field(format!("rules[{i}].{key}"));
+            match locate_array_key(text, "rules", i, key) {
+                Some((line, col)) => err.at(line, col),
+                None => err,
+            }
+        };
+        if r.name.trim().is_empty() {
+            return Err(at("name", "empty rule name".to_owned()));
+        }
+        if !names.insert(r.name.clone()) {
+            return Err(at("name", format!("rule name {:?} is used twice", r.name)));
+        }
+        let path = PathPattern::parse(&r.path).map_err(|e| at("path", e))?;
+        let methods = r
+            .methods
+            .iter()
+            .map(|m| {
+                http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+                    .map_err(|_| at("methods", format!("invalid method {m:?}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let key = rules::parse_key(&r.key).map_err(|e| at("key", e))?;
+        let resolve = rules::parse_chain(&r.resolve).map_err(|e| at("resolve", e))?;
+        for step in &resolve {
+            if let ResolverSpec::Profile(p) = step {
+                if !profiles.contains_key(&**p) {
+                    return Err(at("resolve", format!("unknown profile {p:?}; defined profiles: {}", known())));
+                }
+            }
+        }
+        let cost = r.cost.unwrap_or(1);
+        rules.push(RuleConfig {
+            name: std::sync::Arc::from(r.name.as_str()),
+            path,
+            methods,
+            key,
+            resolve,
+            cost,
+            shadow: r.shadow,
+        });
+    }
+    if raw.responses.problem_title.trim().is_empty() {
+        return Err(located(&["responses"], "problem_title", "empty title".to_owned()));
+    }
+
     let service = raw.service.map(|s| ServiceConfig {
         url: s.url,
         ttl: s.ttl,
@@ -724,5 +808,32 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
         },
         jwt,
         service,
+        rules,
+        responses: ResponseConfig {
+            problem_type: raw.responses.problem_type,
+            problem_title: raw.responses.problem_title,
+        },
     })
+}
+
+/// The line and column of `key` in the `index`-th `[[array]]` table.
+fn locate_array_key(text: &str, array: &str, index: usize, key: &str) -> Option<(usize, usize)> {
+    let header = format!("[[{array}]]");
+    let mut seen = None;
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if t.starts_with('[') {
+            seen = if t.replace(' ', "") == header { Some(seen.map_or(0, |n| n + 1)) } else { seen.map(|n| n + 1000) };
+            continue;
+        }
+        if seen == Some(index) {
+            if let Some((k, _)) = t.split_once('=') {
+                if k.trim() == key {
+                    let col = l.chars().count() - l.trim_start().chars().count() + 1;
+                    return Some((i + 1, col));
+                }
+            }
+        }
+    }
+    None
 }

@@ -130,8 +130,19 @@ impl<C: Clock> HeaderKey<C> {
 
     /// The key of a request.
     pub fn extract(&self, parts: &http::request::Parts) -> ClientKey {
+        self.extract_header(&self.name, parts)
+    }
+
+    /// The key of a request by another header, sharing this extractor's
+    /// cardinality tracking (the HTTP runtime keeps one tracker for every
+    /// `header(...)` rule, so the per-address cap spans all of them).
+    pub(crate) fn extract_header(&self, name: &HeaderName, parts: &http::request::Parts) -> ClientKey {
         let ip_key = self.ip.extract(parts);
-        let mut values = parts.headers.get_all(&self.name).iter();
+        self.extract_after_ip(name, parts, ip_key)
+    }
+
+    pub(crate) fn extract_after_ip(&self, name: &HeaderName, parts: &http::request::Parts, ip_key: ClientKey) -> ClientKey {
+        let mut values = parts.headers.get_all(name).iter();
         let (Some(value), None) = (values.next(), values.next()) else {
             return ip_key;
         };

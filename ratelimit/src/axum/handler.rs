@@ -1,0 +1,158 @@
+//! What `#[rate_limit]` handlers run: the `Admit` extractor decides before
+//! any other extractor or the body, and `Limited` adds the headers to the
+//! handler's own response.
+
+use std::marker::PhantomData;
+
+use axum::extract::FromRequestParts;
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+
+use super::observe::Once;
+use super::respond::Outcome;
+use super::runtime::RouteSpec;
+use super::{KeySource, RateLimit};
+use crate::resolve::FinalResolver;
+
+tokio::task_local! {
+    /// The runtime installed by `RateLimitLayer` for the request being
+    /// served: a task-local rather than a request extension because
+    /// inserting an extension allocates on every request.
+    pub(crate) static CURRENT: RateLimit;
+}
+
+/// A route's rule, as `#[rate_limit]` compiles it: one zero-sized type per
+/// handler with everything known at compile time.
+pub trait Rule: Send + Sync + 'static {
+    /// The stable route name (`name = "..."`, or the handler's path).
+    const NAME: &'static str;
+    /// The route's cell namespace.
+    const ID: u32 = super::route_id(Self::NAME);
+    /// `cost = N`.
+    const COST: u32;
+    /// `shadow`.
+    const SHADOW: bool;
+    /// The chain has a `jwt` step.
+    const WANTS_CLAIMS: bool;
+    /// The chain has a `service` step.
+    const WANTS_SERVICE: bool;
+    /// The key source type.
+    type Key: KeySource + 'static;
+    /// The resolver chain type.
+    type Chain: FinalResolver + 'static;
+    /// The key source.
+    fn key() -> &'static Self::Key;
+    /// The resolver chain.
+    fn chain() -> &'static Self::Chain;
+}
+
+/// Proof that a request was admitted on route `R` (or is on a shadow
+/// route), carrying what its response headers need.
+#[derive(Debug)]
+pub struct Admit<R> {
+    outcome: Outcome,
+    _rule: PhantomData<fn() -> R>,
+}
+
+impl<R> Admit<R> {
+    /// The decision and the limit that applied.
+    pub fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
+    /// Wraps the handler's response so it gets the rate-limit headers.
+    pub fn finish<T>(self, response: T) -> Limited<T> {
+        Limited {
+            response,
+            outcome: self.outcome,
+        }
+    }
+}
+
+/// Decides a request for route `R` with the installed runtime.
+pub(crate) fn admit<R: Rule>(parts: &Parts) -> Result<Outcome, Response> {
+    let spec = RouteSpec {
+        name: R::NAME,
+        id: R::ID,
+        cost: R::COST,
+        shadow: R::SHADOW,
+        wants_claims: R::WANTS_CLAIMS,
+        wants_service: R::WANTS_SERVICE,
+    };
+    let decide = |rt: &RateLimit| {
+        let outcome = rt.inner.decide(parts, &spec, R::key(), R::chain());
+        if outcome.rejects() {
+            let config = rt.inner.config.load();
+            Err(outcome.rejection(&config.responses).map(axum::body::Body::from))
+        } else {
+            Ok(outcome)
+        }
+    };
+    if let Ok(result) = CURRENT.try_with(decide) {
+        return result;
+    }
+    match parts.extensions.get::<RateLimit>() {
+        Some(rt) => decide(rt),
+        None => Err(missing_limiter(R::NAME)),
+    }
+}
+
+static MISSING_LOGGED: Once = Once::new();
+
+/// A limited route with no runtime: never served unlimited.
+fn missing_limiter(route: &'static str) -> Response {
+    metrics::counter!(super::observe::MISSING_LIMITER, "route" => route).increment(1);
+    if MISSING_LOGGED.first() {
+        tracing::error!(
+            target: "ratelimit",
+            route,
+            "#[rate_limit] route reached without a rate limiter: add `.layer(rate_limit.layer())` to the router \
+             (answering 500 rather than serving it unlimited)"
+        );
+    }
+    let body = serde_json::json!({
+        "type": "about:blank",
+        "title": "Rate limiter not installed",
+        "status": 500,
+        "detail": format!("route {route:?} is rate limited, but no rate limiter is installed on this router"),
+    });
+    (
+        http::StatusCode::INTERNAL_SERVER_ERROR,
+        [(http::header::CONTENT_TYPE, "application/problem+json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+impl<R: Rule, S: Send + Sync> FromRequestParts<S> for Admit<R> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        admit::<R>(parts).map(|outcome| Admit {
+            outcome,
+            _rule: PhantomData,
+        })
+    }
+}
+
+/// A handler's response with the rate-limit headers of its decision.
+#[derive(Debug)]
+pub struct Limited<T> {
+    response: T,
+    outcome: Outcome,
+}
+
+impl<T> Limited<T> {
+    /// The handler's own response.
+    pub fn into_inner(self) -> T {
+        self.response
+    }
+}
+
+impl<T: IntoResponse> IntoResponse for Limited<T> {
+    fn into_response(self) -> Response {
+        let mut response = self.response.into_response();
+        self.outcome.write_headers(response.headers_mut());
+        response
+    }
+}

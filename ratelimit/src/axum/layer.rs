@@ -1,0 +1,189 @@
+//! `RateLimitLayer`: installs the runtime for `#[rate_limit]` handlers and
+//! applies `[[rules]]` from the configuration to any `tower` service.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tokio::task::futures::TaskLocalFuture;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::handler::CURRENT;
+use super::respond::Outcome;
+use super::RateLimit;
+
+/// The `tower::Layer` of a [`RateLimit`]: see [`RateLimit::layer`].
+#[derive(Debug, Clone)]
+pub struct RateLimitLayer {
+    pub(crate) rt: RateLimit,
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimitService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimitService {
+            inner,
+            rt: self.rt.clone(),
+        }
+    }
+}
+
+/// The service [`RateLimitLayer`] wraps around another.
+#[derive(Debug, Clone)]
+pub struct RateLimitService<S> {
+    inner: S,
+    rt: RateLimit,
+}
+
+impl<S, B, ResBody> Service<Request<B>> for RateLimitService<S>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+{
+    type Response = Response<LimitBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let (parts, body) = request.into_parts();
+        let outcome = self.rt.inner.decide_rules(&parts);
+        if let Some(o) = outcome.as_ref().filter(|o| o.rejects()) {
+            let config = self.rt.inner.config.load();
+            let rejection = o.rejection(&config.responses);
+            return ResponseFuture {
+                state: State::Rejected {
+                    response: Some(rejection),
+                },
+            };
+        }
+        let future = self.inner.call(Request::from_parts(parts, body));
+        ResponseFuture {
+            state: State::Inner {
+                future: CURRENT.scope(self.rt.clone(), future),
+                outcome,
+            },
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`RateLimitService`].
+    pub struct ResponseFuture<F: Future> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F: Future> {
+        Rejected { response: Option<Response<Bytes>> },
+        Inner { #[pin] future: TaskLocalFuture<RateLimit, F>, outcome: Option<Outcome> },
+    }
+}
+
+impl<F: Future> std::fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<F, ResBody, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<ResBody>, E>>,
+{
+    type Output = Result<Response<LimitBody<ResBody>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Rejected { response } => {
+                match response.take().map(|r| r.map(LimitBody::rejected)) {
+                    Some(r) => Poll::Ready(Ok(r)),
+                    // Polled after completion: a contract violation by the caller.
+                    None => Poll::Pending,
+                }
+            }
+            StateProj::Inner { future, outcome } => {
+                let mut response = ready!(future.poll(cx))?;
+                if let Some(o) = outcome.take() {
+                    o.write_headers(response.headers_mut());
+                }
+                Poll::Ready(Ok(response.map(LimitBody::inner)))
+            }
+        }
+    }
+}
+
+pin_project! {
+    /// The response body of [`RateLimitService`]: the inner service's body,
+    /// or the problem+json of a rejection.
+    pub struct LimitBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B> {
+        Full { data: Option<Bytes> },
+        Inner { #[pin] body: B },
+    }
+}
+
+impl<B> std::fmt::Debug for LimitBody<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LimitBody").finish_non_exhaustive()
+    }
+}
+
+impl<B> LimitBody<B> {
+    fn inner(body: B) -> Self {
+        LimitBody {
+            kind: Kind::Inner { body },
+        }
+    }
+    fn rejected(data: Bytes) -> Self {
+        LimitBody {
+            kind: Kind::Full { data: Some(data) },
+        }
+    }
+}
+
+impl<B> Body for LimitBody<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.project().kind.project() {
+            KindProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            KindProj::Inner { body } => body.poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Full { data } => data.is_none(),
+            Kind::Inner { body } => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Full { data } => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
+            Kind::Inner { body } => body.size_hint(),
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Logs and metrics, bounded so that an attacker cannot flood either: log
+//! events pass a per-kind gate (at most one per second, with a count of what
+//! was suppressed), and metric labels are the route and the tier, never the
+//! client.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use metrics::{Counter, Histogram};
+
+/// Allowed requests, by `route` and `tier`.
+pub const ALLOWED: &str = "ratelimit_allowed_total";
+/// Rejected requests (429), by `route` and `tier`.
+pub const REJECTED: &str = "ratelimit_rejected_total";
+/// Requests a `shadow` route would have rejected, by `route` and `tier`.
+pub const SHADOW_REJECTED: &str = "ratelimit_shadow_rejected_total";
+/// Seconds a rejected client is told to wait (`Retry-After`), by `route`
+/// and `tier`.
+pub const RETRY_AFTER: &str = "ratelimit_retry_after_seconds";
+/// Requests that reached a `#[rate_limit]` handler with no limiter
+/// installed (answered 500), by `route`.
+pub const MISSING_LIMITER: &str = "ratelimit_missing_limiter_total";
+
+/// Distinct (route, tier) pairs with their own series; past this, a pair is
+/// counted under tier `"other"`. Tiers are profile names (operator-defined),
+/// so this only guards against a pathological configuration.
+const MAX_SERIES: usize = 1024;
+
+/// One log event kind's gate: at most one event per `every_ns`.
+#[derive(Debug)]
+pub(crate) struct LogGate {
+    next_ns: AtomicU64,
+    suppressed: AtomicU64,
+}
+
+impl LogGate {
+    pub(crate) const fn new() -> LogGate {
+        LogGate {
+            next_ns: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(suppressed since the last event)` when an event may be logged
+    /// now (`now_ns` from any monotonic clock).
+    pub(crate) fn pass(&self, now_ns: u64) -> Option<u64> {
+        const EVERY_NS: u64 = 1_000_000_000;
+        let next = self.next_ns.load(Ordering::Relaxed);
+        if now_ns >= next
+            && self
+                .next_ns
+                .compare_exchange(next, now_ns.saturating_add(EVERY_NS), Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.suppressed.swap(0, Ordering::Relaxed));
+        }
+        self.suppressed.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+/// A once-only flag for misconfigurations worth one log line.
+#[derive(Debug)]
+pub(crate) struct Once(AtomicBool);
+
+impl Once {
+    pub(crate) const fn new() -> Once {
+        Once(AtomicBool::new(false))
+    }
+    pub(crate) fn first(&self) -> bool {
+        !self.0.load(Ordering::Relaxed) && !self.0.swap(true, Ordering::Relaxed)
+    }
+}
+
+/// Metric handles of one (route, tier).
+#[derive(Debug)]
+pub(crate) struct Series {
+    pub(crate) allowed: Counter,
+    pub(crate) rejected: Counter,
+    pub(crate) shadow_rejected: Counter,
+    pub(crate) retry_after: Histogram,
+}
+
+type Tiers = Vec<(Option<Arc<str>>, Arc<Series>)>;
+
+/// Registered handles by route id, then tier, so the request path looks a
+/// handle up instead of building labels (which allocates). Handles are
+/// registered with the recorder installed at the time: install yours before
+/// the first request.
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    series: ArcSwap<HashMap<u32, Tiers>>,
+}
+
+fn same_tier(a: Option<&Arc<str>>, b: Option<&Arc<str>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+        _ => false,
+    }
+}
+
+impl Metrics {
+    /// Runs `f` with the series of (route, tier), registering it on first use.
+    pub(crate) fn with(&self, route_id: u32, route: &str, tier: Option<&Arc<str>>, f: impl FnOnce(&Series)) {
+        {
+            let map = self.series.load();
+            if let Some(tiers) = map.get(&route_id) {
+                if let Some((_, s)) = tiers.iter().find(|(t, _)| same_tier(t.as_ref(), tier)) {
+                    f(s);
+                    return;
+                }
+            }
+        }
+        let mut created = None;
+        self.series.rcu(|map| {
+            let mut map = HashMap::clone(map);
+            let total: usize = map.values().map(Vec::len).sum();
+            let full = total >= MAX_SERIES;
+            let tier_label = if full {
+                "other".to_owned()
+            } else {
+                tier.map_or_else(|| "custom".to_owned(), |t| t.to_string())
+            };
+            let labels = [("route", route.to_owned()), ("tier", tier_label)];
+            let s = Arc::new(Series {
+                allowed: metrics::counter!(ALLOWED, &labels),
+                rejected: metrics::counter!(REJECTED, &labels),
+                shadow_rejected: metrics::counter!(SHADOW_REJECTED, &labels),
+                retry_after: metrics::histogram!(RETRY_AFTER, &labels),
+            });
+            if !full {
+                let tiers = map.entry(route_id).or_default();
+                if !tiers.iter().any(|(t, _)| same_tier(t.as_ref(), tier)) {
+                    tiers.push((tier.cloned(), Arc::clone(&s)));
+                }
+            }
+            created = Some(s);
+            map
+        });
+        if let Some(s) = created {
+            f(&s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_lets_one_event_per_second_through() {
+        let g = LogGate::new();
+        assert_eq!(g.pass(5), Some(0));
+        assert_eq!(g.pass(6), None);
+        assert_eq!(g.pass(999_999_999), None);
+        assert_eq!(g.pass(1_000_000_005), Some(2));
+        let once = Once::new();
+        assert!(once.first());
+        assert!(!once.first());
+    }
+}

@@ -1,0 +1,297 @@
+//! The runtime every `#[rate_limit]` route and config rule shares: the
+//! limiter, the running configuration, key extraction state, the token
+//! verifier and the limit service.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::request::Parts;
+
+use super::keys::{KeyContext, KeySource, RuleKey};
+use super::observe::{LogGate, Metrics, Once};
+use super::respond::Outcome;
+use super::rules::RuleChain;
+use crate::config::{Config, ConfigHandle, RuleConfig};
+use crate::jwt::JwtVerifier;
+use crate::key::{ClientKey, HeaderKey, PeerAddr};
+use crate::resolve::{FinalResolver, ResolveContext, VerifiedClaims};
+use crate::service::{CacheSettings, HttpLimitService, ServiceCache};
+use crate::{AnyClock, Clock, Denial, Limiter, MemoryStore};
+
+/// A route as the runtime sees it: its name, cell namespace and defaults
+/// (a `[routes."name"]` section overrides `cost` and `shadow`).
+#[derive(Debug, Clone, Copy)]
+pub struct RouteSpec<'a> {
+    /// The stable route name.
+    pub name: &'a str,
+    /// Its cell namespace ([`route_id`] of the name).
+    pub id: u32,
+    /// Units per request.
+    pub cost: u32,
+    /// Never reject.
+    pub shadow: bool,
+    /// The chain has a `jwt` step: find verified claims even when the key
+    /// is not a claim.
+    pub wants_claims: bool,
+    /// The chain has a `service` step: compute the client id.
+    pub wants_service: bool,
+}
+
+/// The cell namespace of a route name (FNV-1a, 32-bit; never 0, which is
+/// [`DEFAULT_ROUTE`](crate::DEFAULT_ROUTE)). A `const fn`, so
+/// `#[rate_limit]` routes compute it at compile time.
+pub const fn route_id(name: &str) -> u32 {
+    let bytes = name.as_bytes();
+    let mut h: u32 = 0x811c_9dc5;
+    let mut i = 0;
+    while i < bytes.len() {
+        h = (h ^ bytes[i] as u32).wrapping_mul(0x0100_0193);
+        i += 1;
+    }
+    if h == 0 {
+        1
+    } else {
+        h
+    }
+}
+
+pub(crate) struct Runtime {
+    pub(crate) config: ConfigHandle,
+    pub(crate) limiter: Arc<Limiter<MemoryStore, AnyClock>>,
+    pub(crate) header_keys: HeaderKey<AnyClock>,
+    pub(crate) claim_hasher: ahash::RandomState,
+    pub(crate) jwt: Option<JwtVerifier>,
+    pub(crate) service: Option<ServiceCache<HttpLimitService>>,
+    pub(crate) metrics: Metrics,
+    pub(crate) log_rejected: LogGate,
+    pub(crate) log_misconfigured: LogGate,
+    pub(crate) log_no_peer: Once,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("limiter", &self.limiter)
+            .field("jwt", &self.jwt.is_some())
+            .field("service", &self.service.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a [`RateLimit`](super::RateLimit) could not be built.
+#[derive(Debug)]
+pub struct SetupError(String);
+
+impl fmt::Display for SetupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SetupError {}
+
+impl Runtime {
+    pub(crate) async fn build(
+        config: Config,
+        clock: AnyClock,
+        jwt: Option<JwtVerifier>,
+        sweep: bool,
+    ) -> Result<Runtime, SetupError> {
+        let store = config
+            .build_store()
+            .map_err(|e| SetupError(format!("[store]: {e}")))?;
+        let header_keys = HeaderKey::new("x-unused", config.ip.clone(), config.header_keys, clock.clone())
+            .map_err(|e| SetupError(format!("[header_keys]: {e}")))?;
+        let jwt = match jwt {
+            Some(v) => Some(v),
+            None => config
+                .jwt_verifier()
+                .await
+                .map_err(|e| SetupError(format!("[jwt]: {e}")))?,
+        };
+        let service = match &config.service {
+            None => None,
+            Some(s) => {
+                let http = HttpLimitService::new(&s.url).map_err(|e| SetupError(format!("[service] url: {e}")))?;
+                let settings = CacheSettings {
+                    ttl: s.ttl,
+                    negative_ttl: s.negative_ttl,
+                    timeout: s.timeout,
+                    max_entries: s.max_entries,
+                    ..CacheSettings::default()
+                };
+                Some(ServiceCache::new(http, settings).map_err(|e| SetupError(format!("[service]: {e}")))?)
+            }
+        };
+        let limiter = Arc::new(Limiter::new(store, clock));
+        if sweep {
+            limiter.spawn_sweeper(config.store.sweep_interval.max(Duration::from_millis(10)));
+        }
+        Ok(Runtime {
+            config: ConfigHandle::new(config),
+            limiter,
+            header_keys,
+            claim_hasher: ahash::RandomState::new(),
+            jwt,
+            service,
+            metrics: Metrics::default(),
+            log_rejected: LogGate::new(),
+            log_misconfigured: LogGate::new(),
+            log_no_peer: Once::new(),
+        })
+    }
+
+    /// Verified claims of a request: from an upstream authentication layer
+    /// ([`VerifiedClaims`] in the extensions), else from the bearer token if
+    /// a verifier is configured. Anything unverified is `None`.
+    pub(crate) fn claims(&self, parts: &Parts) -> Option<VerifiedClaims> {
+        if let Some(upstream) = parts.extensions.get::<VerifiedClaims>() {
+            return Some(upstream.clone());
+        }
+        self.jwt.as_ref()?.verify_request(parts)
+    }
+
+    fn ip_key(&self, config: &Config, parts: &Parts, route: &str) -> ClientKey {
+        let peer = parts
+            .extensions
+            .get::<PeerAddr>()
+            .map(|p| p.0)
+            .or_else(|| {
+                parts
+                    .extensions
+                    .get::<::axum::extract::ConnectInfo<SocketAddr>>()
+                    .map(|c| c.0)
+            });
+        let Some(peer) = peer else {
+            if self.log_no_peer.first() {
+                tracing::warn!(
+                    target: "ratelimit",
+                    route,
+                    "no peer address on the request: every client shares one bucket. Serve with \
+                     `into_make_service_with_connect_info::<SocketAddr>()` or insert `ratelimit::key::PeerAddr`"
+                );
+            }
+            return ClientKey::UnknownPeer;
+        };
+        let values = parts
+            .headers
+            .get_all(config.ip.header().name())
+            .iter()
+            .map(http::HeaderValue::as_bytes);
+        let client = config.ip.client_addr(peer.ip(), values);
+        ClientKey::Ip(config.ip.aggregate(client))
+    }
+
+    /// Decides one request on one route: key, limit, check.
+    pub(crate) fn decide<K: KeySource, R: FinalResolver>(
+        &self,
+        parts: &Parts,
+        route: &RouteSpec<'_>,
+        key: &K,
+        chain: &R,
+    ) -> Outcome {
+        let config = self.config.load();
+        let ip = self.ip_key(&config, parts, route.name);
+        let mut cx = KeyContext {
+            rt: self,
+            parts,
+            ip,
+            claims: None,
+        };
+        let client = key.extract(&mut cx);
+        if cx.claims.is_none() && route.wants_claims {
+            cx.claims = self.claims(parts);
+        }
+        let mut ctx =
+            ResolveContext::new(&config, route.name, cx.claims.as_ref()).with_service(self.service.as_ref());
+        if route.wants_service {
+            ctx = ctx.with_client(key.client_id(&cx, &client));
+        }
+        let resolved = chain.resolve_final(&ctx);
+        let overrides = config.route(route.name);
+        let cost = overrides.and_then(|r| r.cost).unwrap_or(route.cost);
+        let shadow = overrides.and_then(|r| r.shadow).unwrap_or(route.shadow);
+
+        let cell = self.limiter.cell_key(route.id, &client);
+        let decision = self.limiter.check_cell(cell, &resolved.quota, cost);
+        let outcome = Outcome {
+            decision,
+            quota: resolved.quota,
+            profile: resolved.profile,
+            shadow,
+            style: config.headers,
+        };
+        self.observe(route, &outcome);
+        outcome
+    }
+
+    /// Applies the first `[[rules]]` entry matching the request, if any.
+    pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Outcome> {
+        let config = self.config.load();
+        let rule: &RuleConfig = config
+            .rules
+            .iter()
+            .find(|r| r.matches(&parts.method, parts.uri.path()))?;
+        let chain = RuleChain(&rule.resolve);
+        let route = RouteSpec {
+            name: &rule.name,
+            id: route_id(&rule.name),
+            cost: rule.cost,
+            shadow: rule.shadow,
+            wants_claims: chain.wants_claims(),
+            wants_service: chain.wants_service(),
+        };
+        Some(self.decide(parts, &route, &RuleKey(&rule.key), &chain))
+    }
+
+    fn observe(&self, route: &RouteSpec<'_>, outcome: &Outcome) {
+        let d = &outcome.decision;
+        self.metrics
+            .with(route.id, route.name, outcome.profile.as_ref(), |s| match (d.is_allowed(), outcome.shadow) {
+                (true, _) => s.allowed.increment(1),
+                (false, true) => {
+                    s.shadow_rejected.increment(1);
+                    s.allowed.increment(1);
+                }
+                (false, false) => {
+                    s.rejected.increment(1);
+                    s.retry_after.record(outcome.retry_after_secs() as f64);
+                }
+            });
+        if d.is_allowed() {
+            return;
+        }
+        let now = self.limiter.clock().now();
+        match d.denial() {
+            Some(Denial::CostExceedsBurst) => {
+                if let Some(suppressed) = self.log_misconfigured.pass(now) {
+                    tracing::error!(
+                        target: "ratelimit",
+                        route = route.name,
+                        tier = outcome.profile.as_deref().unwrap_or("custom"),
+                        burst = d.limit(),
+                        suppressed,
+                        "the route's cost is above the burst of the limit that applies: every request is refused; \
+                         lower the cost or raise the profile's burst"
+                    );
+                }
+            }
+            _ => {
+                if let Some(suppressed) = self.log_rejected.pass(now) {
+                    tracing::info!(
+                        target: "ratelimit",
+                        route = route.name,
+                        tier = outcome.profile.as_deref().unwrap_or("custom"),
+                        shadow = outcome.shadow,
+                        store_full = d.denial() == Some(Denial::StoreFull),
+                        retry_after_s = outcome.retry_after_secs(),
+                        suppressed,
+                        "request over its limit"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! `[[rules]]`: limits applied by the config-driven `tower::Layer` to routes
+//! that have no handler function to annotate (a proxy, a gateway). Each rule
+//! says the same as a `#[rate_limit(...)]` attribute, in data.
+
+use std::sync::Arc;
+
+use http::{HeaderName, Method};
+
+/// One `[[rules]]` entry, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleConfig {
+    /// The stable route name (for `[routes."name"]` overrides, metrics and
+    /// the `RateLimit-Policy` name).
+    pub name: Arc<str>,
+    /// Which paths the rule applies to.
+    pub path: PathPattern,
+    /// Which methods; empty means every method.
+    pub methods: Vec<Method>,
+    /// Who is limited.
+    pub key: KeySpec,
+    /// How much: tried in order, ends with [`ResolverSpec::Default`].
+    pub resolve: Vec<ResolverSpec>,
+    /// Units each request costs.
+    pub cost: u32,
+    /// Decide, send headers and count, but never reject.
+    pub shadow: bool,
+}
+
+impl RuleConfig {
+    /// Whether the rule applies to a request.
+    pub fn matches(&self, method: &Method, path: &str) -> bool {
+        (self.methods.is_empty() || self.methods.contains(method)) && self.path.matches(path)
+    }
+}
+
+/// Who a rule limits: `"ip"`, `"header:x-api-key"`, `"jwt_claim:sub"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeySpec {
+    /// The client's address (see `[ip]`).
+    Ip,
+    /// A header's value, hashed, with the per-address cap of `[header_keys]`.
+    Header(HeaderName),
+    /// A claim of a verified JWT (a dotted path).
+    JwtClaim(Arc<str>),
+}
+
+/// A step of a rule's resolver chain: `"jwt"`, `"service"`,
+/// `"profile:standard"`, `"default"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ResolverSpec {
+    /// Limits carried by the verified token (`[jwt]`).
+    Jwt,
+    /// The limit service (`[service]`).
+    Service,
+    /// A named profile.
+    Profile(Arc<str>),
+    /// The route's profile override, else the default profile.
+    Default,
+}
+
+/// A path pattern: literal segments, `{name}` for any one segment, and a
+/// final `{*name}` for any remainder (including nothing). `/api/{id}/items`,
+/// `/static/{*file}`. Matching ignores the query and never allocates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathPattern {
+    text: String,
+    segments: Vec<Segment>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Literal(String),
+    Param,
+    Rest,
+}
+
+impl PathPattern {
+    /// Parses a pattern, saying what is wrong with a bad one.
+    pub fn parse(text: &str) -> Result<PathPattern, String> {
+        let Some(rest) = text.strip_prefix('/') else {
+            return Err(format!("path {text:?} must start with '/'"));
+        };
+        let mut segments = Vec::new();
+        let parts: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('/').collect() };
+        for (i, part) in parts.iter().enumerate() {
+            let segment = if let Some(name) = part.strip_prefix("{*").and_then(|p| p.strip_suffix('}')) {
+                if i + 1 != parts.len() {
+                    return Err(format!("path {text:?}: {{*{name}}} must be the last segment"));
+                }
+                Segment::Rest
+            } else if let Some(name) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                if name.is_empty() || name.contains(['{', '}', '*']) {
+                    return Err(format!("path {text:?}: invalid parameter {part:?}"));
+                }
+                Segment::Param
+            } else if part.contains(['{', '}']) {
+                return Err(format!(
+                    "path {text:?}: {part:?} mixes text and a parameter; a parameter is a whole segment"
+                ));
+            } else {
+                Segment::Literal((*part).to_owned())
+            };
+            segments.push(segment);
+        }
+        Ok(PathPattern {
+            text: text.to_owned(),
+            segments,
+        })
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether `path` (without the query) matches.
+    pub fn matches(&self, path: &str) -> bool {
+        let path = path.split('?').next().unwrap_or("");
+        let Some(rest) = path.strip_prefix('/') else {
+            return false;
+        };
+        let mut parts = (!rest.is_empty()).then(|| rest.split('/')).into_iter().flatten();
+        for segment in &self.segments {
+            match segment {
+                Segment::Rest => return true,
+                Segment::Param => match parts.next() {
+                    Some(p) if !p.is_empty() => {}
+                    _ => return false,
+                },
+                Segment::Literal(l) => {
+                    if parts.next() != Some(l.as_str()) {
+                        return false;
+                    }
+                }
+            }
+        }
+        parts.next().is_none()
+    }
+}
+
+/// Parses a rule's `key`.
+pub(crate) fn parse_key(text: &str) -> Result<KeySpec, String> {
+    match text.split_once(':') {
+        None if text == "ip" => Ok(KeySpec::Ip),
+        Some(("header", name)) => {
+            check_header_name(name)?;
+            HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
+                .map(KeySpec::Header)
+                .map_err(|_| format!("invalid header name {name:?}"))
+        }
+        Some(("jwt_claim", path)) => {
+            check_claim_path(path)?;
+            Ok(KeySpec::JwtClaim(Arc::from(path)))
+        }
+        _ => Err(format!(
+            "unknown key {text:?}; expected \"ip\", \"header:<name>\" or \"jwt_claim:<claim>\""
+        )),
+    }
+}
+
+/// Parses a rule's `resolve` list and checks its shape.
+pub(crate) fn parse_chain(items: &[String]) -> Result<Vec<ResolverSpec>, String> {
+    if items.is_empty() {
+        return Err("empty: list the resolvers to try, ending with \"default\"".to_owned());
+    }
+    let mut chain: Vec<ResolverSpec> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let step = match (item.as_str(), item.split_once(':')) {
+            ("jwt", _) => ResolverSpec::Jwt,
+            ("service", _) => ResolverSpec::Service,
+            ("default", _) => ResolverSpec::Default,
+            (_, Some(("profile", name))) if !name.trim().is_empty() => ResolverSpec::Profile(Arc::from(name)),
+            _ => {
+                return Err(format!(
+                    "unknown resolver {item:?}; expected \"jwt\", \"service\", \"profile:<name>\" or \"default\""
+                ))
+            }
+        };
+        if chain.contains(&step) {
+            return Err(format!("{item:?} is listed twice"));
+        }
+        if step == ResolverSpec::Default && i + 1 != items.len() {
+            return Err("\"default\" always answers, so it must be last".to_owned());
+        }
+        chain.push(step);
+    }
+    if chain.last() != Some(&ResolverSpec::Default) {
+        return Err("must end with \"default\", which always answers (every request needs a limit)".to_owned());
+    }
+    Ok(chain)
+}
+
+pub(crate) fn check_header_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("empty header name".to_owned());
+    }
+    if let Some(c) = name.chars().find(|c| !is_token_char(*c)) {
+        return Err(format!("header name {name:?} contains {c:?}; header names are letters, digits and !#$%&'*+-.^_`|~"));
+    }
+    Ok(())
+}
+
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+pub(crate) fn check_claim_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("empty claim name".to_owned());
+    }
+    if path.split('.').any(str::is_empty) {
+        return Err(format!("claim path {path:?} has an empty segment"));
+    }
+    if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("claim path {path:?} contains whitespace"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns() {
+        let p = |t: &str| PathPattern::parse(t).unwrap();
+        assert!(p("/").matches("/"));
+        assert!(!p("/").matches("/a"));
+        assert!(p("/api/{id}").matches("/api/7"));
+        assert!(p("/api/{id}").matches("/api/7?x=1"));
+        assert!(!p("/api/{id}").matches("/api/"));
+        assert!(!p("/api/{id}").matches("/api/7/8"));
+        assert!(!p("/api/{id}").matches("/api"));
+        assert!(p("/static/{*f}").matches("/static/a/b/c"));
+        assert!(p("/static/{*f}").matches("/static"));
+        assert!(p("/static/{*f}").matches("/static/"));
+        assert!(!p("/static/{*f}").matches("/statics"));
+        assert!(p("/a/b").matches("/a/b"));
+        assert!(!p("/a/b").matches("/a/b/"));
+        assert!(!p("/a/b").matches("a/b"));
+        assert!(p("/a/").matches("/a/"));
+        assert!(!p("/a/").matches("/a"));
+        assert!(PathPattern::parse("a").is_err());
+        assert!(PathPattern::parse("/{*a}/b").is_err());
+        assert!(PathPattern::parse("/x{id}").is_err());
+        assert!(PathPattern::parse("/{}").is_err());
+    }
+
+    #[test]
+    fn keys_and_chains() {
+        assert_eq!(parse_key("ip"), Ok(KeySpec::Ip));
+        assert_eq!(
+            parse_key("header:X-Api-Key"),
+            Ok(KeySpec::Header(HeaderName::from_static("x-api-key")))
+        );
+        assert!(parse_key("header:").is_err());
+        assert!(parse_key("header:x y").is_err());
+        assert!(parse_key("jwt_claim:a..b").is_err());
+        assert!(parse_key("cookie:x").is_err());
+        let s = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(parse_chain(&s(&["jwt", "profile:a", "default"])).is_ok());
+        assert!(parse_chain(&s(&[])).is_err());
+        assert!(parse_chain(&s(&["default", "jwt"])).is_err());
+        assert!(parse_chain(&s(&["jwt", "jwt", "default"])).is_err());
+        assert!(parse_chain(&s(&["jwt"])).is_err());
+        assert!(parse_chain(&s(&["profile:", "default"])).is_err());
+    }
+}
