@@ -1,10 +1,19 @@
-//! The `#[rate_limit]` attribute of the `ratelimit` crate (use it through
-//! `ratelimit::rate_limit`).
+//! The `#[rate_limit]` attribute of the `ratelimit` crate. Use it through
+//! `ratelimit::rate_limit`, whose documentation has the grammar; this crate
+//! only parses, checks and expands.
+//!
+//! Parsing (`parse.rs`) collects every error in the arguments, each on the
+//! offending token; checks of the function (`expand.rs`) add theirs; when
+//! there is any, the function is emitted unchanged after the errors, so the
+//! rest of the crate and the IDE keep working.
+
+mod expand;
+mod parse;
 
 use proc_macro::TokenStream;
 
-/// See `ratelimit::rate_limit`.
+/// Rate-limits an async axum handler. See `ratelimit::rate_limit`.
 #[proc_macro_attribute]
-pub fn rate_limit(_args: TokenStream, item: TokenStream) -> TokenStream {
-    item
+pub fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::rate_limit(args.into(), item.into()).into()
 }

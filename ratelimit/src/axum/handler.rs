@@ -12,7 +12,7 @@ use super::observe::Once;
 use super::respond::Outcome;
 use super::runtime::RouteSpec;
 use super::{KeySource, RateLimit};
-use crate::resolve::FinalResolver;
+use crate::resolve::{FinalResolver, VerifiedClaims};
 
 tokio::task_local! {
     /// The runtime installed by `RateLimitLayer` for the request being
@@ -128,7 +128,15 @@ impl<R: Rule, S: Send + Sync> FromRequestParts<S> for Admit<R> {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        admit::<R>(parts).map(|outcome| Admit {
+        let mut outcome = admit::<R>(parts)?;
+        // Claims this crate verified are handed to the handler
+        // (`Extension<VerifiedClaims>`), so it need not verify again.
+        if let Some(claims) = outcome.claims.take() {
+            if parts.extensions.get::<VerifiedClaims>().is_none() {
+                parts.extensions.insert(claims);
+            }
+        }
+        Ok(Admit {
             outcome,
             _rule: PhantomData,
         })

@@ -37,6 +37,8 @@ pub struct Outcome {
     pub(crate) profile: Option<Arc<str>>,
     pub(crate) shadow: bool,
     pub(crate) style: HeaderStyle,
+    /// Claims this crate verified for the request, handed to the handler.
+    pub(crate) claims: Option<crate::resolve::VerifiedClaims>,
 }
 
 impl Outcome {

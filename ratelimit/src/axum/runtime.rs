@@ -222,6 +222,7 @@ impl Runtime {
             profile: resolved.profile,
             shadow,
             style: config.headers,
+            claims: cx.claims,
         };
         self.observe(route, &outcome);
         outcome

@@ -1,0 +1,141 @@
+//! The quickstart demo: an axum service with two rate-limited routes.
+//!
+//! ```text
+//! cargo run --example quickstart [-- --addr 127.0.0.1:3000 --config examples/quickstart.toml]
+//! ```
+//!
+//! * `GET /public`: limited per client address, with the default profile.
+//! * `GET /me`: limited per verified `sub` claim; the token's
+//!   `ratelimit_tier` claim picks the profile (`standard` without one).
+//! * `GET /token?sub=alice&tier=premium`: mints a demo token (HS256, one
+//!   hour) so you can try `/me` without writing code. **A demo only**: a
+//!   real service never hands out tokens like this.
+//!
+//! Tokens are verified with the secret in `QUICKSTART_JWT_SECRET`
+//! (default: `quickstart-demo-secret-change-me`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::Query;
+use axum::routing::get;
+use axum::{Json, Router};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use ratelimit::axum::RateLimit;
+use ratelimit::config::Config;
+use ratelimit::jwt::JwtVerifier;
+use ratelimit::rate_limit;
+use ratelimit::resolve::VerifiedClaims;
+
+/// The secret's environment variable, and the default the demo uses without it.
+const SECRET_ENV: &str = "QUICKSTART_JWT_SECRET";
+const DEFAULT_SECRET: &str = "quickstart-demo-secret-change-me";
+
+#[rate_limit(key = ip, resolve = [default])]
+async fn public() -> &'static str {
+    "Hello from /public: limited per client address.\n"
+}
+
+#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default])]
+async fn me(claims: Option<axum::Extension<VerifiedClaims>>) -> Json<serde_json::Value> {
+    let sub = claims
+        .as_ref()
+        .and_then(|c| c.get_text("sub").map(|s| s.into_owned()))
+        .unwrap_or_else(|| "anonymous".to_owned());
+    Json(serde_json::json!({ "sub": sub }))
+}
+
+#[derive(serde::Deserialize)]
+struct TokenRequest {
+    sub: String,
+    tier: Option<String>,
+}
+
+async fn token(Query(q): Query<TokenRequest>) -> Result<String, (http::StatusCode, String)> {
+    mint(&q.sub, q.tier.as_deref()).map_err(|e| (http::StatusCode::INTERNAL_SERVER_ERROR, e))
+}
+
+fn secret() -> String {
+    std::env::var(SECRET_ENV).unwrap_or_else(|_| DEFAULT_SECRET.to_owned())
+}
+
+fn mint(sub: &str, tier: Option<&str>) -> Result<String, String> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|e| e.to_string())?;
+    let mut claims = serde_json::json!({ "sub": sub, "exp": now.as_secs() + 3600 });
+    if let Some(tier) = tier {
+        claims["ratelimit_tier"] = tier.into();
+    }
+    let key = EncodingKey::from_secret(secret().as_bytes()).map_err(|e| e.to_string())?;
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).map_err(|e| e.to_string())
+}
+
+struct Options {
+    addr: SocketAddr,
+    config: PathBuf,
+}
+
+fn options() -> Result<Options, String> {
+    let mut opts = Options {
+        addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
+        config: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart.toml")),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--addr" => opts.addr = value("--addr")?.parse().map_err(|e| format!("--addr: {e}"))?,
+            "--config" => opts.config = PathBuf::from(value("--config")?),
+            "-h" | "--help" => {
+                println!("usage: quickstart [--addr HOST:PORT] [--config FILE]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)")),
+        }
+    }
+    Ok(opts)
+}
+
+#[tokio::main]
+async fn main() {
+    if let Err(e) = run().await {
+        eprintln!("quickstart: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let opts = options()?;
+    let config = Config::from_file(&opts.config)?;
+    let verifier = JwtVerifier::hmac(secret().as_bytes(), Algorithm::HS256)?;
+    let rate_limit = RateLimit::builder(config).jwt_verifier(verifier).build().await?;
+
+    let app = Router::new()
+        .route("/public", get(public))
+        .route("/me", get(me))
+        .route("/token", get(token))
+        .layer(rate_limit.layer());
+
+    let listener = tokio::net::TcpListener::bind(opts.addr).await?;
+    let addr = listener.local_addr()?;
+    println!("quickstart: serving on http://{addr} (config {})", opts.config.display());
+    println!();
+    println!("Try it:");
+    println!("  # anonymous: 5 at once, then 30/min; the 6th in a row gets 429 with Retry-After");
+    println!("  for i in $(seq 7); do curl -s -o /dev/null -w '%{{http_code}} ' http://{addr}/public; done; echo");
+    println!("  curl -i http://{addr}/public");
+    println!();
+    println!("  # a premium user: mint a demo token, then call /me with it");
+    println!("  TOKEN=$(curl -s 'http://{addr}/token?sub=alice&tier=premium')");
+    println!("  curl -i -H \"Authorization: Bearer $TOKEN\" http://{addr}/me");
+    println!();
+    println!("  # a forged token is anonymous traffic (keyed by address, standard profile)");
+    println!("  curl -i -H 'Authorization: Bearer forged.token.here' http://{addr}/me");
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+    Ok(())
+}

@@ -1,0 +1,193 @@
+//! Checks the handler and expands it: a zero-sized rule type per route, and
+//! the handler rewritten to take `Admit<Rule>` first (so the decision runs
+//! before any other extractor and before the body) and to wrap its response
+//! in `Limited` (which adds the headers).
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+use syn::spanned::Spanned;
+use syn::{FnArg, ItemFn, ReturnType};
+
+use crate::parse::{parse_args, Args, KeyKind, Step};
+
+pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
+    let (args, mut errors) = parse_args(args);
+    let function = match syn::parse2::<ItemFn>(item.clone()) {
+        Ok(f) => f,
+        Err(_) => {
+            errors.push(syn::Error::new(
+                first_span(&item),
+                "`#[rate_limit]` goes on an async handler function, e.g. `async fn get_user(...) -> ...`",
+            ));
+            return with_errors(item, errors);
+        }
+    };
+    check_function(&function, &mut errors);
+    if !args.given.iter().any(|g| g == "key") {
+        errors.push(syn::Error::new(
+            Span::call_site(),
+            "missing `key`: say who is limited, e.g. `key = ip`, `key = header(\"x-api-key\")` or \
+             `key = jwt_claim(\"sub\")`",
+        ));
+    }
+    if !args.given.iter().any(|g| g == "resolve") {
+        errors.push(syn::Error::new(
+            Span::call_site(),
+            "missing `resolve`: say how much, e.g. `resolve = [jwt, profile(\"standard\"), default]`",
+        ));
+    }
+    if !errors.is_empty() {
+        return with_errors(item, errors);
+    }
+    expand(&args, function)
+}
+
+fn first_span(item: &TokenStream) -> Span {
+    item.clone().into_iter().next().map_or_else(Span::call_site, |t| t.span())
+}
+
+/// The original item, unchanged, then every error.
+fn with_errors(item: TokenStream, errors: Vec<syn::Error>) -> TokenStream {
+    let mut combined: Option<syn::Error> = None;
+    for e in errors {
+        match &mut combined {
+            Some(c) => c.combine(e),
+            None => combined = Some(e),
+        }
+    }
+    let errors = combined.map(|e| e.into_compile_error());
+    quote! { #item #errors }
+}
+
+fn check_function(f: &ItemFn, errors: &mut Vec<syn::Error>) {
+    if f.sig.asyncness.is_none() {
+        errors.push(syn::Error::new(
+            f.sig.fn_token.span,
+            "`#[rate_limit]` handlers must be `async fn` (axum handlers are async)",
+        ));
+    }
+    for input in &f.sig.inputs {
+        if let FnArg::Receiver(r) = input {
+            errors.push(syn::Error::new(
+                r.span(),
+                "`#[rate_limit]` does not support methods: use a free async function as the handler",
+            ));
+        }
+    }
+    if let Some(c) = &f.sig.constness {
+        errors.push(syn::Error::new(c.span, "a handler cannot be a `const fn`"));
+    }
+    if let Some(u) = &f.sig.unsafety {
+        errors.push(syn::Error::new(u.span, "a handler cannot be an `unsafe fn`"));
+    }
+    if let Some(v) = &f.sig.variadic {
+        errors.push(syn::Error::new(v.span(), "a handler cannot be variadic"));
+    }
+}
+
+fn expand(args: &Args, f: ItemFn) -> TokenStream {
+    let ItemFn { attrs, vis, sig, block } = f;
+    let ident = &sig.ident;
+    let fn_name = ident.to_string();
+    let fn_name = fn_name.strip_prefix("r#").unwrap_or(&fn_name);
+    let rule = format_ident!("__ratelimit_rule_{}", fn_name);
+
+    let route_name = match &args.name {
+        Some(lit) => quote!(#lit),
+        None => quote!(::core::concat!(::core::module_path!(), "::", #fn_name)),
+    };
+    let cost = args.cost.unwrap_or(1);
+    let shadow = args.shadow;
+
+    let (key_ty, key_value) = match &args.key {
+        Some(KeyKind::Header(name)) => (
+            quote!(::ratelimit::__private::Header),
+            quote!(::ratelimit::__private::Header(::ratelimit::__private::HeaderName::from_static(#name))),
+        ),
+        Some(KeyKind::Claim(path)) => (
+            quote!(::ratelimit::__private::Claim<&'static str>),
+            quote!(::ratelimit::__private::Claim(#path)),
+        ),
+        _ => (quote!(::ratelimit::__private::Ip), quote!(::ratelimit::__private::Ip)),
+    };
+
+    let steps = args.resolve.as_deref().unwrap_or(&[]);
+    let wants_claims = steps.contains(&Step::Jwt);
+    let wants_service = steps.contains(&Step::Service);
+    // The chain, folded from the right: Chain<A, Chain<B, DefaultProfile>>.
+    let mut chain_ty = quote!(::ratelimit::__private::DefaultProfile);
+    let mut chain_value = quote!(::ratelimit::__private::DefaultProfile);
+    for step in steps.iter().rev().skip(1) {
+        let (ty, value) = match step {
+            Step::Jwt => (quote!(::ratelimit::__private::JwtTier), quote!(::ratelimit::__private::JwtTier)),
+            Step::Service => (
+                quote!(::ratelimit::__private::ConfiguredService),
+                quote!(::ratelimit::__private::ConfiguredService),
+            ),
+            Step::Profile(name) => (
+                quote!(::ratelimit::__private::NamedProfile),
+                quote!(::ratelimit::__private::NamedProfile::from_static(#name)),
+            ),
+            Step::Default => continue,
+        };
+        chain_ty = quote!(::ratelimit::__private::Chain<#ty, #chain_ty>);
+        chain_value = quote!(::ratelimit::__private::Chain(#value, #chain_value));
+    }
+
+    let ret_ty = match &sig.output {
+        ReturnType::Default => quote!(()),
+        ReturnType::Type(_, ty) => quote!(#ty),
+    };
+    let arg_names: Vec<_> = (0..sig.inputs.len()).map(|i| format_ident!("__ratelimit_arg{}", i)).collect();
+    let outer_inputs = sig.inputs.iter().zip(&arg_names).map(|(input, name)| match input {
+        FnArg::Typed(t) => {
+            let ty = &t.ty;
+            quote!(#name: #ty)
+        }
+        FnArg::Receiver(r) => quote!(#r),
+    });
+    let lint_attrs = attrs.iter().filter(|a| {
+        ["allow", "warn", "deny", "expect", "forbid"]
+            .iter()
+            .any(|l| a.path().is_ident(l))
+    });
+    let generics = &sig.generics;
+    let where_clause = &sig.generics.where_clause;
+    let inner_inputs = &sig.inputs;
+    let output = &sig.output;
+
+    quote! {
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy)]
+        #vis struct #rule;
+
+        impl ::ratelimit::__private::Rule for #rule {
+            const NAME: &'static str = #route_name;
+            const COST: u32 = #cost;
+            const SHADOW: bool = #shadow;
+            const WANTS_CLAIMS: bool = #wants_claims;
+            const WANTS_SERVICE: bool = #wants_service;
+            type Key = #key_ty;
+            type Chain = #chain_ty;
+            fn key() -> &'static Self::Key {
+                static KEY: #key_ty = #key_value;
+                &KEY
+            }
+            fn chain() -> &'static Self::Chain {
+                static CHAIN: #chain_ty = #chain_value;
+                &CHAIN
+            }
+        }
+
+        #(#attrs)*
+        #vis async fn #ident #generics (
+            __ratelimit_admit: ::ratelimit::__private::Admit<#rule>,
+            #(#outer_inputs),*
+        ) -> ::ratelimit::__private::Limited<#ret_ty> #where_clause {
+            #(#lint_attrs)*
+            async fn __ratelimit_handler #generics (#inner_inputs) #output #where_clause #block
+            __ratelimit_admit.finish(__ratelimit_handler(#(#arg_names),*).await)
+        }
+    }
+}
