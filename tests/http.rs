@@ -1,0 +1,506 @@
+//! `#[rate_limit]` and the config-driven layer through real axum routers:
+//! exact header values under a manual clock, 429s, JWT tiers and forged
+//! tokens, shadow mode, the missing-limiter error, and an end-to-end run
+//! over TCP.
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use jsonwebtoken::{encode, get_current_timestamp, Algorithm, EncodingKey, Header};
+use ratelimit::axum::RateLimit;
+use ratelimit::config::Config;
+use ratelimit::jwt::JwtVerifier;
+use ratelimit::key::PeerAddr;
+use ratelimit::{rate_limit, ManualClock};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+const SECRET: &[u8] = b"http-test-secret-of-reasonable-length";
+
+/// One request per second sustained, 3 at once.
+const CONFIG: &str = r#"
+default_profile = "standard"
+
+[profiles.standard]
+rate = "60/min"
+burst = 3
+
+[profiles.premium]
+rate = "600/min"
+burst = 10
+
+[jwt]
+tier_claim = "ratelimit_tier"
+max_rate = "6000/min"
+max_burst = 100
+"#;
+
+#[rate_limit(key = ip, resolve = [default], name = "public")]
+async fn public() -> &'static str {
+    "public"
+}
+
+#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default], name = "me")]
+async fn me() -> &'static str {
+    "me"
+}
+
+#[rate_limit(key = ip, resolve = [default], name = "shadowed", shadow)]
+async fn shadowed() -> &'static str {
+    "shadowed"
+}
+
+#[rate_limit(key = ip, resolve = [default], name = "heavy", cost = 2)]
+async fn heavy() -> &'static str {
+    "heavy"
+}
+
+#[rate_limit(key = header("x-api-key"), resolve = [default], name = "keyed")]
+async fn keyed() -> &'static str {
+    "keyed"
+}
+
+async fn plain() -> &'static str {
+    "plain"
+}
+
+fn router() -> Router {
+    Router::new()
+        .route("/public", get(public))
+        .route("/me", get(me))
+        .route("/shadowed", get(shadowed))
+        .route("/heavy", get(heavy))
+        .route("/keyed", get(keyed))
+        .route("/plain", get(plain))
+}
+
+async fn runtime(toml: &str, clock: &ManualClock) -> RateLimit {
+    RateLimit::builder(Config::from_toml_str(toml).unwrap())
+        .clock(clock.clone())
+        .jwt_verifier(JwtVerifier::hmac(SECRET, Algorithm::HS256).unwrap())
+        .build()
+        .await
+        .unwrap()
+}
+
+fn request(path: &str, peer: &str) -> Request<Body> {
+    let mut r = Request::get(path).body(Body::empty()).unwrap();
+    r.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
+    r
+}
+
+fn with_token(mut r: Request<Body>, token: &str) -> Request<Body> {
+    r.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    r
+}
+
+fn token(claims: &Value, secret: &[u8]) -> String {
+    encode(
+        &Header::new(Algorithm::HS256),
+        claims,
+        &EncodingKey::from_secret(secret).unwrap(),
+    )
+    .unwrap()
+}
+
+async fn send<S>(app: &S, r: Request<Body>) -> Response<Body>
+where
+    S: tower::Service<Request<Body>, Response = Response<Body>, Error = std::convert::Infallible> + Clone,
+{
+    app.clone().oneshot(r).await.unwrap()
+}
+
+fn header<B>(r: &Response<B>, name: &str) -> Option<String> {
+    r.headers().get(name).map(|v| v.to_str().unwrap().to_owned())
+}
+
+/// (status, limit, remaining, reset, retry-after)
+fn triple<B>(r: &Response<B>) -> (u16, String, String, String, Option<String>) {
+    (
+        r.status().as_u16(),
+        header(r, "ratelimit-limit").unwrap_or_default(),
+        header(r, "ratelimit-remaining").unwrap_or_default(),
+        header(r, "ratelimit-reset").unwrap_or_default(),
+        header(r, "retry-after"),
+    )
+}
+
+fn t(status: u16, limit: &str, remaining: &str, reset: &str, retry: Option<&str>) -> (u16, String, String, String, Option<String>) {
+    (status, limit.into(), remaining.into(), reset.into(), retry.map(Into::into))
+}
+
+#[tokio::test]
+async fn headers_on_allowed_and_rejected_responses_have_exact_values() {
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let peer = "192.0.2.1:5000";
+
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(triple(&send(&app, request("/public", peer)).await));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            t(200, "3", "2", "1", None),
+            t(200, "3", "1", "2", None),
+            t(200, "3", "0", "3", None),
+            t(429, "3", "0", "3", Some("1")),
+        ]
+    );
+    // 400 ms later: still limited, Retry-After rounds 600 ms up to 1 s.
+    clock.advance(Duration::from_millis(400));
+    let r = send(&app, request("/public", peer)).await;
+    assert_eq!(triple(&r), t(429, "3", "0", "3", Some("1")));
+    // After the emission interval, one more conforms.
+    clock.advance(Duration::from_millis(600));
+    assert_eq!(triple(&send(&app, request("/public", peer)).await), t(200, "3", "0", "3", None));
+    // Another client is untouched.
+    assert_eq!(
+        triple(&send(&app, request("/public", "192.0.2.2:5000")).await),
+        t(200, "3", "2", "1", None)
+    );
+}
+
+#[tokio::test]
+async fn rejection_is_a_problem_json_429_and_the_handler_never_runs() {
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    for _ in 0..3 {
+        send(&app, request("/public", "192.0.2.3:1")).await;
+    }
+    let r = send(&app, request("/public", "192.0.2.3:1")).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&r, "content-type").as_deref(), Some("application/problem+json"));
+    let body: Value = serde_json::from_slice(&r.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(body["status"], 429);
+    assert_eq!(body["title"], "Too Many Requests");
+    assert_eq!(body["type"], "about:blank");
+    assert_eq!(body["retry_after"], 1);
+}
+
+#[tokio::test]
+async fn cost_and_long_waits_round_retry_after_up() {
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    // cost 2 of burst 3: one admitted, then 1 unit left, not enough.
+    let a = send(&app, request("/heavy", "192.0.2.4:1")).await;
+    assert_eq!(triple(&a), t(200, "3", "1", "2", None));
+    let b = send(&app, request("/heavy", "192.0.2.4:1")).await;
+    assert_eq!(triple(&b), t(429, "3", "1", "2", Some("1")));
+    clock.advance(Duration::from_millis(1));
+    let c = send(&app, request("/heavy", "192.0.2.4:1")).await;
+    // 999 ms to go: whole seconds, rounded up.
+    assert_eq!(header(&c, "retry-after").as_deref(), Some("1"));
+}
+
+#[tokio::test]
+async fn a_jwt_tier_raises_the_limit_and_forged_tokens_get_the_anonymous_one() {
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let exp = get_current_timestamp() + 600;
+    let premium = token(&json!({"sub": "alice", "exp": exp, "ratelimit_tier": "premium"}), SECRET);
+    let plain = token(&json!({"sub": "bob", "exp": exp}), SECRET);
+    let forged = token(&json!({"sub": "mallory", "exp": exp, "ratelimit_tier": "premium"}), b"not-the-secret-at-all-nope");
+    let forged2 = token(&json!({"sub": "mallory2", "exp": exp, "ratelimit_tier": "premium"}), b"another-wrong-secret-here");
+    let expired = token(&json!({"sub": "eve", "exp": get_current_timestamp() - 3600, "ratelimit_tier": "premium"}), SECRET);
+
+    let r = send(&app, with_token(request("/me", "192.0.2.10:1"), &premium)).await;
+    assert_eq!(triple(&r), t(200, "10", "9", "1", None));
+    // Same user from another address: same bucket (keyed by `sub`).
+    let r = send(&app, with_token(request("/me", "198.51.100.1:1"), &premium)).await;
+    assert_eq!(header(&r, "ratelimit-remaining").as_deref(), Some("8"));
+
+    let r = send(&app, with_token(request("/me", "192.0.2.10:1"), &plain)).await;
+    assert_eq!(triple(&r), t(200, "3", "2", "1", None), "no tier: profile(\"standard\")");
+
+    // Forged and expired tokens claim premium but are anonymous: keyed by
+    // address, standard limit, one shared bucket however many subs they claim.
+    let peer = "203.0.113.9:1";
+    let mut statuses = Vec::new();
+    for tok in [&forged, &forged2, &expired, &forged] {
+        let r = send(&app, with_token(request("/me", peer), tok)).await;
+        assert_eq!(header(&r, "ratelimit-limit").as_deref(), Some("3"));
+        statuses.push(r.status().as_u16());
+    }
+    assert_eq!(statuses, vec![200, 200, 200, 429]);
+}
+
+#[tokio::test]
+async fn verified_claims_reach_the_handler() {
+    #[rate_limit(key = jwt_claim("sub"), resolve = [jwt, default], name = "whoami")]
+    async fn whoami(claims: Option<axum::Extension<ratelimit::resolve::VerifiedClaims>>) -> String {
+        claims.and_then(|c| c.get_text("sub").map(|s| s.into_owned())).unwrap_or_default()
+    }
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = Router::new().route("/whoami", get(whoami)).layer(rl.layer()).into_service();
+    let tok = token(&json!({"sub": "carol", "exp": get_current_timestamp() + 60}), SECRET);
+    let r = send(&app, with_token(request("/whoami", "192.0.2.20:1"), &tok)).await;
+    assert_eq!(&r.into_body().collect().await.unwrap().to_bytes()[..], b"carol");
+}
+
+#[tokio::test]
+async fn shadow_routes_decide_and_count_but_never_reject() {
+    let snapshotter = recorder();
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        seen.push(triple(&send(&app, request("/shadowed", "192.0.2.30:1")).await));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            t(200, "3", "2", "1", None),
+            t(200, "3", "1", "2", None),
+            t(200, "3", "0", "3", None),
+            t(200, "3", "0", "3", None),
+            t(200, "3", "0", "3", None),
+        ]
+    );
+    assert_eq!(counter(&snapshotter, "ratelimit_shadow_rejected_total", "shadowed"), 2);
+    assert_eq!(counter(&snapshotter, "ratelimit_allowed_total", "shadowed"), 5);
+    assert_eq!(counter(&snapshotter, "ratelimit_rejected_total", "shadowed"), 0);
+}
+
+#[tokio::test]
+async fn config_route_overrides_apply_to_attribute_routes() {
+    let toml = format!("{CONFIG}\n[routes.public]\nshadow = true\n[routes.heavy]\ncost = 3\nshadow = false\n");
+    let clock = ManualClock::new();
+    let rl = runtime(&toml, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    for _ in 0..5 {
+        assert_eq!(send(&app, request("/public", "192.0.2.40:1")).await.status(), 200);
+    }
+    let r = send(&app, request("/heavy", "192.0.2.40:1")).await;
+    assert_eq!(header(&r, "ratelimit-remaining").as_deref(), Some("0"), "cost 3 from config");
+    // A reload takes effect at once and keeps state.
+    rl.reload(Config::from_toml_str(CONFIG).unwrap());
+    assert_eq!(send(&app, request("/public", "192.0.2.40:1")).await.status(), 429);
+}
+
+#[tokio::test]
+async fn a_route_without_a_limiter_answers_500_not_unlimited() {
+    let snapshotter = recorder();
+    let app = router().into_service();
+    for _ in 0..3 {
+        let r = send(&app, request("/public", "192.0.2.50:1")).await;
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(header(&r, "content-type").as_deref(), Some("application/problem+json"));
+        let body: Value = serde_json::from_slice(&r.into_body().collect().await.unwrap().to_bytes()).unwrap();
+        assert!(body["detail"].as_str().unwrap().contains("\"public\""), "{body}");
+    }
+    assert!(counter(&snapshotter, "ratelimit_missing_limiter_total", "public") >= 3);
+    // The runtime as an extension works too.
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = router().layer(axum::Extension(rl)).into_service();
+    assert_eq!(send(&app, request("/public", "192.0.2.50:1")).await.status(), 200);
+}
+
+const RULES: &str = r#"
+[[rules]]
+name = "public"
+path = "/plain"
+methods = ["GET"]
+key = "ip"
+resolve = ["default"]
+"#;
+
+#[tokio::test]
+async fn the_config_layer_gives_the_same_results_as_the_attribute() {
+    let clock_a = ManualClock::new();
+    let clock_b = ManualClock::new();
+    let attr = router().layer(runtime(CONFIG, &clock_a).await.layer()).into_service();
+    let rules = router()
+        .layer(runtime(&format!("{CONFIG}{RULES}"), &clock_b).await.layer())
+        .into_service();
+    for step in [0u64, 0, 0, 0, 300, 700, 0, 2500, 0, 0, 0] {
+        clock_a.advance(Duration::from_millis(step));
+        clock_b.advance(Duration::from_millis(step));
+        let a = send(&attr, request("/public", "192.0.2.60:1")).await;
+        let b = send(&rules, request("/plain", "192.0.2.60:1")).await;
+        assert_eq!(triple(&a), triple(&b));
+        let body_a = a.into_body().collect().await.unwrap().to_bytes();
+        let body_b = b.into_body().collect().await.unwrap().to_bytes();
+        if body_a != &b"public"[..] {
+            assert_eq!(body_a, body_b, "same rejection body");
+        }
+    }
+    // Other methods and paths are not matched by the rule.
+    let clock = ManualClock::new();
+    let rl = runtime(&format!("{CONFIG}{RULES}"), &clock).await;
+    let app = Router::new()
+        .route("/plain", get(plain).post(plain))
+        .route("/other", get(plain))
+        .layer(rl.layer())
+        .into_service();
+    let post = {
+        let mut r = Request::post("/plain").body(Body::empty()).unwrap();
+        r.extensions_mut().insert(PeerAddr("192.0.2.61:1".parse().unwrap()));
+        r
+    };
+    assert_eq!(header(&send(&app, post).await, "ratelimit-limit"), None);
+    assert_eq!(header(&send(&app, request("/other", "192.0.2.61:1")).await, "ratelimit-limit"), None);
+}
+
+#[tokio::test]
+async fn the_config_layer_limits_any_tower_service() {
+    let clock = ManualClock::new();
+    let rl = runtime(&format!("{CONFIG}{RULES}"), &clock).await;
+    let svc = tower::ServiceBuilder::new().layer(rl.layer()).service(tower::service_fn(|_r: Request<Body>| async {
+        Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Full::new(bytes::Bytes::from_static(b"proxied"))))
+    }));
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let r = svc.clone().oneshot(request("/plain", "192.0.2.70:1")).await.unwrap();
+        statuses.push((r.status().as_u16(), header(&r, "ratelimit-remaining").unwrap()));
+    }
+    assert_eq!(
+        statuses,
+        vec![(200, "2".into()), (200, "1".into()), (200, "0".into()), (429, "0".into())]
+    );
+}
+
+#[tokio::test]
+async fn when_a_rule_and_the_attribute_both_apply_the_tighter_is_reported() {
+    // The rule gives the route 10 at once (premium); the attribute 3.
+    let rule = r#"
+[[rules]]
+name = "outer"
+path = "/{*any}"
+key = "ip"
+resolve = ["profile:premium", "default"]
+"#;
+    let clock = ManualClock::new();
+    let rl = runtime(&format!("{CONFIG}{rule}"), &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let r = send(&app, request("/public", "192.0.2.80:1")).await;
+    assert_eq!(triple(&r), t(200, "3", "2", "1", None));
+    let r = send(&app, request("/plain", "192.0.2.80:1")).await;
+    assert_eq!(triple(&r), t(200, "10", "8", "1", None), "only the rule applies (second request)");
+}
+
+#[tokio::test]
+async fn draft_11_structured_fields_by_config() {
+    let toml = format!("{CONFIG}\n[headers]\nstyle = \"both\"\n");
+    let clock = ManualClock::new();
+    let rl = runtime(&toml, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let r = send(&app, request("/public", "192.0.2.90:1")).await;
+    assert_eq!(header(&r, "ratelimit-policy").as_deref(), Some("\"standard\";q=3;w=3"));
+    assert_eq!(header(&r, "ratelimit").as_deref(), Some("\"standard\";r=2;t=1"));
+    assert_eq!(header(&r, "ratelimit-remaining").as_deref(), Some("2"));
+
+    let toml = format!("{CONFIG}\n[headers]\nstyle = \"none\"\n");
+    let rl = runtime(&toml, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    for _ in 0..3 {
+        let r = send(&app, request("/public", "192.0.2.90:1")).await;
+        assert_eq!(header(&r, "ratelimit-remaining"), None);
+    }
+    let r = send(&app, request("/public", "192.0.2.90:1")).await;
+    assert_eq!((r.status().as_u16(), header(&r, "retry-after").as_deref()), (429, Some("1")));
+}
+
+#[tokio::test]
+async fn header_keys_fall_back_to_the_address() {
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let keyed = |key: Option<&str>| {
+        let mut r = request("/keyed", "192.0.2.100:1");
+        if let Some(k) = key {
+            r.headers_mut().insert("x-api-key", k.parse().unwrap());
+        }
+        r
+    };
+    for _ in 0..3 {
+        assert_eq!(send(&app, keyed(Some("key-a"))).await.status(), 200);
+    }
+    assert_eq!(send(&app, keyed(Some("key-a"))).await.status(), 429);
+    // Another key from the same address has its own bucket; no key: the address's.
+    assert_eq!(send(&app, keyed(Some("key-b"))).await.status(), 200);
+    assert_eq!(triple(&send(&app, keyed(None)).await), t(200, "3", "2", "1", None));
+}
+
+#[tokio::test]
+async fn end_to_end_over_tcp() {
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = router().layer(rl.layer());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .await
+            .unwrap();
+    });
+    let mut answers = Vec::new();
+    for _ in 0..4 {
+        answers.push(raw_get(addr, "/public").await);
+    }
+    server.abort();
+    for (i, a) in answers.iter().enumerate() {
+        let status = if i < 3 { "HTTP/1.1 200" } else { "HTTP/1.1 429" };
+        assert!(a.starts_with(status), "{a}");
+        assert!(a.contains(&format!("ratelimit-remaining: {}\r\n", 2usize.saturating_sub(i))), "{a}");
+    }
+    assert!(answers[3].contains("retry-after: 1\r\n"));
+    assert!(answers[3].contains("application/problem+json"));
+}
+
+async fn raw_get(addr: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+// ---- metrics -------------------------------------------------------------
+
+fn recorder() -> &'static metrics_util::debugging::Snapshotter {
+    static SNAPSHOTTER: OnceLock<metrics_util::debugging::Snapshotter> = OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install().unwrap();
+        snapshotter
+    })
+}
+
+/// A counter's total so far. Snapshots drain the recorder, and tests run in
+/// parallel, so every snapshot is folded into one shared tally.
+fn counter(s: &metrics_util::debugging::Snapshotter, name: &str, route: &str) -> u64 {
+    use metrics_util::debugging::DebugValue;
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static TALLY: Mutex<Option<HashMap<(String, String), u64>>> = Mutex::new(None);
+    let mut tally = TALLY.lock().unwrap();
+    let tally = tally.get_or_insert_with(HashMap::new);
+    for (k, _, _, v) in s.snapshot().into_vec() {
+        if let DebugValue::Counter(n) = v {
+            for l in k.key().labels().filter(|l| l.key() == "route") {
+                *tally.entry((k.key().name().to_owned(), l.value().to_owned())).or_default() += n;
+            }
+        }
+    }
+    tally.get(&(name.to_owned(), route.to_owned())).copied().unwrap_or(0)
+}

@@ -1,0 +1,9 @@
+// A fractional cost.
+use ratelimit::rate_limit;
+
+#[rate_limit(key = ip, resolve = [default], cost = 1.5)]
+async fn handler() -> &'static str {
+    "ok"
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+// `header` without the header name in parentheses.
+use ratelimit::rate_limit;
+
+#[rate_limit(key = header, resolve = [default])]
+async fn handler() -> &'static str {
+    "ok"
+}
+
+fn main() {}

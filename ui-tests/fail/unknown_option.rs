@@ -1,0 +1,9 @@
+// An unknown option: `limit` is not one of `key`, `resolve`, `name`, `cost`, `shadow`.
+use ratelimit::rate_limit;
+
+#[rate_limit(key = ip, resolve = [default], limit = 5)]
+async fn handler() -> &'static str {
+    "ok"
+}
+
+fn main() {}
