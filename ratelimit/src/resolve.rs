@@ -213,14 +213,13 @@ pub struct DefaultProfile;
 impl FinalResolver for DefaultProfile {
     fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
         let route_profile = ctx.config.route(ctx.route).and_then(|r| r.profile.as_deref());
-        route_profile
-            .and_then(|name| ctx.profile(name))
-            .or_else(|| ctx.profile(ctx.config.default_profile()))
-            .unwrap_or(Resolved {
-                // Unreachable with a validated Config; never unlimited anyway.
-                quota: ctx.config.default_quota(),
-                profile: None,
-            })
+        route_profile.and_then(|name| ctx.profile(name)).unwrap_or_else(|| {
+            let p = ctx.config.default_profile_entry();
+            Resolved {
+                quota: p.quota,
+                profile: Some(Arc::clone(&p.name)),
+            }
+        })
     }
 }
 

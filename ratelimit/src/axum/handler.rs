@@ -69,8 +69,10 @@ impl<R> Admit<R> {
     }
 }
 
-/// Decides a request for route `R` with the installed runtime.
-pub(crate) fn admit<R: Rule>(parts: &Parts) -> Result<Outcome, Response> {
+/// Decides a request for route `R` with the installed runtime: the router's
+/// state when it is the `RateLimit` itself, else the one `RateLimitLayer`
+/// installed for the request, else one in the request's extensions.
+pub(crate) fn admit<R: Rule>(parts: &Parts, state: Option<&RateLimit>) -> Result<Outcome, Response> {
     let spec = RouteSpec {
         name: R::NAME,
         id: R::ID,
@@ -88,6 +90,9 @@ pub(crate) fn admit<R: Rule>(parts: &Parts) -> Result<Outcome, Response> {
             Ok(outcome)
         }
     };
+    if let Some(rt) = state {
+        return decide(rt);
+    }
     if let Ok(result) = CURRENT.try_with(decide) {
         return result;
     }
@@ -124,11 +129,23 @@ fn missing_limiter(route: &'static str) -> Response {
         .into_response()
 }
 
-impl<R: Rule, S: Send + Sync> FromRequestParts<S> for Admit<R> {
+impl<R: Rule, S: Send + Sync + 'static> FromRequestParts<S> for Admit<R> {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let mut outcome = admit::<R>(parts)?;
+    // Decides synchronously: the future is only the result (a smaller
+    // handler future, less to move).
+    fn from_request_parts(
+        parts: &mut Parts,
+        state: &S,
+    ) -> impl std::future::Future<Output = Result<Self, Self::Rejection>> + Send {
+        let state = (state as &dyn std::any::Any).downcast_ref::<RateLimit>();
+        std::future::ready(Self::decide(parts, state))
+    }
+}
+
+impl<R: Rule> Admit<R> {
+    fn decide(parts: &mut Parts, state: Option<&RateLimit>) -> Result<Self, Response> {
+        let mut outcome = admit::<R>(parts, state)?;
         // Claims this crate verified are handed to the handler
         // (`Extension<VerifiedClaims>`), so it need not verify again.
         if let Some(claims) = outcome.claims.take() {
@@ -160,7 +177,8 @@ impl<T> Limited<T> {
 impl<T: IntoResponse> IntoResponse for Limited<T> {
     fn into_response(self) -> Response {
         let mut response = self.response.into_response();
-        self.outcome.write_headers(response.headers_mut());
+        // Innermost: no other rule's headers can be here yet.
+        self.outcome.write_headers_over(response.headers_mut());
         response
     }
 }

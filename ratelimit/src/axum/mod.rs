@@ -131,7 +131,7 @@ impl RateLimit {
     /// client's TAT). The store, the verifier and the limit service are
     /// built once and keep their settings.
     pub fn reload(&self, config: Config) {
-        self.inner.config.store(config);
+        self.inner.reload(config);
     }
 
     /// Parses the configuration file at `path` and, if it is valid, swaps it

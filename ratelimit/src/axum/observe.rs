@@ -91,7 +91,36 @@ type Tiers = Vec<(Option<Arc<str>>, Arc<Series>)>;
 /// the first request.
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
-    series: ArcSwap<HashMap<u32, Tiers>>,
+    series: ArcSwap<HashMap<u32, Tiers, RouteIdHasher>>,
+}
+
+/// Route ids are already hashes of the names: use them as they are.
+#[derive(Debug, Default, Clone, Copy)]
+struct RouteIdHasher;
+
+impl std::hash::BuildHasher for RouteIdHasher {
+    type Hasher = RouteIdHash;
+    fn build_hasher(&self) -> RouteIdHash {
+        RouteIdHash(0)
+    }
+}
+
+#[derive(Debug)]
+struct RouteIdHash(u64);
+
+impl std::hash::Hasher for RouteIdHash {
+    fn finish(&self) -> u64 {
+        // Spread the 32-bit id over the high bits hashbrown uses for tags.
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n);
+    }
 }
 
 fn same_tier(a: Option<&Arc<str>>, b: Option<&Arc<str>>) -> bool {

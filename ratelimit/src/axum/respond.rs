@@ -66,9 +66,16 @@ impl Outcome {
     /// reports a tighter limit (fewer remaining) from another rule.
     pub fn write_headers(&self, headers: &mut HeaderMap) {
         let remaining = u64::from(self.decision.remaining());
-        if existing_remaining(headers).is_some_and(|r| r <= remaining) {
+        if existing_remaining(headers, self.style).is_some_and(|r| r <= remaining) {
             return;
         }
+        self.write_headers_over(headers);
+    }
+
+    /// Adds this outcome's rate-limit headers, replacing any there (the
+    /// handler's own response: no other rule has run inside it).
+    pub(crate) fn write_headers_over(&self, headers: &mut HeaderMap) {
+        let remaining = u64::from(self.decision.remaining());
         let reset = ceil_secs(self.decision.reset_after());
         if matches!(self.style, HeaderStyle::Draft06 | HeaderStyle::Both) {
             headers.insert(RATELIMIT_LIMIT.clone(), number(u64::from(self.decision.limit())));
@@ -141,8 +148,9 @@ pub(crate) fn ceil_secs(d: Duration) -> u64 {
 }
 
 /// The remaining count another rule already put on the response.
-fn existing_remaining(headers: &HeaderMap) -> Option<u64> {
-    if let Some(v) = headers.get(&RATELIMIT_REMAINING) {
+fn existing_remaining(headers: &HeaderMap, style: HeaderStyle) -> Option<u64> {
+    if matches!(style, HeaderStyle::Draft06 | HeaderStyle::Both) {
+        let v = headers.get(&RATELIMIT_REMAINING)?;
         return v.to_str().ok()?.trim().parse().ok();
     }
     let v = headers.get(&RATELIMIT)?.to_str().ok()?;

@@ -68,6 +68,9 @@ pub(crate) struct Runtime {
     pub(crate) log_rejected: LogGate,
     pub(crate) log_misconfigured: LogGate,
     pub(crate) log_no_peer: Once,
+    /// Whether the running configuration has `[[rules]]` (so requests skip
+    /// loading it in the layer when it has none).
+    pub(crate) has_rules: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for Runtime {
@@ -130,6 +133,7 @@ impl Runtime {
             limiter.spawn_sweeper(config.store.sweep_interval.max(Duration::from_millis(10)));
         }
         Ok(Runtime {
+            has_rules: std::sync::atomic::AtomicBool::new(!config.rules.is_empty()),
             config: ConfigHandle::new(config),
             limiter,
             header_keys,
@@ -143,6 +147,13 @@ impl Runtime {
         })
     }
 
+    /// Swaps the running configuration.
+    pub(crate) fn reload(&self, config: Config) {
+        let has_rules = !config.rules.is_empty();
+        self.config.store(config);
+        self.has_rules.store(has_rules, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Verified claims of a request: from an upstream authentication layer
     /// ([`VerifiedClaims`] in the extensions), else from the bearer token if
     /// a verifier is configured. Anything unverified is `None`.
@@ -154,16 +165,12 @@ impl Runtime {
     }
 
     fn ip_key(&self, config: &Config, parts: &Parts, route: &str) -> ClientKey {
+        // axum's `ConnectInfo` first: it is what `axum::serve` provides.
         let peer = parts
             .extensions
-            .get::<PeerAddr>()
-            .map(|p| p.0)
-            .or_else(|| {
-                parts
-                    .extensions
-                    .get::<::axum::extract::ConnectInfo<SocketAddr>>()
-                    .map(|c| c.0)
-            });
+            .get::<::axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|c| c.0)
+            .or_else(|| parts.extensions.get::<PeerAddr>().map(|p| p.0));
         let Some(peer) = peer else {
             if self.log_no_peer.first() {
                 tracing::warn!(
@@ -175,12 +182,17 @@ impl Runtime {
             }
             return ClientKey::UnknownPeer;
         };
-        let values = parts
-            .headers
-            .get_all(config.ip.header().name())
-            .iter()
-            .map(http::HeaderValue::as_bytes);
-        let client = config.ip.client_addr(peer.ip(), values);
+        // The forwarded header is looked up only for a trusted proxy.
+        let client = if config.ip.trusts(peer.ip()) {
+            let values = parts
+                .headers
+                .get_all(config.ip.header().header_name())
+                .iter()
+                .map(http::HeaderValue::as_bytes);
+            config.ip.client_addr(peer.ip(), values)
+        } else {
+            config.ip.client_addr(peer.ip(), std::iter::empty())
+        };
         ClientKey::Ip(config.ip.aggregate(client))
     }
 
@@ -230,6 +242,9 @@ impl Runtime {
 
     /// Applies the first `[[rules]]` entry matching the request, if any.
     pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Outcome> {
+        if !self.has_rules.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         let config = self.config.load();
         let rule: &RuleConfig = config
             .rules

@@ -164,6 +164,8 @@ pub struct ServiceConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     default_profile: String,
+    /// The default profile itself, so the common resolution needs no lookup.
+    default: Profile,
     profiles: BTreeMap<String, Profile>,
     routes: BTreeMap<String, RouteConfig>,
     /// Store settings.
@@ -238,6 +240,10 @@ impl Config {
     /// The default profile's name.
     pub fn default_profile(&self) -> &str {
         &self.default_profile
+    }
+
+    pub(crate) fn default_profile_entry(&self) -> &Profile {
+        &self.default
     }
 
     /// The default profile's quota.

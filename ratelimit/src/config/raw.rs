@@ -790,8 +790,12 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
         max_entries: s.max_entries,
     });
 
+    let Some(default) = profiles.get(&default_profile).cloned() else {
+        return Err(ConfigError::new(source, "default profile missing").with_field("default_profile"));
+    };
     Ok(Config {
         default_profile,
+        default,
         profiles,
         routes,
         store: StoreConfig {

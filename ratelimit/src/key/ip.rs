@@ -33,6 +33,16 @@ pub enum ForwardedHeader {
 
 impl ForwardedHeader {
     /// The header's name.
+    /// The header, as a `HeaderName` (no parsing per lookup).
+    pub fn header_name(&self) -> &'static http::HeaderName {
+        static XFF: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
+        match self {
+            ForwardedHeader::XForwardedFor => &XFF,
+            ForwardedHeader::Forwarded => &http::header::FORWARDED,
+        }
+    }
+
+    /// The header's name.
     pub fn name(&self) -> &'static str {
         match self {
             ForwardedHeader::XForwardedFor => "x-forwarded-for",
@@ -144,6 +154,12 @@ impl ClientIpConfig {
     /// The trusted proxy networks.
     pub fn trusted_proxies(&self) -> &[IpNet] {
         &self.trusted
+    }
+
+    /// Whether forwarded headers from `peer` are read at all (it is a
+    /// trusted proxy). Lets callers skip looking the header up.
+    pub(crate) fn trusts(&self, peer: IpAddr) -> bool {
+        !self.trusted.is_empty() && self.is_trusted(normalize(peer))
     }
 
     fn is_trusted(&self, ip: IpAddr) -> bool {

@@ -1,0 +1,246 @@
+#![allow(unsafe_code)] // the counting allocator below; see Cargo.toml
+//! What `#[rate_limit]` adds to a request: the same axum handler with and
+//! without the attribute, and with `tower_governor` on the same route and
+//! quota, through the router in one process. Prints criterion's report, then
+//! an interleaved A/B summary (the VM's speed drifts, so the three run in
+//! alternating blocks) and heap allocations per request, against the
+//! targets of issue 4: at most 1.3x the unannotated time for an allowed
+//! request keyed by `ip`, and no allocation the unannotated handler does not
+//! have.
+//!
+//! `cargo bench --bench http`
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::routing::get;
+use axum::Router;
+use criterion::{criterion_group, Criterion};
+use http::{Request, Response};
+use ratelimit::axum::RateLimit;
+use ratelimit::config::Config;
+use ratelimit::rate_limit;
+use tower::{Service, ServiceExt};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator, counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Never limits within a run: a request takes about a microsecond here, and
+/// the bucket refills every 100 ns, so every request finds it full (the
+/// headers say 100 / 99 / 1, as a realistic profile's would).
+const CONFIG: &str = r#"
+[profiles.bench]
+rate = "10000000/s"
+burst = 100
+"#;
+
+async fn unannotated() -> &'static str {
+    "hello"
+}
+
+#[rate_limit(key = ip, resolve = [default])]
+async fn annotated() -> &'static str {
+    "hello"
+}
+
+type App = axum::routing::RouterIntoService<Body>;
+
+fn request() -> Request<Body> {
+    let mut r = Request::get("/hello").body(Body::empty()).unwrap_or_default();
+    r.extensions_mut()
+        .insert(ConnectInfo(SocketAddr::from(([192, 0, 2, 7], 40000))));
+    r
+}
+
+struct Apps {
+    rt: tokio::runtime::Runtime,
+    plain: App,
+    attribute: App,
+    governor: App,
+    state: App,
+}
+
+fn apps() -> Apps {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let limiter = rt
+        .block_on(RateLimit::from_config(Config::from_toml_str(CONFIG).expect("config")))
+        .expect("runtime");
+    let plain = Router::new().route("/hello", get(unannotated)).into_service();
+    let attribute = Router::new()
+        .route("/hello", get(annotated))
+        .layer(limiter.layer())
+        .into_service();
+    let gov = tower_governor::governor::GovernorConfigBuilder::default()
+        .per_nanosecond(100)
+        .burst_size(100)
+        .finish()
+        .expect("governor config");
+    let governor = Router::new()
+        .route("/hello", get(unannotated))
+        .layer(tower_governor::GovernorLayer::new(gov))
+        .into_service();
+    let state = Router::new().route("/hello", get(annotated)).with_state(limiter.clone()).into_service();
+    Apps {
+        rt,
+        plain,
+        attribute,
+        governor,
+        state,
+    }
+}
+
+fn call(rt: &tokio::runtime::Runtime, app: &mut App) -> Response<Body> {
+    rt.block_on(async {
+        let svc = app.ready().await.unwrap_or_else(|e: Infallible| match e {});
+        svc.call(request()).await.unwrap_or_else(|e: Infallible| match e {})
+    })
+}
+
+fn bench(c: &mut Criterion) {
+    let mut a = apps();
+    assert_eq!(call(&a.rt, &mut a.attribute).status(), 200);
+    assert!(call(&a.rt, &mut a.attribute).headers().contains_key("ratelimit-remaining"));
+    assert_eq!(call(&a.rt, &mut a.governor).status(), 200);
+    let mut g = c.benchmark_group("http");
+    g.bench_function("unannotated", |b| b.iter(|| black_box(call(&a.rt, &mut a.plain))));
+    g.bench_function("rate_limit attribute, RateLimitLayer", |b| {
+        b.iter(|| black_box(call(&a.rt, &mut a.attribute)))
+    });
+    g.bench_function("rate_limit attribute, runtime as state", |b| {
+        b.iter(|| black_box(call(&a.rt, &mut a.state)))
+    });
+    g.bench_function("tower_governor", |b| b.iter(|| black_box(call(&a.rt, &mut a.governor))));
+    g.finish();
+}
+
+/// Median ns per request of each app over alternating blocks, the median
+/// of the per-round ratios to the unannotated app, and heap allocations per
+/// request.
+fn summary() {
+    const ROUNDS: usize = 31;
+    const BLOCK: u32 = 20_000;
+    let mut a = apps();
+    let rt = &a.rt;
+    let mut apps: Vec<(&str, &mut App)> = vec![
+        ("unannotated handler", &mut a.plain),
+        ("#[rate_limit], runtime as router state", &mut a.state),
+        ("#[rate_limit], RateLimitLayer", &mut a.attribute),
+        ("tower_governor layer (no headers)", &mut a.governor),
+    ];
+    let mut times = vec![Vec::new(); apps.len()];
+    let mut ratios = vec![Vec::new(); apps.len()];
+    for _ in 0..ROUNDS {
+        let mut round = Vec::new();
+        for (_, app) in apps.iter_mut() {
+            let start = Instant::now();
+            for _ in 0..BLOCK {
+                black_box(call(rt, app));
+            }
+            round.push(start.elapsed().as_nanos() as f64 / f64::from(BLOCK));
+        }
+        for (i, t) in round.iter().enumerate() {
+            times[i].push(*t);
+            ratios[i].push(t / round[0]);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut allocs = Vec::new();
+    for (_, app) in apps.iter_mut() {
+        const N: u64 = 1000;
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        for _ in 0..N {
+            black_box(call(rt, app));
+        }
+        allocs.push((ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / N as f64);
+    }
+    println!();
+    println!("=== interleaved A/B, {ROUNDS} alternating blocks of {BLOCK} requests (allowed, key = ip) ===");
+    println!("{:<42}{:>12}{:>10}{:>16}", "", "ns/request", "ratio", "allocs/request");
+    for (i, (name, _)) in apps.iter().enumerate() {
+        println!(
+            "{:<42}{:>12.0}{:>9.2}x{:>16.2}",
+            name,
+            median(&mut times[i]),
+            median(&mut ratios[i]),
+            allocs[i]
+        );
+    }
+    let ratio = median(&mut ratios[1]);
+    println!(
+        "target (runtime as state): <= 1.3x unannotated: {} ({ratio:.2}x); no extra allocation: {} ({:+.2} per request)",
+        if ratio <= 1.3 { "met" } else { "NOT met" },
+        if allocs[1] <= allocs[0] { "met" } else { "NOT met" },
+        allocs[1] - allocs[0]
+    );
+    println!(
+        "RateLimitLayer through Router::layer: {:.2}x, {:+.2} allocations (axum boxes each layered route)",
+        median(&mut ratios[2]),
+        allocs[2] - allocs[0]
+    );
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    // `HTTP_BENCH_PROFILE=plain|state|layer`: run one app only (for
+    // valgrind's callgrind or dhat; `HTTP_BENCH_N` requests).
+    if let Ok(which) = std::env::var("HTTP_BENCH_PROFILE") {
+        let mut a = apps();
+        let n: usize = std::env::var("HTTP_BENCH_N").ok().and_then(|n| n.parse().ok()).unwrap_or(2000);
+        for _ in 0..n {
+            if which == "plain" {
+                black_box(call(&a.rt, &mut a.plain));
+            } else if which == "state" {
+                black_box(call(&a.rt, &mut a.state));
+            } else {
+                black_box(call(&a.rt, &mut a.attribute));
+            }
+        }
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    // `cargo bench -- --test` (CI) checks the benches run, without the summary.
+    if !std::env::args().any(|a| a == "--test" || a == "--list") {
+        summary();
+    }
+}
