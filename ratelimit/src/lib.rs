@@ -38,6 +38,83 @@
 //! * **Decisions are values**: a [`Decision`] says allowed or denied and
 //!   carries what the `RateLimit-*` and `Retry-After` headers need.
 //!
+//! # The attribute (feature `axum`)
+//!
+//! ```no_run
+//! use axum::{extract::Path, routing::get, Router};
+//! use ratelimit::{axum::RateLimit, config::Config, rate_limit};
+//! use std::net::SocketAddr;
+//!
+//! // Who is limited: the verified `sub` claim (the address without one).
+//! // How much: the token's tier, else profile "standard", else the default.
+//! #[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default], name = "users.get")]
+//! async fn get_user(Path(id): Path<u64>) -> String {
+//!     format!("user {id}")
+//! }
+//!
+//! #[rate_limit(key = ip, resolve = [default], cost = 5, shadow)]
+//! async fn export() -> &'static str {
+//!     "a costly export, watched before it is enforced"
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let config = Config::from_toml_str(r#"
+//!         default_profile = "anonymous"
+//!         [profiles.anonymous]
+//!         rate = "30/min"
+//!         burst = 5
+//!         [profiles.standard]
+//!         rate = "600/min"
+//!     "#)?;
+//!     let rate_limit = RateLimit::from_config(config).await?;
+//!     let app = Router::new()
+//!         .route("/users/{id}", get(get_user))
+//!         .route("/export", get(export))
+//!         .with_state(rate_limit); // or `.layer(rate_limit.layer())`
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//!     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Grammar, on an `async fn` handler (a free function, not a method):
+//!
+//! ```text
+//! #[rate_limit(key = KEY, resolve = [STEP, ..., default] [, name = "route.name"] [, cost = N] [, shadow])]
+//!
+//! KEY  := ip                      the client address (see [ip] in the config)
+//!       | header("x-api-key")     a header's value, hashed; capped per address
+//!       | jwt_claim("sub")        a verified token's claim (dotted paths: "org.id")
+//! STEP := jwt                     the tier or numbers the verified token carries
+//!       | service                 the limit service of [service] (cached, never awaited)
+//!       | profile("standard")     a named profile of the configuration
+//!       | default                 the route's [routes."name"] profile, else default_profile
+//! ```
+//!
+//! * `key` and `resolve` are required; `resolve` ends with `default`, which
+//!   always answers, and names each step once. A missing key value (no
+//!   claim, no header) falls back to the address: never unlimited.
+//! * `name`: the stable route name for `[routes."name"]` overrides, metrics
+//!   and logs; by default the handler's path (`my_crate::users::get_user`).
+//! * `cost = N` (N >= 1): units of the limit each request uses.
+//! * `shadow`: decide, send headers and count, but never reject.
+//!
+//! Mistakes are compile errors on the offending token, all reported at once
+//! (see `ui-tests/fail/`). The expansion is one zero-sized rule type per
+//! handler (key extractor and resolver chain as concrete types, no dynamic
+//! dispatch, no allocation on the allowed path) and the handler rewritten to
+//! take a hidden first extractor, so the decision runs before any other
+//! extractor and before the body.
+//!
+//! **Where the limiter comes from**: the router's state when it is the
+//! [`RateLimit`](axum::RateLimit) itself (`.with_state(rate_limit)`, the
+//! cheapest), else the [`RateLimitLayer`](axum::RateLimitLayer) on the
+//! router (`.layer(rate_limit.layer())`, which also applies the
+//! configuration's `[[rules]]`), else an `Extension(rate_limit)`. A limited
+//! route with none of them answers **500** and logs the mistake once: it is
+//! never served unlimited. See [`axum`](mod@axum) and `docs/http.md`.
+//!
 //! # Features
 //!
 //! * `tokio`: [`Limiter::spawn_sweeper`], a background task that drops
@@ -45,6 +122,9 @@
 //! * `jwt`: `ratelimit::jwt`, JWT verification with `jsonwebtoken`.
 //! * `service`: `ratelimit::service`, an external limit service over HTTP,
 //!   cached and fetched off the request path.
+//! * `axum` (implies `jwt` and `service`): `#[rate_limit]`, the
+//!   [`RateLimit`](axum::RateLimit) runtime, its `tower::Layer` for
+//!   config-defined rules, headers, logs and metrics.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -75,7 +155,8 @@ pub use limiter::{Limiter, DEFAULT_ROUTE};
 pub use quota::{Quota, QuotaError};
 pub use store::{CellKey, MemoryStore, MemoryStoreBuilder, OverflowPolicy, Placement, Store, StoreConfigError};
 
-/// Rate-limits an async axum handler: see the crate docs' "The attribute".
+/// Rate-limits an async axum handler: see [the crate docs](crate#the-attribute-feature-axum)
+/// for the grammar and an example.
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub use ratelimit_macros::rate_limit;

@@ -6,8 +6,19 @@
 //!
 //! A [`RateLimit`] is the runtime every limited route shares: the limiter
 //! and its store, the running [`Config`] (reloadable), key extraction state,
-//! the JWT verifier and the limit service. Install it on the router as a
-//! layer:
+//! the JWT verifier and the limit service. A `#[rate_limit]` handler finds
+//! it, in this order:
+//!
+//! 1. as the router's state, when the state is the `RateLimit` itself
+//!    (`Router::new()....with_state(rate_limit)`): the cheapest, no
+//!    allocation per request;
+//! 2. installed by [`RateLimit::layer`] on the router (or around it): works
+//!    with any state type, and also applies the configuration's `[[rules]]`;
+//!    axum boxes each layered route, which costs a few allocations per
+//!    request (see `cargo bench --bench http`);
+//! 3. in the request's extensions (`.layer(axum::Extension(rate_limit))`).
+//!
+//! With the layer:
 //!
 //! ```no_run
 //! use axum::{routing::get, Router};
@@ -35,11 +46,11 @@
 //! ```
 //!
 //! [`RateLimit::layer`] makes the runtime available to the handlers beneath
-//! it (as a task-local for the request, which costs no allocation) and
-//! applies the configuration's `[[rules]]` to every request it sees. A
-//! handler can also find the runtime in the request's extensions
-//! (`axum::Extension(rate_limit)`), for stacks where the layer cannot be
-//! used.
+//! it (as a task-local of the request's future, not an extension, whose
+//! insertion would allocate) and applies the configuration's `[[rules]]` to
+//! every request it sees. A service beneath it that moves the request to
+//! another task (a `tower::buffer`) loses the task-local; use the state or an
+//! extension there.
 //!
 //! A `#[rate_limit]` route reached without either answers **500** with a
 //! problem+json body naming the route, logs the misconfiguration once, and

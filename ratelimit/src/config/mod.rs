@@ -20,7 +20,7 @@
 //!     cost = 2
 //! "#).unwrap();
 //! assert_eq!(config.default_quota().burst(), 60);
-//! assert_eq!(config.route("users.get").unwrap().cost, 2);
+//! assert_eq!(config.route("users.get").unwrap().cost, Some(2));
 //! ```
 //!
 //! The full reference is `docs/config.md`.
