@@ -115,7 +115,10 @@ fn apps() -> Apps {
         .route("/hello", get(unannotated))
         .layer(tower_governor::GovernorLayer::new(gov))
         .into_service();
-    let state = Router::new().route("/hello", get(annotated)).with_state(limiter.clone()).into_service();
+    let state = Router::new()
+        .route("/hello", get(annotated))
+        .with_state(limiter.clone())
+        .into_service();
     Apps {
         rt,
         plain,
@@ -135,7 +138,9 @@ fn call(rt: &tokio::runtime::Runtime, app: &mut App) -> Response<Body> {
 fn bench(c: &mut Criterion) {
     let mut a = apps();
     assert_eq!(call(&a.rt, &mut a.attribute).status(), 200);
-    assert!(call(&a.rt, &mut a.attribute).headers().contains_key("ratelimit-remaining"));
+    assert!(call(&a.rt, &mut a.attribute)
+        .headers()
+        .contains_key("ratelimit-remaining"));
     assert_eq!(call(&a.rt, &mut a.governor).status(), 200);
     let mut g = c.benchmark_group("http");
     g.bench_function("unannotated", |b| b.iter(|| black_box(call(&a.rt, &mut a.plain))));
@@ -225,7 +230,10 @@ fn main() {
     // valgrind's callgrind or dhat; `HTTP_BENCH_N` requests).
     if let Ok(which) = std::env::var("HTTP_BENCH_PROFILE") {
         let mut a = apps();
-        let n: usize = std::env::var("HTTP_BENCH_N").ok().and_then(|n| n.parse().ok()).unwrap_or(2000);
+        let n: usize = std::env::var("HTTP_BENCH_N")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(2000);
         for _ in 0..n {
             if which == "plain" {
                 black_box(call(&a.rt, &mut a.plain));

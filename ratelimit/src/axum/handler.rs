@@ -2,6 +2,10 @@
 //! any other extractor or the body, and `Limited` adds the headers to the
 //! handler's own response.
 
+// The extractor's rejection is axum's `Response` (what axum sends); boxing
+// it would add an allocation to every rejection for nothing.
+#![allow(clippy::result_large_err)]
+
 use std::marker::PhantomData;
 
 use axum::extract::FromRequestParts;

@@ -189,7 +189,10 @@ mod tests {
         // Published FNV-1a 64 test vectors.
         assert_eq!(Fnv::new(b"").finish(), 0xcbf2_9ce4_8422_2325);
         assert_eq!(Fnv::new(b"a").finish(), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(Fnv::new(b"claim:").decimal(-42).finish(), Fnv::new(b"claim:-42").finish());
+        assert_eq!(
+            Fnv::new(b"claim:").decimal(-42).finish(),
+            Fnv::new(b"claim:-42").finish()
+        );
         assert_eq!(Fnv::new(b"claim:").decimal(0).finish(), Fnv::new(b"claim:0").finish());
     }
 }

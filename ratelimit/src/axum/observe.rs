@@ -51,7 +51,12 @@ impl LogGate {
         if now_ns >= next
             && self
                 .next_ns
-                .compare_exchange(next, now_ns.saturating_add(EVERY_NS), Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(
+                    next,
+                    now_ns.saturating_add(EVERY_NS),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
                 .is_ok()
         {
             return Some(self.suppressed.swap(0, Ordering::Relaxed));

@@ -102,9 +102,7 @@ impl Runtime {
         jwt: Option<JwtVerifier>,
         sweep: bool,
     ) -> Result<Runtime, SetupError> {
-        let store = config
-            .build_store()
-            .map_err(|e| SetupError(format!("[store]: {e}")))?;
+        let store = config.build_store().map_err(|e| SetupError(format!("[store]: {e}")))?;
         let header_keys = HeaderKey::new("x-unused", config.ip.clone(), config.header_keys, clock.clone())
             .map_err(|e| SetupError(format!("[header_keys]: {e}")))?;
         let jwt = match jwt {
@@ -216,8 +214,7 @@ impl Runtime {
         if cx.claims.is_none() && route.wants_claims {
             cx.claims = self.claims(parts);
         }
-        let mut ctx =
-            ResolveContext::new(&config, route.name, cx.claims.as_ref()).with_service(self.service.as_ref());
+        let mut ctx = ResolveContext::new(&config, route.name, cx.claims.as_ref()).with_service(self.service.as_ref());
         if route.wants_service {
             ctx = ctx.with_client(key.client_id(&cx, &client));
         }
@@ -264,8 +261,8 @@ impl Runtime {
 
     fn observe(&self, route: &RouteSpec<'_>, outcome: &Outcome) {
         let d = &outcome.decision;
-        self.metrics
-            .with(route.id, route.name, outcome.profile.as_ref(), |s| match (d.is_allowed(), outcome.shadow) {
+        self.metrics.with(route.id, route.name, outcome.profile.as_ref(), |s| {
+            match (d.is_allowed(), outcome.shadow) {
                 (true, _) => s.allowed.increment(1),
                 (false, true) => {
                     s.shadow_rejected.increment(1);
@@ -275,7 +272,8 @@ impl Runtime {
                     s.rejected.increment(1);
                     s.retry_after.record(outcome.retry_after_secs() as f64);
                 }
-            });
+            }
+        });
         if d.is_allowed() {
             return;
         }

@@ -35,8 +35,8 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use error::ConfigError;
-pub use rules::{KeySpec, PathPattern, ResolverSpec, RuleConfig};
 pub use reload::ConfigHandle;
+pub use rules::{KeySpec, PathPattern, ResolverSpec, RuleConfig};
 
 use crate::key::ClientIpConfig;
 use crate::store::{MemoryStore, OverflowPolicy};

@@ -11,8 +11,8 @@ use serde::{Deserialize, Deserializer};
 use super::error::{field_at_line, line_col, locate_key};
 use super::rules::{self, PathPattern, ResolverSpec, RuleConfig};
 use super::{
-    Config, ResponseConfig, ConfigError, HeaderStyle, JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig, ServiceConfig,
-    StoreConfig, ENV_PREFIX,
+    Config, ConfigError, HeaderStyle, JwtKeySource, JwtLimits, JwtVerification, Profile, ResponseConfig, RouteConfig,
+    ServiceConfig, StoreConfig, ENV_PREFIX,
 };
 use crate::key::{ClientIpConfig, ForwardedHeader};
 use crate::store::OverflowPolicy;
@@ -763,7 +763,10 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
         for step in &resolve {
             if let ResolverSpec::Profile(p) = step {
                 if !profiles.contains_key(&**p) {
-                    return Err(at("resolve", format!("unknown profile {p:?}; defined profiles: {}", known())));
+                    return Err(at(
+                        "resolve",
+                        format!("unknown profile {p:?}; defined profiles: {}", known()),
+                    ));
                 }
             }
         }
@@ -827,7 +830,11 @@ fn locate_array_key(text: &str, array: &str, index: usize, key: &str) -> Option<
     for (i, l) in text.lines().enumerate() {
         let t = l.trim();
         if t.starts_with('[') {
-            seen = if t.replace(' ', "") == header { Some(seen.map_or(0, |n| n + 1)) } else { seen.map(|n| n + 1000) };
+            seen = if t.replace(' ', "") == header {
+                Some(seen.map_or(0, |n| n + 1))
+            } else {
+                seen.map(|n| n + 1000)
+            };
             continue;
         }
         if seen == Some(index) {

@@ -83,7 +83,11 @@ impl PathPattern {
             return Err(format!("path {text:?} must start with '/'"));
         };
         let mut segments = Vec::new();
-        let parts: Vec<&str> = if rest.is_empty() { Vec::new() } else { rest.split('/').collect() };
+        let parts: Vec<&str> = if rest.is_empty() {
+            Vec::new()
+        } else {
+            rest.split('/').collect()
+        };
         for (i, part) in parts.iter().enumerate() {
             let segment = if let Some(name) = part.strip_prefix("{*").and_then(|p| p.strip_suffix('}')) {
                 if i + 1 != parts.len() {
@@ -197,7 +201,9 @@ pub(crate) fn check_header_name(name: &str) -> Result<(), String> {
         return Err("empty header name".to_owned());
     }
     if let Some(c) = name.chars().find(|c| !is_token_char(*c)) {
-        return Err(format!("header name {name:?} contains {c:?}; header names are letters, digits and !#$%&'*+-.^_`|~"));
+        return Err(format!(
+            "header name {name:?} contains {c:?}; header names are letters, digits and !#$%&'*+-.^_`|~"
+        ));
     }
     Ok(())
 }

@@ -141,7 +141,12 @@ impl<C: Clock> HeaderKey<C> {
         self.extract_after_ip(name, parts, ip_key)
     }
 
-    pub(crate) fn extract_after_ip(&self, name: &HeaderName, parts: &http::request::Parts, ip_key: ClientKey) -> ClientKey {
+    pub(crate) fn extract_after_ip(
+        &self,
+        name: &HeaderName,
+        parts: &http::request::Parts,
+        ip_key: ClientKey,
+    ) -> ClientKey {
         let mut values = parts.headers.get_all(name).iter();
         let (Some(value), None) = (values.next(), values.next()) else {
             return ip_key;
