@@ -90,6 +90,7 @@ struct Apps {
     plain: App,
     attribute: App,
     governor: App,
+    governor_headers: App,
     state: App,
 }
 
@@ -115,6 +116,16 @@ fn apps() -> Apps {
         .route("/hello", get(unannotated))
         .layer(tower_governor::GovernorLayer::new(gov))
         .into_service();
+    let gov_headers = tower_governor::governor::GovernorConfigBuilder::default()
+        .per_nanosecond(100)
+        .burst_size(100)
+        .use_headers()
+        .finish()
+        .expect("governor config");
+    let governor_headers = Router::new()
+        .route("/hello", get(unannotated))
+        .layer(tower_governor::GovernorLayer::new(gov_headers))
+        .into_service();
     let state = Router::new()
         .route("/hello", get(annotated))
         .with_state(limiter.clone())
@@ -124,6 +135,7 @@ fn apps() -> Apps {
         plain,
         attribute,
         governor,
+        governor_headers,
         state,
     }
 }
@@ -142,6 +154,9 @@ fn bench(c: &mut Criterion) {
         .headers()
         .contains_key("ratelimit-remaining"));
     assert_eq!(call(&a.rt, &mut a.governor).status(), 200);
+    assert!(call(&a.rt, &mut a.governor_headers)
+        .headers()
+        .contains_key("x-ratelimit-remaining"));
     let mut g = c.benchmark_group("http");
     g.bench_function("unannotated", |b| b.iter(|| black_box(call(&a.rt, &mut a.plain))));
     g.bench_function("rate_limit attribute, RateLimitLayer", |b| {
@@ -151,6 +166,9 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(call(&a.rt, &mut a.state)))
     });
     g.bench_function("tower_governor", |b| b.iter(|| black_box(call(&a.rt, &mut a.governor))));
+    g.bench_function("tower_governor, use_headers", |b| {
+        b.iter(|| black_box(call(&a.rt, &mut a.governor_headers)))
+    });
     g.finish();
 }
 
@@ -166,7 +184,8 @@ fn summary() {
         ("unannotated handler", &mut a.plain),
         ("#[rate_limit], runtime as router state", &mut a.state),
         ("#[rate_limit], RateLimitLayer", &mut a.attribute),
-        ("tower_governor layer (no headers)", &mut a.governor),
+        ("tower_governor layer, no headers", &mut a.governor),
+        ("tower_governor layer, use_headers()", &mut a.governor_headers),
     ];
     let mut times = vec![Vec::new(); apps.len()];
     let mut ratios = vec![Vec::new(); apps.len()];

@@ -130,6 +130,19 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"0.0.0.0/0\"]\n", Some(4), "ip.trusted_proxies", "trusts every address"),
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"10.0.0.0/8\", \"::/0\"]\n", Some(4), "ip.trusted_proxies", "trusts every address"),
     ("[profiles.a]\nrate = \"10/s\"\nburst = 3\n[routes.x]\ncost = 4\n", Some(5), "routes.x.cost", "above the burst 3"),
+    // [[rules]] for the config-driven layer
+    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"cookie:x\"\nresolve = [\"default\"]\n", Some(6), "rules[0].key", "unknown key \"cookie:x\""),
+    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"x\"\nkey = \"ip\"\nresolve = [\"default\"]\n", Some(5), "rules[0].path", "must start with '/'"),
+    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"default\", \"jwt\"]\n", Some(7), "rules[0].resolve", "must be last"),
+    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"jwt\"]\n", Some(7), "rules[0].resolve", "must end with \"default\""),
+    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"profile:gold\", \"default\"]\n", Some(7), "rules[0].resolve", "unknown profile \"gold\""),
+    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"header:x y\"\nresolve = [\"default\"]\n", Some(6), "rules[0].key", "header name"),
+    ("[profiles.a]\nrate = \"10/s\"\nburst = 2\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"default\"]\ncost = 3\n", Some(9), "rules[0].cost", "above the burst 2"),
+    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"default\"]\nmethods = [\"G T\"]\n", Some(8), "rules[0].methods", "invalid method"),
+    // The second rule's line, with another table between the two.
+    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"default\"]\n[store]\nmax_keys = 10\n[[rules]]\nname = \"s\"\npath = \"/y\"\nkey = \"ip\"\nresolve = [\"nope\", \"default\"]\n", Some(14), "rules[1].resolve", "unknown resolver \"nope\""),
+    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"default\"]\n[[rules]]\nname = \"r\"\npath = \"/y\"\nkey = \"ip\"\nresolve = [\"default\"]\n", Some(9), "rules[1].name", "used twice"),
+    ("[profiles.a]\nrate = \"1/s\"\n[responses]\nproblem_title = \" \"\n", Some(4), "responses.problem_title", "empty"),
 ];
 
 #[test]

@@ -394,6 +394,13 @@ async fn the_config_layer_gives_the_same_results_as_the_attribute() {
         r
     };
     assert_eq!(header(&send(&app, post).await, "ratelimit-limit"), None);
+    // A GET rule covers HEAD, which axum answers with the GET handler.
+    let head = {
+        let mut r = Request::head("/plain").body(Body::empty()).unwrap();
+        r.extensions_mut().insert(PeerAddr("192.0.2.61:1".parse().unwrap()));
+        r
+    };
+    assert_eq!(header(&send(&app, head).await, "ratelimit-limit").as_deref(), Some("3"));
     assert_eq!(
         header(&send(&app, request("/other", "192.0.2.61:1")).await, "ratelimit-limit"),
         None

@@ -186,6 +186,10 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
                 static CHAIN: #chain_ty = #chain_value;
                 &CHAIN
             }
+            fn series() -> &'static ::ratelimit::__private::RouteSeries {
+                static SERIES: ::ratelimit::__private::RouteSeries = ::ratelimit::__private::RouteSeries::new();
+                &SERIES
+            }
         }
 
         #(#attrs)*

@@ -166,6 +166,7 @@ pub use ratelimit_macros::rate_limit;
 #[cfg(feature = "axum")]
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::axum::observe::RouteSeries;
     pub use crate::axum::{Admit, Claim, Header, Ip, Limited, Rule};
     pub use crate::resolve::{Chain, ConfiguredService, DefaultProfile, JwtTier, NamedProfile};
     pub use http::HeaderName;

@@ -12,7 +12,7 @@ use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 
-use super::observe::Once;
+use super::observe::{Once, RouteSeries};
 use super::respond::Outcome;
 use super::runtime::RouteSpec;
 use super::{KeySource, RateLimit};
@@ -48,6 +48,8 @@ pub trait Rule: Send + Sync + 'static {
     fn key() -> &'static Self::Key;
     /// The resolver chain.
     fn chain() -> &'static Self::Chain;
+    /// The route's metric handles (a `static` per route).
+    fn series() -> &'static RouteSeries;
 }
 
 /// Proof that a request was admitted on route `R` (or is on a shadow
@@ -84,6 +86,7 @@ pub(crate) fn admit<R: Rule>(parts: &Parts, state: Option<&RateLimit>) -> Result
         shadow: R::SHADOW,
         wants_claims: R::WANTS_CLAIMS,
         wants_service: R::WANTS_SERVICE,
+        series: Some(R::series()),
     };
     let decide = |rt: &RateLimit| {
         let outcome = rt.inner.decide(parts, &spec, R::key(), R::chain());

@@ -54,8 +54,8 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let (parts, body) = request.into_parts();
-        let outcome = self.rt.inner.decide_rules(&parts);
+        let (mut parts, body) = request.into_parts();
+        let mut outcome = self.rt.inner.decide_rules(&parts);
         if let Some(o) = outcome.as_ref().filter(|o| o.rejects()) {
             let config = self.rt.inner.config.load();
             let rejection = o.rejection(&config.responses);
@@ -64,6 +64,13 @@ where
                     response: Some(rejection),
                 },
             };
+        }
+        // Claims a rule verified are handed on (to a `#[rate_limit]`
+        // handler, or the application), so nothing verifies them twice.
+        if let Some(claims) = outcome.as_mut().and_then(|o| o.claims.take()) {
+            if parts.extensions.get::<crate::resolve::VerifiedClaims>().is_none() {
+                parts.extensions.insert(claims);
+            }
         }
         let future = self.inner.call(Request::from_parts(parts, body));
         ResponseFuture {

@@ -52,7 +52,7 @@
 //! another task (a `tower::buffer`) loses the task-local; use the state or an
 //! extension there.
 //!
-//! A `#[rate_limit]` route reached without either answers **500** with a
+//! A `#[rate_limit]` route reached with none of the three answers **500** with a
 //! problem+json body naming the route, logs the misconfiguration once, and
 //! counts it in `ratelimit_missing_limiter_total`: it is never served
 //! unlimited.
@@ -139,8 +139,10 @@ impl RateLimit {
     /// Replaces the running configuration: profiles, route overrides,
     /// rules, header style and response body take effect for the next
     /// request, and every client keeps its state (a tier change keeps the
-    /// client's TAT). The store, the verifier and the limit service are
-    /// built once and keep their settings.
+    /// client's TAT), and so do `[ip]` (trusted proxies, prefixes). The
+    /// store (`[store]`), header-key tracking (`[header_keys]`), the verifier
+    /// (`[jwt]` keys) and the limit service (`[service]`) are built once and
+    /// keep their settings until restart.
     pub fn reload(&self, config: Config) {
         self.inner.reload(config);
     }

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use metrics::{Counter, Histogram};
@@ -88,6 +88,62 @@ pub(crate) struct Series {
     pub(crate) retry_after: Histogram,
 }
 
+impl Series {
+    fn register(route: &str, tier: String) -> Series {
+        let labels = [("route", route.to_owned()), ("tier", tier)];
+        Series {
+            allowed: metrics::counter!(ALLOWED, &labels),
+            rejected: metrics::counter!(REJECTED, &labels),
+            shadow_rejected: metrics::counter!(SHADOW_REJECTED, &labels),
+            retry_after: metrics::histogram!(RETRY_AFTER, &labels),
+        }
+    }
+}
+
+/// The metric handles of one `#[rate_limit]` route, in a `static` the
+/// attribute generates: a few (tier, handles) slots, each filled once, so
+/// the request path finds its handles with an atomic load or two instead of
+/// a map lookup. Metrics are process-wide (one recorder), so sharing them
+/// between runtimes is right. Tiers beyond the slots use the runtime's map.
+#[derive(Debug)]
+pub struct RouteSeries {
+    slots: [OnceLock<(Option<Arc<str>>, Series)>; 4],
+}
+
+impl RouteSeries {
+    /// An empty cache.
+    #[allow(clippy::new_without_default)] // only ever built in a `static`
+    pub const fn new() -> RouteSeries {
+        RouteSeries {
+            slots: [const { OnceLock::new() }; 4],
+        }
+    }
+
+    pub(crate) fn with(
+        &self,
+        fallback: &Metrics,
+        route_id: u32,
+        route: &str,
+        tier: Option<&Arc<str>>,
+        f: impl FnOnce(&Series),
+    ) {
+        for slot in &self.slots {
+            let (t, s) = match slot.get() {
+                Some(entry) => entry,
+                None => slot.get_or_init(|| {
+                    let label = tier.map_or_else(|| "custom".to_owned(), |t| t.to_string());
+                    (tier.cloned(), Series::register(route, label))
+                }),
+            };
+            if same_tier(t.as_ref(), tier) {
+                f(s);
+                return;
+            }
+        }
+        fallback.with(route_id, route, tier, f);
+    }
+}
+
 type Tiers = Vec<(Option<Arc<str>>, Arc<Series>)>;
 
 /// Registered handles by route id, then tier, so the request path looks a
@@ -97,6 +153,8 @@ type Tiers = Vec<(Option<Arc<str>>, Arc<Series>)>;
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
     series: ArcSwap<HashMap<u32, Tiers, RouteIdHasher>>,
+    /// The series every further (route, tier) shares once the map is full.
+    full: OnceLock<Series>,
 }
 
 /// Route ids are already hashes of the names: use them as they are.
@@ -148,6 +206,13 @@ impl Metrics {
                 }
             }
         }
+        if self.full.get().is_some() {
+            // Past the bound: every new (route, tier) shares one series.
+            if let Some(other) = self.full.get() {
+                f(other);
+            }
+            return;
+        }
         let mut created = None;
         self.series.rcu(|map| {
             let mut map = HashMap::clone(map);
@@ -158,14 +223,10 @@ impl Metrics {
             } else {
                 tier.map_or_else(|| "custom".to_owned(), |t| t.to_string())
             };
-            let labels = [("route", route.to_owned()), ("tier", tier_label)];
-            let s = Arc::new(Series {
-                allowed: metrics::counter!(ALLOWED, &labels),
-                rejected: metrics::counter!(REJECTED, &labels),
-                shadow_rejected: metrics::counter!(SHADOW_REJECTED, &labels),
-                retry_after: metrics::histogram!(RETRY_AFTER, &labels),
-            });
-            if !full {
+            let s = Arc::new(Series::register(route, tier_label));
+            if full {
+                let _ = self.full.set(Series::register("other", "other".to_owned()));
+            } else {
                 let tiers = map.entry(route_id).or_default();
                 if !tiers.iter().any(|(t, _)| same_tier(t.as_ref(), tier)) {
                     tiers.push((tier.cloned(), Arc::clone(&s)));

@@ -153,10 +153,14 @@ fn existing_remaining(headers: &HeaderMap, style: HeaderStyle) -> Option<u64> {
         let v = headers.get(&RATELIMIT_REMAINING)?;
         return v.to_str().ok()?.trim().parse().ok();
     }
+    // `"name";r=..;t=..`: the parameters follow the quoted name, which
+    // may itself contain `;r=`.
     let v = headers.get(&RATELIMIT)?.to_str().ok()?;
-    v.split(';')
+    let params = &v[v.rfind('"').map_or(0, |i| i + 1)..];
+    params
+        .split(';')
         .find_map(|p| p.trim().strip_prefix("r="))
-        .and_then(|r| r.parse().ok())
+        .and_then(|r| r.trim().parse().ok())
 }
 
 /// A header value for a number. Small numbers (the common case) come from a

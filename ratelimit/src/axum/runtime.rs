@@ -10,7 +10,7 @@ use std::time::Duration;
 use http::request::Parts;
 
 use super::keys::{KeyContext, KeySource, RuleKey};
-use super::observe::{LogGate, Metrics, Once};
+use super::observe::{LogGate, Metrics, Once, RouteSeries, Series};
 use super::respond::Outcome;
 use super::rules::RuleChain;
 use crate::config::{Config, ConfigHandle, RuleConfig};
@@ -37,6 +37,9 @@ pub struct RouteSpec<'a> {
     pub wants_claims: bool,
     /// The chain has a `service` step: compute the client id.
     pub wants_service: bool,
+    /// The route's own metric handles (`#[rate_limit]` routes), else the
+    /// runtime's map is used.
+    pub series: Option<&'a RouteSeries>,
 }
 
 /// The cell namespace of a route name (FNV-1a, 32-bit; never 0, which is
@@ -255,25 +258,29 @@ impl Runtime {
             shadow: rule.shadow,
             wants_claims: chain.wants_claims(),
             wants_service: chain.wants_service(),
+            series: None,
         };
         Some(self.decide(parts, &route, &RuleKey(&rule.key), &chain))
     }
 
     fn observe(&self, route: &RouteSpec<'_>, outcome: &Outcome) {
         let d = &outcome.decision;
-        self.metrics.with(route.id, route.name, outcome.profile.as_ref(), |s| {
-            match (d.is_allowed(), outcome.shadow) {
-                (true, _) => s.allowed.increment(1),
-                (false, true) => {
-                    s.shadow_rejected.increment(1);
-                    s.allowed.increment(1);
-                }
-                (false, false) => {
-                    s.rejected.increment(1);
-                    s.retry_after.record(outcome.retry_after_secs() as f64);
-                }
+        let record = |s: &Series| match (d.is_allowed(), outcome.shadow) {
+            (true, _) => s.allowed.increment(1),
+            (false, true) => {
+                s.shadow_rejected.increment(1);
+                s.allowed.increment(1);
             }
-        });
+            (false, false) => {
+                s.rejected.increment(1);
+                s.retry_after.record(outcome.retry_after_secs() as f64);
+            }
+        };
+        let tier = outcome.profile.as_ref();
+        match route.series {
+            Some(cache) => cache.with(&self.metrics, route.id, route.name, tier, record),
+            None => self.metrics.with(route.id, route.name, tier, record),
+        }
         if d.is_allowed() {
             return;
         }

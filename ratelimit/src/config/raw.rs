@@ -771,6 +771,29 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
             }
         }
         let cost = r.cost.unwrap_or(1);
+        // Every profile the chain can name must admit the cost, or every
+        // request would be refused (token and service limits are checked
+        // when they arrive, and logged).
+        let route_profile = routes
+            .get(&r.name)
+            .and_then(|rc: &RouteConfig| rc.profile.clone())
+            .unwrap_or_else(|| default_profile.clone());
+        let named = resolve.iter().filter_map(|step| match step {
+            ResolverSpec::Profile(p) => Some(p.to_string()),
+            ResolverSpec::Default => Some(route_profile.clone()),
+            _ => None,
+        });
+        for name in named {
+            if let Some(p) = profiles.get(&name).filter(|p| cost > p.quota.burst()) {
+                return Err(at(
+                    "cost",
+                    format!(
+                        "cost {cost} is above the burst {} of profile {name:?}: every request would be refused",
+                        p.quota.burst()
+                    ),
+                ));
+            }
+        }
         rules.push(RuleConfig {
             name: std::sync::Arc::from(r.name.as_str()),
             path,
@@ -826,18 +849,20 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
 /// The line and column of `key` in the `index`-th `[[array]]` table.
 fn locate_array_key(text: &str, array: &str, index: usize, key: &str) -> Option<(usize, usize)> {
     let header = format!("[[{array}]]");
-    let mut seen = None;
+    // How many `[[array]]` headers have been seen, and whether the lines
+    // now belong to the last of them (another table header ends it).
+    let mut count = 0usize;
+    let mut inside = false;
     for (i, l) in text.lines().enumerate() {
         let t = l.trim();
         if t.starts_with('[') {
-            seen = if t.replace(' ', "") == header {
-                Some(seen.map_or(0, |n| n + 1))
-            } else {
-                seen.map(|n| n + 1000)
-            };
+            inside = t.replace(' ', "") == header;
+            if inside {
+                count += 1;
+            }
             continue;
         }
-        if seen == Some(index) {
+        if inside && count == index + 1 {
             if let Some((k, _)) = t.split_once('=') {
                 if k.trim() == key {
                     let col = l.chars().count() - l.trim_start().chars().count() + 1;

@@ -27,9 +27,13 @@ pub struct RuleConfig {
 }
 
 impl RuleConfig {
-    /// Whether the rule applies to a request.
+    /// Whether the rule applies to a request. A rule for `GET` also applies
+    /// to `HEAD` (servers answer `HEAD` with the `GET` handler).
     pub fn matches(&self, method: &Method, path: &str) -> bool {
-        (self.methods.is_empty() || self.methods.contains(method)) && self.path.matches(path)
+        let method_ok = self.methods.is_empty()
+            || self.methods.contains(method)
+            || (method == Method::HEAD && self.methods.contains(&Method::GET));
+        method_ok && self.path.matches(path)
     }
 }
 
@@ -90,6 +94,9 @@ impl PathPattern {
         };
         for (i, part) in parts.iter().enumerate() {
             let segment = if let Some(name) = part.strip_prefix("{*").and_then(|p| p.strip_suffix('}')) {
+                if name.is_empty() || name.contains(['{', '}', '*']) {
+                    return Err(format!("path {text:?}: invalid parameter {part:?}"));
+                }
                 if i + 1 != parts.len() {
                     return Err(format!("path {text:?}: {{*{name}}} must be the last segment"));
                 }
@@ -252,6 +259,7 @@ mod tests {
         assert!(PathPattern::parse("/{*a}/b").is_err());
         assert!(PathPattern::parse("/x{id}").is_err());
         assert!(PathPattern::parse("/{}").is_err());
+        assert!(PathPattern::parse("/{*}").is_err());
     }
 
     #[test]
