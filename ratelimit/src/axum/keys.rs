@@ -194,5 +194,11 @@ mod tests {
             Fnv::new(b"claim:-42").finish()
         );
         assert_eq!(Fnv::new(b"claim:").decimal(0).finish(), Fnv::new(b"claim:0").finish());
+        // The ids docs/http.md lists, so a limit service can check its code.
+        assert_eq!(Fnv::new(b"claim:").bytes(b"alice").finish(), 0xd7e4_f80e_e79e_a819);
+        assert_eq!(Fnv::new(b"claim:").decimal(42).finish(), 0x0b3d_6955_e691_baa9);
+        assert_eq!(Fnv::new(b"ip:").bytes(&[192, 0, 2, 1]).finish(), 0x37b8_fda7_ceec_5af3);
+        assert_eq!(Fnv::new(b"header:").bytes(b"key-a").finish(), 0xc86b_3ef2_3b67_6fcb);
+        assert_eq!(Fnv::new(b"unknown").finish(), 0x4988_65c7_bd1f_3959);
     }
 }
