@@ -81,6 +81,9 @@ fn router() -> Router {
 }
 
 async fn runtime(toml: &str, clock: &ManualClock) -> RateLimit {
+    // Metric handles bind to the recorder present at their first use:
+    // install it before any runtime serves a request.
+    recorder();
     RateLimit::builder(Config::from_toml_str(toml).unwrap())
         .clock(clock.clone())
         .jwt_verifier(JwtVerifier::hmac(SECRET, Algorithm::HS256).unwrap())
@@ -217,6 +220,15 @@ async fn cost_and_long_waits_round_retry_after_up() {
     let c = send(&app, request("/heavy", "192.0.2.4:1")).await;
     // 999 ms to go: whole seconds, rounded up.
     assert_eq!(header(&c, "retry-after").as_deref(), Some("1"));
+    // At 1 s the second conforms; a third at once must wait 2 s, and 0.6 s
+    // later still 1.4 s: rounded up to 2.
+    clock.advance(Duration::from_millis(999));
+    assert_eq!(send(&app, request("/heavy", "192.0.2.4:1")).await.status(), 200);
+    let d = send(&app, request("/heavy", "192.0.2.4:1")).await;
+    assert_eq!(header(&d, "retry-after").as_deref(), Some("2"));
+    clock.advance(Duration::from_millis(600));
+    let e = send(&app, request("/heavy", "192.0.2.4:1")).await;
+    assert_eq!(header(&e, "retry-after").as_deref(), Some("2"));
 }
 
 #[tokio::test]
@@ -455,6 +467,76 @@ resolve = ["profile:premium", "default"]
         t(200, "10", "8", "1", None),
         "only the rule applies (second request)"
     );
+}
+
+#[tokio::test]
+async fn a_tighter_rule_replaces_the_attribute_headers() {
+    // The rule allows 2 at once, the attribute 3: the rule's numbers win.
+    let rule = r#"
+[profiles.tight]
+rate = "60/min"
+burst = 2
+
+[[rules]]
+name = "public"
+path = "/public"
+key = "ip"
+resolve = ["profile:tight", "default"]
+"#;
+    for (style, check) in [("draft-06", "ratelimit-remaining"), ("draft-11", "ratelimit")] {
+        let clock = ManualClock::new();
+        let toml = format!(
+            "{CONFIG}{rule}
+[headers]
+style = \"{style}\"
+"
+        );
+        let rl = runtime(&toml, &clock).await;
+        let app = router().layer(rl.layer()).into_service();
+        let r = send(&app, request("/public", "192.0.2.81:1")).await;
+        let value = header(&r, check).unwrap();
+        if style == "draft-06" {
+            assert_eq!(triple(&r), t(200, "2", "1", "1", None));
+        } else {
+            assert_eq!(value, "\"tight\";r=1;t=1");
+            assert_eq!(header(&r, "ratelimit-policy").as_deref(), Some("\"tight\";q=2;w=2"));
+        }
+        // Same name, different buckets: the rule's second request is its
+        // last; the attribute's bucket still has 1 after its second.
+        let r = send(&app, request("/public", "192.0.2.81:1")).await;
+        assert_eq!(r.status(), 200);
+        let r = send(&app, request("/public", "192.0.2.81:1")).await;
+        assert_eq!(r.status(), 429, "the rule's burst of 2 is spent");
+    }
+}
+
+#[tokio::test]
+async fn forwarded_headers_count_only_from_trusted_proxies() {
+    let toml = format!(
+        "{CONFIG}
+[ip]
+trusted_proxies = [\"10.0.0.0/8\"]
+"
+    );
+    let clock = ManualClock::new();
+    let rl = runtime(&toml, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let via = |peer: &str, xff: &str| {
+        let mut r = request("/public", peer);
+        r.headers_mut().insert("x-forwarded-for", xff.parse().unwrap());
+        r
+    };
+    // Through the trusted proxy, each forwarded client has its own bucket.
+    for client in ["203.0.113.1", "203.0.113.2", "203.0.113.3", "203.0.113.4"] {
+        let r = send(&app, via("10.1.1.1:1", client)).await;
+        assert_eq!(header(&r, "ratelimit-remaining").as_deref(), Some("2"), "{client}");
+    }
+    // From an untrusted peer the header is ignored: one bucket, whatever it says.
+    let mut statuses = Vec::new();
+    for client in ["203.0.113.5", "203.0.113.6", "203.0.113.7", "203.0.113.8"] {
+        statuses.push(send(&app, via("198.51.100.9:1", client)).await.status().as_u16());
+    }
+    assert_eq!(statuses, vec![200, 200, 200, 429]);
 }
 
 #[tokio::test]

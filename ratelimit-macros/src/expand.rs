@@ -117,6 +117,10 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
     let steps = args.resolve.as_deref().unwrap_or(&[]);
     let wants_claims = steps.contains(&Step::Jwt);
     let wants_service = steps.contains(&Step::Service);
+    let profiles = steps.iter().filter_map(|s| match s {
+        Step::Profile(name) => Some(name.as_str()),
+        _ => None,
+    });
     // The chain, folded from the right: Chain<A, Chain<B, DefaultProfile>>.
     let mut chain_ty = quote!(::ratelimit::__private::DefaultProfile);
     let mut chain_value = quote!(::ratelimit::__private::DefaultProfile);
@@ -144,38 +148,76 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
         ReturnType::Default => quote!(()),
         ReturnType::Type(_, ty) => quote!(#ty),
     };
-    let arg_names: Vec<_> = (0..sig.inputs.len())
-        .map(|i| format_ident!("__ratelimit_arg{}", i))
+    // Arguments keep their names where they are plain bindings (so other
+    // attributes, like `#[tracing::instrument(skip(db))]`, still find them);
+    // patterns (`Path(id): Path<u64>`) get a hidden name, and the inner
+    // function destructures.
+    let mut outer_inputs = Vec::new();
+    let mut call_args = Vec::new();
+    for (i, input) in sig.inputs.iter().enumerate() {
+        let FnArg::Typed(t) = input else { continue };
+        let cfgs: Vec<_> = t
+            .attrs
+            .iter()
+            .filter(|a| a.path().is_ident("cfg") || a.path().is_ident("cfg_attr"))
+            .collect();
+        let name = match &*t.pat {
+            syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => p.ident.clone(),
+            _ => format_ident!("__ratelimit_arg{}", i),
+        };
+        let ty = &t.ty;
+        outer_inputs.push(quote!(#(#cfgs)* #name: #ty));
+        call_args.push(quote!(#(#cfgs)* #name));
+    }
+    // Type and const parameters are named at the call when they can be
+    // (they may not be inferable from the arguments); `impl Trait` arguments
+    // forbid a turbofish, and there inference has to do.
+    let has_impl_arg = sig.inputs.iter().any(|i| contains_impl(&quote!(#i)));
+    let params: Vec<_> = sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Type(t) => Some(t.ident.clone()),
+            syn::GenericParam::Const(c) => Some(c.ident.clone()),
+            syn::GenericParam::Lifetime(_) => None,
+        })
         .collect();
-    let outer_inputs = sig.inputs.iter().zip(&arg_names).map(|(input, name)| match input {
-        FnArg::Typed(t) => {
-            let ty = &t.ty;
-            quote!(#name: #ty)
-        }
-        FnArg::Receiver(r) => quote!(#r),
-    });
+    let turbofish = if params.is_empty() || has_impl_arg {
+        quote!()
+    } else {
+        quote!(::<#(#params),*>)
+    };
     let lint_attrs = attrs.iter().filter(|a| {
         ["allow", "warn", "deny", "expect", "forbid"]
             .iter()
             .any(|l| a.path().is_ident(l))
     });
+    // A handler compiled out (`#[cfg(test)]`, a feature) takes its rule with it.
+    let cfg_attrs: Vec<_> = attrs
+        .iter()
+        .filter(|a| a.path().is_ident("cfg") || a.path().is_ident("cfg_attr"))
+        .collect();
     let generics = &sig.generics;
     let where_clause = &sig.generics.where_clause;
     let inner_inputs = &sig.inputs;
     let output = &sig.output;
 
     quote! {
+        #(#cfg_attrs)*
         #[doc(hidden)]
         #[allow(non_camel_case_types)]
-        #[derive(Debug, Clone, Copy)]
+        #[derive(::core::fmt::Debug, ::core::clone::Clone, ::core::marker::Copy)]
         #vis struct #rule;
 
+        #(#cfg_attrs)*
         impl ::ratelimit::__private::Rule for #rule {
-            const NAME: &'static str = #route_name;
-            const COST: u32 = #cost;
-            const SHADOW: bool = #shadow;
-            const WANTS_CLAIMS: bool = #wants_claims;
-            const WANTS_SERVICE: bool = #wants_service;
+            const NAME: &'static ::core::primitive::str = #route_name;
+            const COST: ::core::primitive::u32 = #cost;
+            const SHADOW: ::core::primitive::bool = #shadow;
+            const WANTS_CLAIMS: ::core::primitive::bool = #wants_claims;
+            const WANTS_SERVICE: ::core::primitive::bool = #wants_service;
+            const PROFILES: &'static [&'static ::core::primitive::str] = &[#(#profiles),*];
             type Key = #key_ty;
             type Chain = #chain_ty;
             fn key() -> &'static Self::Key {
@@ -199,7 +241,16 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
         ) -> ::ratelimit::__private::Limited<#ret_ty> #where_clause {
             #(#lint_attrs)*
             async fn __ratelimit_handler #generics (#inner_inputs) #output #where_clause #block
-            __ratelimit_admit.finish(__ratelimit_handler(#(#arg_names),*).await)
+            __ratelimit_admit.finish(__ratelimit_handler #turbofish (#(#call_args),*).await)
         }
     }
+}
+
+/// Whether a token stream mentions `impl` (an `impl Trait` argument).
+fn contains_impl(tokens: &TokenStream) -> bool {
+    tokens.clone().into_iter().any(|t| match t {
+        proc_macro2::TokenTree::Ident(i) => i == "impl",
+        proc_macro2::TokenTree::Group(g) => contains_impl(&g.stream()),
+        _ => false,
+    })
 }

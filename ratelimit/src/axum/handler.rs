@@ -40,6 +40,8 @@ pub trait Rule: Send + Sync + 'static {
     const WANTS_CLAIMS: bool;
     /// The chain has a `service` step.
     const WANTS_SERVICE: bool;
+    /// The profiles the chain names (`profile("..")` steps).
+    const PROFILES: &'static [&'static str];
     /// The key source type.
     type Key: KeySource + 'static;
     /// The resolver chain type.
@@ -87,6 +89,7 @@ pub(crate) fn admit<R: Rule>(parts: &Parts, state: Option<&RateLimit>) -> Result
         wants_claims: R::WANTS_CLAIMS,
         wants_service: R::WANTS_SERVICE,
         series: Some(R::series()),
+        profiles: R::PROFILES,
     };
     let decide = |rt: &RateLimit| {
         let outcome = rt.inner.decide(parts, &spec, R::key(), R::chain());

@@ -21,6 +21,8 @@ pub struct KeyContext<'a> {
     pub(crate) ip: ClientKey,
     /// Verified claims found while extracting (for the `jwt` resolver).
     pub(crate) claims: Option<VerifiedClaims>,
+    /// Whether the token was looked at (whatever the result).
+    pub(crate) claims_checked: bool,
 }
 
 /// A way to key requests. Implemented by the types `#[rate_limit(key = ...)]`
@@ -111,6 +113,7 @@ fn header_client_id(name: &HeaderName, cx: &KeyContext<'_>, key: &ClientKey) -> 
 
 fn claim_extract(path: &str, cx: &mut KeyContext<'_>) -> ClientKey {
     let claims = cx.rt.claims(cx.parts);
+    cx.claims_checked = true;
     let hash = claims
         .as_ref()
         .and_then(|c| c.get_key(path).map(|k| cx.rt.claim_hasher.hash_one(k)));

@@ -67,9 +67,18 @@ where
         }
         // Claims a rule verified are handed on (to a `#[rate_limit]`
         // handler, or the application), so nothing verifies them twice.
-        if let Some(claims) = outcome.as_mut().and_then(|o| o.claims.take()) {
-            if parts.extensions.get::<crate::resolve::VerifiedClaims>().is_none() {
-                parts.extensions.insert(claims);
+        if let Some(o) = outcome.as_mut() {
+            let upstream = parts.extensions.get::<crate::resolve::VerifiedClaims>().is_some();
+            match o.claims.take() {
+                Some(claims) if !upstream => {
+                    parts.extensions.insert(claims);
+                }
+                // Looked at and found wanting: say so (a zero-sized marker,
+                // no allocation), so nothing verifies the token again.
+                None if o.claims_checked => {
+                    parts.extensions.insert(super::runtime::NoVerifiedClaims);
+                }
+                _ => {}
             }
         }
         let future = self.inner.call(Request::from_parts(parts, body));

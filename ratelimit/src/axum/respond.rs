@@ -39,6 +39,8 @@ pub struct Outcome {
     pub(crate) style: HeaderStyle,
     /// Claims this crate verified for the request, handed to the handler.
     pub(crate) claims: Option<crate::resolve::VerifiedClaims>,
+    /// Whether the token was looked at for this decision.
+    pub(crate) claims_checked: bool,
 }
 
 impl Outcome {
@@ -150,8 +152,16 @@ pub(crate) fn ceil_secs(d: Duration) -> u64 {
 /// The remaining count another rule already put on the response.
 fn existing_remaining(headers: &HeaderMap, style: HeaderStyle) -> Option<u64> {
     if matches!(style, HeaderStyle::Draft06 | HeaderStyle::Both) {
+        // Only a complete set counts: a lone `RateLimit-Remaining` (from an
+        // upstream, say) must not leave the client without Limit and Reset.
         let v = headers.get(&RATELIMIT_REMAINING)?;
+        if !headers.contains_key(&RATELIMIT_LIMIT) || !headers.contains_key(&RATELIMIT_RESET) {
+            return None;
+        }
         return v.to_str().ok()?.trim().parse().ok();
+    }
+    if !headers.contains_key(&RATELIMIT_POLICY) {
+        return None;
     }
     // `"name";r=..;t=..`: the parameters follow the quoted name, which
     // may itself contain `;r=`.

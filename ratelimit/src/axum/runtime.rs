@@ -20,6 +20,12 @@ use crate::resolve::{FinalResolver, ResolveContext, VerifiedClaims};
 use crate::service::{CacheSettings, HttpLimitService, ServiceCache};
 use crate::{AnyClock, Clock, Denial, Limiter, MemoryStore};
 
+/// Marks a request whose token a rule of the runtime already found
+/// unverifiable (or without claims), so a `#[rate_limit]` handler beneath
+/// does not verify it again. Zero-sized: inserting it does not box.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NoVerifiedClaims;
+
 /// A route as the runtime sees it: its name, cell namespace and defaults
 /// (a `[routes."name"]` section overrides `cost` and `shadow`).
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +46,8 @@ pub struct RouteSpec<'a> {
     /// The route's own metric handles (`#[rate_limit]` routes), else the
     /// runtime's map is used.
     pub series: Option<&'a RouteSeries>,
+    /// The profiles its chain names (checked against the configuration).
+    pub profiles: &'a [&'a str],
 }
 
 /// The cell namespace of a route name (FNV-1a, 32-bit; never 0, which is
@@ -60,6 +68,13 @@ pub const fn route_id(name: &str) -> u32 {
     }
 }
 
+/// The cell namespace of a `[[rules]]` entry: distinct from an attribute
+/// route of the same name, so a request limited by both is charged once in
+/// each.
+pub(crate) fn rule_route_id(name: &str) -> u32 {
+    route_id(name).rotate_left(16) ^ 0x5bd1_e995
+}
+
 pub(crate) struct Runtime {
     pub(crate) config: ConfigHandle,
     pub(crate) limiter: Arc<Limiter<MemoryStore, AnyClock>>,
@@ -71,9 +86,6 @@ pub(crate) struct Runtime {
     pub(crate) log_rejected: LogGate,
     pub(crate) log_misconfigured: LogGate,
     pub(crate) log_no_peer: Once,
-    /// Whether the running configuration has `[[rules]]` (so requests skip
-    /// loading it in the layer when it has none).
-    pub(crate) has_rules: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for Runtime {
@@ -134,7 +146,6 @@ impl Runtime {
             limiter.spawn_sweeper(config.store.sweep_interval.max(Duration::from_millis(10)));
         }
         Ok(Runtime {
-            has_rules: std::sync::atomic::AtomicBool::new(!config.rules.is_empty()),
             config: ConfigHandle::new(config),
             limiter,
             header_keys,
@@ -150,17 +161,20 @@ impl Runtime {
 
     /// Swaps the running configuration.
     pub(crate) fn reload(&self, config: Config) {
-        let has_rules = !config.rules.is_empty();
         self.config.store(config);
-        self.has_rules.store(has_rules, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Verified claims of a request: from an upstream authentication layer
     /// ([`VerifiedClaims`] in the extensions), else from the bearer token if
-    /// a verifier is configured. Anything unverified is `None`.
+    /// a verifier is configured. Anything unverified is `None`, and a
+    /// request a rule of this runtime already found without verified claims
+    /// ([`NoVerifiedClaims`]) is not verified again.
     pub(crate) fn claims(&self, parts: &Parts) -> Option<VerifiedClaims> {
         if let Some(upstream) = parts.extensions.get::<VerifiedClaims>() {
             return Some(upstream.clone());
+        }
+        if parts.extensions.get::<NoVerifiedClaims>().is_some() {
+            return None;
         }
         self.jwt.as_ref()?.verify_request(parts)
     }
@@ -206,16 +220,25 @@ impl Runtime {
         chain: &R,
     ) -> Outcome {
         let config = self.config.load();
+        if let Some(series) = route.series {
+            if series.needs_check(Arc::as_ptr(&config) as usize) {
+                self.check_route(&config, route);
+            }
+        }
         let ip = self.ip_key(&config, parts, route.name);
         let mut cx = KeyContext {
             rt: self,
             parts,
             ip,
             claims: None,
+            claims_checked: false,
         };
         let client = key.extract(&mut cx);
-        if cx.claims.is_none() && route.wants_claims {
+        // Verify at most once per decision: a claim key that found no
+        // (usable) claims leaves the request anonymous for the chain too.
+        if !cx.claims_checked && route.wants_claims {
             cx.claims = self.claims(parts);
+            cx.claims_checked = true;
         }
         let mut ctx = ResolveContext::new(&config, route.name, cx.claims.as_ref()).with_service(self.service.as_ref());
         if route.wants_service {
@@ -234,18 +257,47 @@ impl Runtime {
             profile: resolved.profile,
             shadow,
             style: config.headers,
+            claims_checked: cx.claims_checked,
             claims: cx.claims,
         };
         self.observe(route, &outcome);
         outcome
     }
 
+    /// Warns (once per configuration) about an attribute route whose chain
+    /// has steps that can never answer: a silent fall-through would hide a
+    /// typo or a missing section.
+    fn check_route(&self, config: &Config, route: &RouteSpec<'_>) {
+        for name in route.profiles.iter().filter(|n| config.profile(n).is_none()) {
+            tracing::warn!(
+                target: "ratelimit",
+                route = route.name,
+                profile = *name,
+                "the route's resolve chain names a profile the configuration does not define: the step is skipped"
+            );
+        }
+        if route.wants_claims && config.jwt.is_none() {
+            tracing::warn!(
+                target: "ratelimit",
+                route = route.name,
+                "the route's `jwt` step needs a [jwt] section (claim names and caps): it never answers"
+            );
+        }
+        if route.wants_service && self.service.is_none() {
+            tracing::warn!(
+                target: "ratelimit",
+                route = route.name,
+                "the route's `service` step needs a [service] section: it never answers"
+            );
+        }
+    }
+
     /// Applies the first `[[rules]]` entry matching the request, if any.
     pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Outcome> {
-        if !self.has_rules.load(std::sync::atomic::Ordering::Relaxed) {
+        let config = self.config.load();
+        if config.rules.is_empty() {
             return None;
         }
-        let config = self.config.load();
         let rule: &RuleConfig = config
             .rules
             .iter()
@@ -253,12 +305,13 @@ impl Runtime {
         let chain = RuleChain(&rule.resolve);
         let route = RouteSpec {
             name: &rule.name,
-            id: route_id(&rule.name),
+            id: rule_route_id(&rule.name),
             cost: rule.cost,
             shadow: rule.shadow,
             wants_claims: chain.wants_claims(),
             wants_service: chain.wants_service(),
             series: None,
+            profiles: &[],
         };
         Some(self.decide(parts, &route, &RuleKey(&rule.key), &chain))
     }

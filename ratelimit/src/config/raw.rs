@@ -761,16 +761,30 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
         let key = rules::parse_key(&r.key).map_err(|e| at("key", e))?;
         let resolve = rules::parse_chain(&r.resolve).map_err(|e| at("resolve", e))?;
         for step in &resolve {
-            if let ResolverSpec::Profile(p) = step {
-                if !profiles.contains_key(&**p) {
+            match step {
+                ResolverSpec::Profile(p) if !profiles.contains_key(&**p) => {
                     return Err(at(
                         "resolve",
                         format!("unknown profile {p:?}; defined profiles: {}", known()),
                     ));
                 }
+                ResolverSpec::Jwt if jwt.is_none() => {
+                    return Err(at(
+                        "resolve",
+                        "\"jwt\" needs a [jwt] section (claim names and caps)".to_owned(),
+                    ));
+                }
+                ResolverSpec::Service if raw.service.is_none() => {
+                    return Err(at("resolve", "\"service\" needs a [service] section".to_owned()));
+                }
+                _ => {}
             }
         }
-        let cost = r.cost.unwrap_or(1);
+        // The cost in force: a `[routes."<name>"] cost` replaces the rule's.
+        let cost = routes
+            .get(&r.name)
+            .and_then(|rc: &RouteConfig| rc.cost)
+            .unwrap_or(r.cost.unwrap_or(1));
         // Every profile the chain can name must admit the cost, or every
         // request would be refused (token and service limits are checked
         // when they arrive, and logged).
@@ -800,7 +814,7 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
             methods,
             key,
             resolve,
-            cost,
+            cost: r.cost.unwrap_or(1),
             shadow: r.shadow,
         });
     }

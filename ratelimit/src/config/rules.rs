@@ -87,11 +87,8 @@ impl PathPattern {
             return Err(format!("path {text:?} must start with '/'"));
         };
         let mut segments = Vec::new();
-        let parts: Vec<&str> = if rest.is_empty() {
-            Vec::new()
-        } else {
-            rest.split('/').collect()
-        };
+        // Empty segments are ignored, in patterns as in paths.
+        let parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
         for (i, part) in parts.iter().enumerate() {
             let segment = if let Some(name) = part.strip_prefix("{*").and_then(|p| p.strip_suffix('}')) {
                 if name.is_empty() || name.contains(['{', '}', '*']) {
@@ -126,28 +123,62 @@ impl PathPattern {
         &self.text
     }
 
-    /// Whether `path` (without the query) matches.
+    /// Whether `path` (without the query) matches. Paths are compared the
+    /// way servers commonly resolve them, so a client cannot slip past a
+    /// rule by spelling: empty segments (`//`, a trailing `/`) and `.`
+    /// segments are skipped, and `%XX` escapes are decoded before literal
+    /// segments are compared. Never allocates.
     pub fn matches(&self, path: &str) -> bool {
         let path = path.split('?').next().unwrap_or("");
-        let Some(rest) = path.strip_prefix('/') else {
+        if !path.starts_with('/') {
             return false;
-        };
-        let mut parts = (!rest.is_empty()).then(|| rest.split('/')).into_iter().flatten();
+        }
+        let mut parts = path.split('/').filter(|p| !p.is_empty() && *p != ".");
         for segment in &self.segments {
             match segment {
                 Segment::Rest => return true,
-                Segment::Param => match parts.next() {
-                    Some(p) if !p.is_empty() => {}
-                    _ => return false,
-                },
-                Segment::Literal(l) => {
-                    if parts.next() != Some(l.as_str()) {
+                Segment::Param => {
+                    if parts.next().is_none() {
                         return false;
                     }
                 }
+                Segment::Literal(l) => match parts.next() {
+                    Some(p) if decoded_eq(l, p) => {}
+                    _ => return false,
+                },
             }
         }
         parts.next().is_none()
+    }
+}
+
+/// `raw` (a path segment, percent-encoded) equals `text` once decoded.
+fn decoded_eq(text: &str, raw: &str) -> bool {
+    let (text, raw) = (text.as_bytes(), raw.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while j < raw.len() {
+        let (byte, used) = match raw[j] {
+            b'%' if j + 2 < raw.len() => match (hex(raw[j + 1]), hex(raw[j + 2])) {
+                (Some(h), Some(l)) => (h << 4 | l, 3),
+                _ => (b'%', 1),
+            },
+            b => (b, 1),
+        };
+        if text.get(i) != Some(&byte) {
+            return false;
+        }
+        i += 1;
+        j += used;
+    }
+    i == text.len()
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
     }
 }
 
@@ -244,6 +275,7 @@ mod tests {
         assert!(p("/api/{id}").matches("/api/7"));
         assert!(p("/api/{id}").matches("/api/7?x=1"));
         assert!(!p("/api/{id}").matches("/api/"));
+        assert!(!p("/api/{id}").matches("/api//"));
         assert!(!p("/api/{id}").matches("/api/7/8"));
         assert!(!p("/api/{id}").matches("/api"));
         assert!(p("/static/{*f}").matches("/static/a/b/c"));
@@ -251,10 +283,18 @@ mod tests {
         assert!(p("/static/{*f}").matches("/static/"));
         assert!(!p("/static/{*f}").matches("/statics"));
         assert!(p("/a/b").matches("/a/b"));
-        assert!(!p("/a/b").matches("/a/b/"));
         assert!(!p("/a/b").matches("a/b"));
-        assert!(p("/a/").matches("/a/"));
-        assert!(!p("/a/").matches("/a"));
+        // Spellings a server would resolve to the same path match too.
+        assert!(p("/a/b").matches("/a/b/"));
+        assert!(p("/a/b").matches("//a//b"));
+        assert!(p("/a/b").matches("/a/./b"));
+        assert!(p("/api/login").matches("/api/%6cogin"));
+        assert!(p("/api/login").matches("/api/%6Cogin"));
+        assert!(!p("/api/login").matches("/api/%6"));
+        assert!(!p("/api/login").matches("/api/login%"));
+        assert!(p("/a%b").matches("/a%b"));
+        assert!(p("/a/").matches("/a"));
+        assert!(!p("/a/b").matches("/A/b"));
         assert!(PathPattern::parse("a").is_err());
         assert!(PathPattern::parse("/{*a}/b").is_err());
         assert!(PathPattern::parse("/x{id}").is_err());
