@@ -53,6 +53,10 @@ pub enum Denial {
     /// rather than charge them to the shared overflow bucket
     /// ([`OverflowPolicy::Refuse`](crate::OverflowPolicy::Refuse)).
     StoreFull,
+    /// The key's fleet-wide budget is spent (feature `redis`): the local
+    /// limit would have admitted it, other instances used the rest.
+    /// Nothing was charged locally.
+    FleetLimited,
 }
 
 impl Decision {

@@ -135,6 +135,9 @@ mod clock;
 pub mod config;
 mod decision;
 mod gcra;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod global;
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub mod jwt;

@@ -112,6 +112,12 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         // Start loading the cell before reading the clock: the two overlap.
         self.store.prefetch(cell);
         let now = self.clock.now();
+        self.check_cell_at(cell, quota, cost, now)
+    }
+
+    /// [`check_cell`](Self::check_cell) at a clock reading taken by the
+    /// caller (the fleet gate reads the clock once for both decisions).
+    pub(crate) fn check_cell_at(&self, cell: CellKey, quota: &Quota, cost: u32, now: u64) -> Decision {
         let result = self.store.update(cell, now, |stored| {
             let (decision, write) = gcra::decide(stored, now, quota, cost);
             let write = match write {

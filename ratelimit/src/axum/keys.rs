@@ -2,6 +2,7 @@
 //! `#[rate_limit(key = ...)]` picks one concrete type per route; config
 //! rules use [`RuleKey`], which matches on the configured kind.
 
+use std::hash::Hasher;
 use std::net::IpAddr;
 
 use http::request::Parts;
@@ -31,11 +32,21 @@ pub trait KeySource: Send + Sync {
     /// The key of the request.
     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey;
 
+    /// Writes the key's identity into `h`: a kind tag and the raw value
+    /// (the address bytes, the header value, the claim), the same on every
+    /// instance. Hashed with FNV-1a for the limit service's client id, and
+    /// with the fleet secret for the fleet gate.
+    fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher);
+
     /// A stable identifier of the client for the limit service: FNV-1a
-    /// (64-bit) of a kind tag and the raw value (see `docs/http.md`), the
-    /// same on every instance, so the service can compute it for its
-    /// clients. Only computed for chains that ask the service.
-    fn client_id(&self, cx: &KeyContext<'_>, key: &ClientKey) -> u64;
+    /// (64-bit) of [`write_id`](Self::write_id) (see `docs/http.md`), so the
+    /// service can compute it for its clients. Only computed for chains that
+    /// ask the service.
+    fn client_id(&self, cx: &KeyContext<'_>, key: &ClientKey) -> u64 {
+        let mut f = Fnv::new(b"");
+        self.write_id(cx, key, &mut f);
+        f.finish_id()
+    }
 }
 
 /// `key = ip`.
@@ -56,8 +67,8 @@ impl KeySource for Ip {
     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
         cx.ip
     }
-    fn client_id(&self, _cx: &KeyContext<'_>, key: &ClientKey) -> u64 {
-        ip_id(key)
+    fn write_id(&self, _cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
+        write_ip(key, h);
     }
 }
 
@@ -65,8 +76,8 @@ impl KeySource for Header {
     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
         header_extract(&self.0, cx)
     }
-    fn client_id(&self, cx: &KeyContext<'_>, key: &ClientKey) -> u64 {
-        header_client_id(&self.0, cx, key)
+    fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
+        write_header(&self.0, cx, key, h);
     }
 }
 
@@ -74,8 +85,8 @@ impl<N: AsRef<str> + Send + Sync> KeySource for Claim<N> {
     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
         claim_extract(self.0.as_ref(), cx)
     }
-    fn client_id(&self, cx: &KeyContext<'_>, key: &ClientKey) -> u64 {
-        claim_client_id(self.0.as_ref(), cx, key)
+    fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
+        write_claim(self.0.as_ref(), cx, key, h);
     }
 }
 
@@ -91,11 +102,11 @@ impl KeySource for RuleKey<'_> {
             _ => cx.ip,
         }
     }
-    fn client_id(&self, cx: &KeyContext<'_>, key: &ClientKey) -> u64 {
+    fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
         match self.0 {
-            KeySpec::Header(name) => header_client_id(name, cx, key),
-            KeySpec::JwtClaim(path) => claim_client_id(path, cx, key),
-            _ => ip_id(key),
+            KeySpec::Header(name) => write_header(name, cx, key, h),
+            KeySpec::JwtClaim(path) => write_claim(path, cx, key, h),
+            _ => write_ip(key, h),
         }
     }
 }
@@ -104,10 +115,13 @@ fn header_extract(name: &HeaderName, cx: &mut KeyContext<'_>) -> ClientKey {
     cx.rt.header_keys.extract_after_ip(name, cx.parts, cx.ip)
 }
 
-fn header_client_id(name: &HeaderName, cx: &KeyContext<'_>, key: &ClientKey) -> u64 {
+fn write_header(name: &HeaderName, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
     match (key, cx.parts.headers.get(name)) {
-        (ClientKey::Header(_), Some(v)) => Fnv::new(b"header:").bytes(v.as_bytes().trim_ascii()).finish(),
-        _ => ip_id(key),
+        (ClientKey::Header(_), Some(v)) => {
+            h.write(b"header:");
+            h.write(v.as_bytes().trim_ascii());
+        }
+        _ => write_ip(key, h),
     }
 }
 
@@ -128,21 +142,53 @@ fn claim_extract(path: &str, cx: &mut KeyContext<'_>) -> ClientKey {
     }
 }
 
-fn claim_client_id(path: &str, cx: &KeyContext<'_>, key: &ClientKey) -> u64 {
+fn write_claim(path: &str, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
     let claim = cx.claims.as_ref().and_then(|c| c.get_key(path));
     match (key, claim) {
-        (ClientKey::Claim(_), Some(ClaimKey::Text(t))) => Fnv::new(b"claim:").bytes(t.as_bytes()).finish(),
-        (ClientKey::Claim(_), Some(ClaimKey::Integer(n))) => Fnv::new(b"claim:").decimal(n).finish(),
-        _ => ip_id(key),
+        (ClientKey::Claim(_), Some(ClaimKey::Text(t))) => {
+            h.write(b"claim:");
+            h.write(t.as_bytes());
+        }
+        (ClientKey::Claim(_), Some(ClaimKey::Integer(n))) => {
+            h.write(b"claim:");
+            write_decimal(n, h);
+        }
+        _ => write_ip(key, h),
     }
 }
 
-fn ip_id(key: &ClientKey) -> u64 {
+fn write_ip(key: &ClientKey, h: &mut dyn Hasher) {
     match key {
-        ClientKey::Ip(IpAddr::V4(a)) => Fnv::new(b"ip:").bytes(&a.octets()).finish(),
-        ClientKey::Ip(IpAddr::V6(a)) => Fnv::new(b"ip:").bytes(&a.octets()).finish(),
-        _ => Fnv::new(b"unknown").finish(),
+        ClientKey::Ip(IpAddr::V4(a)) => {
+            h.write(b"ip:");
+            h.write(&a.octets());
+        }
+        ClientKey::Ip(IpAddr::V6(a)) => {
+            h.write(b"ip:");
+            h.write(&a.octets());
+        }
+        _ => h.write(b"unknown"),
     }
+}
+
+fn write_decimal(n: i128, h: &mut dyn Hasher) {
+    let mut buf = [0u8; 40];
+    let mut i = buf.len();
+    let negative = n < 0;
+    let mut m = n.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if negative {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    h.write(&buf[i..]);
 }
 
 /// FNV-1a, 64-bit: simple enough for a limit service in any language to
@@ -151,34 +197,32 @@ struct Fnv(u64);
 
 impl Fnv {
     fn new(tag: &[u8]) -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325).bytes(tag)
+        let mut f = Fnv(0xcbf2_9ce4_8422_2325);
+        f.write(tag);
+        f
     }
+    #[cfg(test)]
     fn bytes(mut self, bytes: &[u8]) -> Fnv {
+        self.write(bytes);
+        self
+    }
+    #[cfg(test)]
+    fn decimal(mut self, n: i128) -> Fnv {
+        write_decimal(n, &mut self);
+        self
+    }
+    fn finish_id(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
-        self
     }
-    fn decimal(self, n: i128) -> Fnv {
-        let mut buf = [0u8; 40];
-        let mut i = buf.len();
-        let negative = n < 0;
-        let mut m = n.unsigned_abs();
-        loop {
-            i -= 1;
-            buf[i] = b'0' + (m % 10) as u8;
-            m /= 10;
-            if m == 0 {
-                break;
-            }
-        }
-        if negative {
-            i -= 1;
-            buf[i] = b'-';
-        }
-        self.bytes(&buf[i..])
-    }
-    fn finish(self) -> u64 {
+    fn finish(&self) -> u64 {
         self.0
     }
 }
@@ -186,11 +230,12 @@ impl Fnv {
 #[cfg(test)]
 mod tests {
     use super::Fnv;
+    use std::hash::Hasher;
 
     #[test]
     fn fnv_reference_values() {
         // Published FNV-1a 64 test vectors.
-        assert_eq!(Fnv::new(b"").finish(), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(Fnv::new(b"").finish_id(), 0xcbf2_9ce4_8422_2325);
         assert_eq!(Fnv::new(b"a").finish(), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(
             Fnv::new(b"claim:").decimal(-42).finish(),

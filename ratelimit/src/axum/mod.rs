@@ -131,6 +131,12 @@ impl RateLimit {
         &self.inner.limiter
     }
 
+    /// The fleet-wide gate, when `[global]` is configured (feature `redis`).
+    #[cfg(feature = "redis")]
+    pub fn gate(&self) -> Option<&crate::global::FleetGate> {
+        self.inner.gate.as_deref()
+    }
+
     /// The running configuration.
     pub fn config(&self) -> Arc<Config> {
         Arc::clone(&*self.inner.config.load())

@@ -122,6 +122,9 @@ impl Outcome {
             Some(Denial::CostExceedsBurst) => {
                 "This request costs more than the limit's burst, so it can never be admitted.".to_owned()
             }
+            Some(Denial::FleetLimited) => {
+                format!("The fleet-wide rate limit for this client is exhausted; retry in {retry} s.")
+            }
             Some(Denial::StoreFull) => {
                 format!("The rate limiter is at capacity for new clients; retry in {retry} s.")
             }

@@ -68,6 +68,52 @@ pub const fn route_id(name: &str) -> u32 {
     }
 }
 
+/// Builds the fleet gate of `[global]` and spawns its sync loop.
+#[cfg(feature = "redis")]
+fn start_gate(g: &crate::config::GlobalConfig, clock: &AnyClock) -> Result<Arc<crate::global::FleetGate>, SetupError> {
+    use crate::global::{FleetGate, GateSettings, RedisSettings, RedisStore};
+    let secret = match (&g.key_secret, &g.key_secret_env) {
+        (Some(s), _) => s.0.clone(),
+        (None, Some(var)) => std::env::var(var)
+            .map_err(|_| {
+                SetupError(format!(
+                    "[global] key_secret_env: the environment variable {var} is not set (the fleet secret: \
+                     at least 16 bytes, the same on every instance)"
+                ))
+            })?
+            .into_bytes(),
+        (None, None) => {
+            return Err(SetupError(
+                "[global] key_secret_env: name the environment variable holding the fleet secret (at least \
+                 16 bytes, the same on every instance; Redis keys are keyed hashes under it)"
+                    .to_owned(),
+            ))
+        }
+    };
+    let settings = GateSettings {
+        window: g.window,
+        sync_interval: g.sync_interval,
+        max_keys: g.max_keys,
+        ..GateSettings::new(&secret)
+    };
+    let gate = Arc::new(FleetGate::new(settings, clock).map_err(|e| SetupError(format!("[global] {e}")))?);
+    let store = RedisStore::new(
+        &g.redis_url,
+        RedisSettings {
+            prefix: g.key_prefix.clone(),
+            cluster: g.cluster,
+            connect_timeout: g.connect_timeout,
+            response_timeout: g.timeout,
+            ..RedisSettings::default()
+        },
+    )
+    .map_err(|e| SetupError(format!("[global] {e}")))?;
+    // A round: a connection attempt at most, then the replies.
+    let round_timeout = g.connect_timeout * 2 + g.timeout;
+    gate.spawn_sync(store, clock.clone(), round_timeout);
+    Ok(gate)
+}
+
 /// The cell namespace of a `[[rules]]` entry: distinct from an attribute
 /// route of the same name, so a request limited by both is charged once in
 /// each.
@@ -86,6 +132,9 @@ pub(crate) struct Runtime {
     pub(crate) log_rejected: LogGate,
     pub(crate) log_misconfigured: LogGate,
     pub(crate) log_no_peer: Once,
+    /// The fleet-wide gate, when `[global]` is configured.
+    #[cfg(feature = "redis")]
+    pub(crate) gate: Option<Arc<crate::global::FleetGate>>,
 }
 
 impl fmt::Debug for Runtime {
@@ -141,6 +190,18 @@ impl Runtime {
                 Some(ServiceCache::new(http, settings).map_err(|e| SetupError(format!("[service]: {e}")))?)
             }
         };
+        #[cfg(feature = "redis")]
+        let gate = match &config.global {
+            Some(g) => Some(start_gate(g, &clock)?),
+            None => None,
+        };
+        #[cfg(not(feature = "redis"))]
+        if config.global.is_some() {
+            return Err(SetupError(
+                "[global] needs the `redis` feature of ratelimit (or remove the section for local-only limiting)"
+                    .to_owned(),
+            ));
+        }
         let limiter = Arc::new(Limiter::new(store, clock));
         if sweep {
             limiter.spawn_sweeper(config.store.sweep_interval.max(Duration::from_millis(10)));
@@ -156,6 +217,8 @@ impl Runtime {
             log_rejected: LogGate::new(),
             log_misconfigured: LogGate::new(),
             log_no_peer: Once::new(),
+            #[cfg(feature = "redis")]
+            gate,
         })
     }
 
@@ -250,6 +313,18 @@ impl Runtime {
         let shadow = overrides.and_then(|r| r.shadow).unwrap_or(route.shadow);
 
         let cell = self.limiter.cell_key(route.id, &client);
+        #[cfg(feature = "redis")]
+        let decision = match &self.gate {
+            Some(gate) => {
+                use std::hash::Hasher;
+                let mut h = gate.hasher().hasher();
+                h.write_u32(route.id);
+                key.write_id(&cx, &client, &mut h);
+                gate.check_id(&self.limiter, route.id, cell, h.finish(), &resolved.quota, cost)
+            }
+            None => self.limiter.check_cell(cell, &resolved.quota, cost),
+        };
+        #[cfg(not(feature = "redis"))]
         let decision = self.limiter.check_cell(cell, &resolved.quota, cost);
         let outcome = Outcome {
             decision,
@@ -360,6 +435,7 @@ impl Runtime {
                         tier = outcome.profile.as_deref().unwrap_or("custom"),
                         shadow = outcome.shadow,
                         store_full = d.denial() == Some(Denial::StoreFull),
+                        fleet = d.denial() == Some(Denial::FleetLimited),
                         retry_after_s = outcome.retry_after_secs(),
                         suppressed,
                         "request over its limit"

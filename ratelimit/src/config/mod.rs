@@ -185,6 +185,47 @@ pub struct Config {
     pub rules: Vec<RuleConfig>,
     /// The body of 429 responses (`[responses]`).
     pub responses: ResponseConfig,
+    /// The fleet-wide gate (`[global]`); `None`: local-only limiting.
+    pub global: Option<GlobalConfig>,
+}
+
+/// `[global]`: the fleet-wide gate reconciled through Redis (feature
+/// `redis`; see `docs/global.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalConfig {
+    /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS
+    /// (feature `redis-tls`); a seed node when `cluster` is set.
+    pub redis_url: String,
+    /// The URL names a node of a Redis Cluster.
+    pub cluster: bool,
+    /// How often each instance reconciles (default 100 ms).
+    pub sync_interval: std::time::Duration,
+    /// The sliding window (default 10 s).
+    pub window: std::time::Duration,
+    /// Prefix of every Redis key (default `rl`).
+    pub key_prefix: String,
+    /// Time for one sync round's replies (default 250 ms).
+    pub timeout: std::time::Duration,
+    /// Time to connect (default 1 s).
+    pub connect_timeout: std::time::Duration,
+    /// Keys tracked per epoch (default 50,000).
+    pub max_keys: usize,
+    /// The environment variable holding the fleet secret (at least 16
+    /// bytes, the same on every instance): Redis keys are keyed hashes of
+    /// client keys under it.
+    pub key_secret_env: Option<String>,
+    /// The fleet secret itself, set in code instead of `key_secret_env`.
+    pub key_secret: Option<FleetSecret>,
+}
+
+/// A secret that never prints.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FleetSecret(pub Vec<u8>);
+
+impl std::fmt::Debug for FleetSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FleetSecret(<redacted>)")
+    }
 }
 
 /// The `application/problem+json` body of a 429 (`[responses]`).

@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer};
 
 use super::error::{field_at_line, line_col, locate_key};
 use super::rules::{self, PathPattern, ResolverSpec, RuleConfig};
+use super::GlobalConfig;
 use super::{
     Config, ConfigError, HeaderStyle, JwtKeySource, JwtLimits, JwtVerification, Profile, ResponseConfig, RouteConfig,
     ServiceConfig, StoreConfig, ENV_PREFIX,
@@ -38,8 +39,49 @@ struct RawConfig {
     header_keys: RawHeaderKeys,
     #[serde(default)]
     rules: Vec<RawRule>,
+    global: Option<RawGlobal>,
     #[serde(default)]
     responses: RawResponses,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGlobal {
+    redis_url: String,
+    #[serde(default)]
+    cluster: bool,
+    #[serde(default = "hundred_ms", deserialize_with = "duration")]
+    sync_interval: Duration,
+    #[serde(default = "ten_seconds", deserialize_with = "duration")]
+    window: Duration,
+    #[serde(default = "default_prefix")]
+    key_prefix: String,
+    #[serde(default = "two_hundred_fifty_ms", deserialize_with = "duration")]
+    timeout: Duration,
+    #[serde(default = "one_second", deserialize_with = "duration")]
+    connect_timeout: Duration,
+    #[serde(default = "fifty_thousand", deserialize_with = "max_keys")]
+    max_keys: usize,
+    key_secret_env: Option<String>,
+}
+
+fn hundred_ms() -> Duration {
+    Duration::from_millis(100)
+}
+fn ten_seconds() -> Duration {
+    Duration::from_secs(10)
+}
+fn two_hundred_fifty_ms() -> Duration {
+    Duration::from_millis(250)
+}
+fn one_second() -> Duration {
+    Duration::from_secs(1)
+}
+fn fifty_thousand() -> usize {
+    50_000
+}
+fn default_prefix() -> String {
+    "rl".to_owned()
 }
 
 #[derive(Deserialize)]
@@ -822,6 +864,59 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
         return Err(located(&["responses"], "problem_title", "empty title".to_owned()));
     }
 
+    let global = match raw.global {
+        None => None,
+        Some(g) => {
+            let at = |key: &str, message: String| located(&["global"], key, message);
+            let scheme_ok = g.redis_url.starts_with("redis://") || g.redis_url.starts_with("rediss://");
+            if !scheme_ok {
+                return Err(at(
+                    "redis_url",
+                    "expected redis://[user:password@]host:port[/db] (or rediss:// for TLS)".to_owned(),
+                ));
+            }
+            if g.window < Duration::from_secs(1) || g.window > Duration::from_secs(3600) {
+                return Err(at("window", "from 1s to 1h".to_owned()));
+            }
+            if g.sync_interval < Duration::from_millis(10) || g.sync_interval * 2 > g.window {
+                return Err(at(
+                    "sync_interval",
+                    format!("from 10ms to half the window ({:?})", g.window / 2),
+                ));
+            }
+            if g.timeout.is_zero() || g.timeout > g.window {
+                return Err(at("timeout", "above zero and at most the window".to_owned()));
+            }
+            if g.connect_timeout.is_zero() {
+                return Err(at("connect_timeout", "above zero".to_owned()));
+            }
+            if g.key_prefix.is_empty() || g.key_prefix.contains(['{', '}', ' ']) {
+                return Err(at(
+                    "key_prefix",
+                    "non-empty, without braces or spaces (keys are hash-tagged)".to_owned(),
+                ));
+            }
+            if g.max_keys > 1 << 26 {
+                return Err(at("max_keys", "at most 67108864".to_owned()));
+            }
+            if g.key_secret_env.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(at("key_secret_env", "empty variable name".to_owned()));
+            }
+            Some(GlobalConfig {
+                redis_url: g.redis_url,
+                cluster: g.cluster,
+                sync_interval: g.sync_interval,
+                window: g.window,
+                key_prefix: g.key_prefix,
+                timeout: g.timeout,
+                connect_timeout: g.connect_timeout,
+                max_keys: g.max_keys,
+                key_secret_env: g.key_secret_env,
+                key_secret: None,
+            })
+        }
+    };
+
     let service = raw.service.map(|s| ServiceConfig {
         url: s.url,
         ttl: s.ttl,
@@ -853,6 +948,7 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
         jwt,
         service,
         rules,
+        global,
         responses: ResponseConfig {
             problem_type: raw.responses.problem_type,
             problem_title: raw.responses.problem_title,

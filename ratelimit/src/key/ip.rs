@@ -158,6 +158,7 @@ impl ClientIpConfig {
 
     /// Whether forwarded headers from `peer` are read at all (it is a
     /// trusted proxy). Lets callers skip looking the header up.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) fn trusts(&self, peer: IpAddr) -> bool {
         !self.trusted.is_empty() && self.is_trusted(normalize(peer))
     }

@@ -1,0 +1,172 @@
+//! The fleet gate's cost: `check` through the gate against the same limiter
+//! without it, interleaved in one run (target: at most 1.5x), and one sync
+//! round for 1k, 10k and 100k active keys against a `redis-server` on
+//! loopback that the bench starts itself.
+//!
+//! `cargo bench --bench global`
+
+#[path = "../tests/support/redis.rs"]
+mod redis_support;
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, Criterion};
+use ratelimit::global::{FleetGate, GateSettings, RedisSettings, RedisStore};
+use ratelimit::{Limiter, MemoryStore, Quota, SystemClock};
+
+const SECRET: &[u8] = b"bench fleet secret of 32 bytes..";
+
+/// Never limits: the gate's arithmetic and table run in full, and always admit.
+fn quota() -> Quota {
+    Quota::per_second(u32::MAX)
+}
+
+fn gate(max_keys: usize) -> (FleetGate, Limiter<MemoryStore, SystemClock>) {
+    let clock = SystemClock::default();
+    let settings = GateSettings {
+        // An hour: no epoch turns during a run (the sync loop is not running
+        // here to prepare the next table).
+        window: Duration::from_secs(3600),
+        sync_interval: Duration::from_millis(100),
+        max_keys,
+        ..GateSettings::new(SECRET)
+    };
+    let gate = FleetGate::new(settings, &clock).unwrap_or_else(|e| panic!("gate: {e}"));
+    (
+        gate,
+        Limiter::new(MemoryStore::with_max_keys(max_keys.max(1024)), clock),
+    )
+}
+
+fn bench(c: &mut Criterion) {
+    let (g, limiter) = gate(20_000);
+    let q = quota();
+    let mut group = c.benchmark_group("global");
+    for (name, keys) in [("1 key", 1u64), ("10k keys", 10_000)] {
+        let mut i = 0u64;
+        group.bench_function(format!("{name}/local only"), |b| {
+            b.iter(|| {
+                i = (i + 1) % keys;
+                black_box(limiter.check_n(&i, &q, 1))
+            })
+        });
+        group.bench_function(format!("{name}/with the fleet gate"), |b| {
+            b.iter(|| {
+                i = (i + 1) % keys;
+                black_box(g.check(&limiter, 0, &i, &q, 1))
+            })
+        });
+    }
+    group.finish();
+}
+
+fn ab() {
+    const ROUNDS: usize = 31;
+    const BLOCK: u64 = 200_000;
+    let (g, limiter) = gate(20_000);
+    let q = quota();
+    println!();
+    println!("=== interleaved A/B, {ROUNDS} alternating blocks of {BLOCK} checks: median ns per check ===");
+    println!(
+        "{:<14}{:>12}{:>16}{:>9}{:>9}",
+        "", "local only", "with the gate", "ratio", "target"
+    );
+    for (name, keys) in [("1 key", 1u64), ("10k keys", 10_000)] {
+        let (mut local, mut gated, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            let start = Instant::now();
+            for i in 0..BLOCK {
+                black_box(limiter.check_n(&(i % keys), &q, 1));
+            }
+            let a = start.elapsed().as_nanos() as f64 / BLOCK as f64;
+            let start = Instant::now();
+            for i in 0..BLOCK {
+                black_box(g.check(&limiter, 0, &(i % keys), &q, 1));
+            }
+            let b = start.elapsed().as_nanos() as f64 / BLOCK as f64;
+            local.push(a);
+            gated.push(b);
+            ratios.push(b / a);
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let ratio = median(&mut ratios);
+        println!(
+            "{:<14}{:>12.1}{:>16.1}{:>8.2}x{:>9}  {}",
+            name,
+            median(&mut local),
+            median(&mut gated),
+            ratio,
+            "<=1.5x",
+            if ratio <= 1.5 { "met" } else { "NOT met" }
+        );
+    }
+}
+
+/// One sync round (push every key's delta, pull every key's totals) against
+/// a loopback Redis.
+fn sync_rounds() {
+    let server = redis_support::RedisServer::start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio: {e}"));
+    let store = RedisStore::new(
+        &server.url(),
+        RedisSettings {
+            response_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            ..RedisSettings::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("store: {e}"));
+    println!();
+    println!("=== one sync round against redis-server on loopback (INCRBY + PEXPIRE + MGET per key, 16 pipelines) ===");
+    println!(
+        "{:<12}{:>14}{:>14}{:>14}",
+        "active keys", "median ms", "min ms", "max ms"
+    );
+    for keys in [1_000u64, 10_000, 100_000] {
+        let (g, limiter) = gate(keys as usize);
+        let clock = SystemClock::default();
+        let q = quota();
+        let mut times = Vec::new();
+        for round in 0..6 {
+            for k in 0..keys {
+                black_box(g.check(&limiter, 0, &k, &q, 1));
+            }
+            let start = Instant::now();
+            let report = rt
+                .block_on(g.sync_once(&store, &clock))
+                .unwrap_or_else(|e| panic!("sync: {e}"));
+            let ms = start.elapsed().as_secs_f64() * 1000.0;
+            assert_eq!(report.keys as u64, keys);
+            if round > 0 {
+                times.push(ms);
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "{:<12}{:>14.1}{:>14.1}{:>14.1}",
+            keys,
+            times[times.len() / 2],
+            times[0],
+            times[times.len() - 1]
+        );
+    }
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    if !std::env::args().any(|a| a == "--test" || a == "--list") {
+        ab();
+        sync_rounds();
+    }
+}

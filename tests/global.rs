@@ -1,0 +1,333 @@
+//! The fleet-wide gate: several instances (separate limiters, gates and
+//! stores) sharing one counter store, driven by a manual clock so every run
+//! is the same; first in memory, then against real `redis-server` processes
+//! (a single server and a 3-master cluster), then faults with the real sync
+//! loop: the server paused, killed and restarted, a key holding garbage.
+
+#[path = "support/redis.rs"]
+mod redis_support;
+
+use std::time::{Duration, Instant};
+
+use ratelimit::global::{FleetGate, GateSettings, GlobalStore, MemoryGlobalStore, RedisSettings, RedisStore};
+use ratelimit::{Limiter, ManualClock, MemoryStore, Quota, SystemClock};
+use redis_support::{RedisCluster, RedisServer};
+
+const SECRET: &[u8] = b"fleet secret for the tests, 32 B";
+const ROUTE: u32 = 7;
+const KEY: &str = "user-42";
+const WINDOW: Duration = Duration::from_secs(10);
+const SYNC: Duration = Duration::from_millis(100);
+
+/// 600/min = 10/s locally, burst 10; fleet budget 100 per 10 s window.
+fn quota() -> Quota {
+    Quota::per_minute(600).with_burst(10)
+}
+
+fn settings() -> GateSettings {
+    GateSettings {
+        window: WINDOW,
+        sync_interval: SYNC,
+        max_keys: 1000,
+        ..GateSettings::new(SECRET)
+    }
+}
+
+/// The documented worst case: budget + (N - 1) * (b + r * S).
+fn bound(n: usize) -> u64 {
+    100 + (n as u64 - 1) * (10 + 1)
+}
+
+struct Fleet<G> {
+    clock: ManualClock,
+    instances: Vec<(Limiter<MemoryStore, ManualClock>, FleetGate, G)>,
+}
+
+impl<G: GlobalStore> Fleet<G> {
+    fn new(stores: Vec<G>) -> Self {
+        let clock = ManualClock::new();
+        let instances = stores
+            .into_iter()
+            .map(|store| {
+                let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+                let gate = FleetGate::new(settings(), &clock).unwrap();
+                (limiter, gate, store)
+            })
+            .collect();
+        Fleet { clock, instances }
+    }
+
+    /// Runs `seconds` of traffic: each instance offers `rate` requests per
+    /// second on one key (evenly, phases staggered) and syncs every 100 ms
+    /// (staggered). Returns the admission times, in 10 ms steps.
+    async fn run(&self, seconds: u64, rate: f64, key: &str) -> Vec<u64> {
+        const STEP_MS: u64 = 10;
+        let steps = seconds * 1000 / STEP_MS;
+        let n = self.instances.len();
+        let mut credit: Vec<f64> = (0..n).map(|i| i as f64 / n as f64).collect();
+        let mut admitted = Vec::new();
+        for step in 0..steps {
+            self.clock.advance(Duration::from_millis(STEP_MS));
+            for (i, (limiter, gate, store)) in self.instances.iter().enumerate() {
+                credit[i] += rate * STEP_MS as f64 / 1000.0;
+                while credit[i] >= 1.0 {
+                    credit[i] -= 1.0;
+                    if gate.check(limiter, ROUTE, key, &quota(), 1).is_allowed() {
+                        admitted.push(step);
+                    }
+                }
+                let phase = (i as u64 * 10 / n as u64) % 10;
+                if step % 10 == phase {
+                    gate.sync_once(store, &self.clock).await.unwrap();
+                }
+            }
+        }
+        admitted
+    }
+}
+
+/// The most admitted in any window of 10 s (sliding by 10 ms steps), after
+/// the first window.
+fn max_per_window(admitted: &[u64], steps: u64) -> u64 {
+    let w = 1000; // 10 s in 10 ms steps
+    (w..=steps)
+        .map(|end| admitted.iter().filter(|&&t| t >= end - w && t < end).count() as u64)
+        .max()
+        .unwrap_or(0)
+}
+
+async fn fleet_holds<G: GlobalStore>(stores: Vec<G>) -> u64 {
+    let n = stores.len();
+    let fleet = Fleet::new(stores);
+    // Together 2x the budget: 20/s against 100 per 10 s.
+    let admitted = fleet.run(40, 20.0 / n as f64, KEY).await;
+    let worst = max_per_window(&admitted, 4000);
+    assert!(
+        worst <= bound(n),
+        "{n} instances admitted {worst} in a window; bound {}",
+        bound(n)
+    );
+    // And the fleet is not starved either.
+    assert!(worst >= 90, "{n} instances admitted only {worst} in the busiest window");
+    worst
+}
+
+async fn lone_instance_gets_the_budget<G: GlobalStore>(store: G) -> u64 {
+    let fleet = Fleet::new(vec![store]);
+    let admitted = fleet.run(40, 20.0, "user-lone").await;
+    // Every full window after the first: at least 90% of the budget.
+    let w = 1000;
+    let least = (w..=4000)
+        .step_by(100)
+        .map(|end| admitted.iter().filter(|&&t| t >= end - w && t < end).count() as u64)
+        .min()
+        .unwrap_or(0);
+    assert!(least >= 90, "a lone instance got only {least} of 100 in a window");
+    least
+}
+
+#[tokio::test]
+async fn in_memory_four_instances_stay_within_the_bound_and_one_gets_its_budget() {
+    let store = MemoryGlobalStore::new();
+    let worst = fleet_holds(vec![store.clone(), store.clone(), store.clone(), store.clone()]).await;
+    let least = lone_instance_gets_the_budget(MemoryGlobalStore::new()).await;
+    println!(
+        "in memory: 4 instances, busiest window {worst} (bound {}); lone instance, leanest window {least}",
+        bound(4)
+    );
+}
+
+#[tokio::test]
+async fn eight_instances_in_memory() {
+    let store = MemoryGlobalStore::new();
+    fleet_holds(vec![store; 8]).await;
+}
+
+fn redis_store(url: &str, cluster: bool) -> RedisStore {
+    RedisStore::new(
+        url,
+        RedisSettings {
+            cluster,
+            prefix: "rl".to_owned(),
+            ..RedisSettings::default()
+        },
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_four_instances_stay_within_the_bound_and_keys_are_clean() {
+    let server = RedisServer::start();
+    let stores = (0..4).map(|_| redis_store(&server.url(), false)).collect();
+    let worst = fleet_holds(stores).await;
+    let least = lone_instance_gets_the_budget(redis_store(&server.url(), false)).await;
+    println!(
+        "redis: 4 instances, busiest window {worst} (bound {}); lone instance {least}",
+        bound(4)
+    );
+    hygiene(&server.keys(), |k| {
+        server.cli(&["PTTL", k]).trim().parse().unwrap_or(-3)
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_four_instances_stay_within_the_bound() {
+    let cluster = RedisCluster::start();
+    let stores = (0..4).map(|_| redis_store(&cluster.url(), true)).collect();
+    let worst = fleet_holds(stores).await;
+    println!(
+        "redis cluster: 4 instances, busiest window {worst} (bound {})",
+        bound(4)
+    );
+    let keys = cluster.keys();
+    hygiene(&keys, |k| cluster.ttl(k));
+    // Keys of one key shard share a hash tag, so a pipeline never crosses slots.
+    assert!(keys.iter().all(|k| k.starts_with("{rl:")));
+}
+
+/// No key holds a raw client value; every key has a TTL; the shape is
+/// `{prefix:route:shard}:fleet-id:epoch`.
+fn hygiene(keys: &[String], ttl_ms: impl Fn(&str) -> i64) {
+    assert!(!keys.is_empty(), "the fleet test wrote no keys");
+    for k in keys {
+        assert!(!k.contains(KEY) && !k.contains("user"), "raw client value in {k}");
+        assert!(k.starts_with(&format!("{{rl:{ROUTE:08x}:")), "unexpected key {k}");
+        let ttl = ttl_ms(k);
+        assert!(ttl > 0, "key {k} has no TTL ({ttl})");
+        assert!(ttl <= 30_000, "key {k} lives {ttl} ms, more than 3 windows");
+    }
+}
+
+/// A gate with the real sync loop and the system clock, on a 2 s window.
+fn live_gate(url: &str) -> (std::sync::Arc<FleetGate>, Limiter<MemoryStore, SystemClock>) {
+    let clock = SystemClock::default();
+    let settings = GateSettings {
+        window: Duration::from_secs(2),
+        sync_interval: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+        ..settings()
+    };
+    let gate = std::sync::Arc::new(FleetGate::new(settings, &clock).unwrap());
+    let store = RedisStore::new(
+        url,
+        RedisSettings {
+            response_timeout: Duration::from_millis(100),
+            connect_timeout: Duration::from_millis(200),
+            ..RedisSettings::default()
+        },
+    )
+    .unwrap();
+    gate.spawn_sync(store, clock.clone(), Duration::from_millis(300));
+    (gate, Limiter::new(MemoryStore::default(), clock))
+}
+
+async fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Requests are decided at once whatever Redis does: the slowest of 200.
+fn slowest_decision(gate: &FleetGate, limiter: &Limiter<MemoryStore, SystemClock>) -> Duration {
+    let q = Quota::per_second(1000);
+    (0..200)
+        .map(|i| {
+            let start = Instant::now();
+            let _ = gate.check(limiter, ROUTE, &i, &q, 1);
+            start.elapsed()
+        })
+        .max()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_redis_degrades_to_local_and_recovers() {
+    let server = RedisServer::start();
+    let (gate, limiter) = live_gate(&server.url());
+    wait_for("first successful round", Duration::from_secs(5), || {
+        gate.status().rounds >= 2
+    })
+    .await;
+    assert!(!gate.status().degraded);
+
+    server.pause();
+    wait_for("the gate notices", Duration::from_secs(5), || gate.status().degraded).await;
+    // Still deciding, locally and at once, while Redis is frozen for many
+    // sync intervals.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(600) {
+        assert!(slowest_decision(&gate, &limiter) < Duration::from_millis(20));
+        assert!(gate
+            .check(&limiter, ROUTE, "during", &Quota::per_second(1000), 1)
+            .is_allowed());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gate.status().degraded);
+    let failures = gate.status().failures;
+    assert!(failures >= 1);
+
+    server.resume();
+    wait_for("recovery after SIGCONT", Duration::from_secs(10), || {
+        !gate.status().degraded
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_redis_degrades_to_local_and_a_restart_recovers() {
+    let mut server = RedisServer::start();
+    let (gate, limiter) = live_gate(&server.url());
+    wait_for("first successful round", Duration::from_secs(5), || {
+        gate.status().rounds >= 2
+    })
+    .await;
+    assert!(gate.check(&limiter, ROUTE, KEY, &quota(), 1).is_allowed());
+
+    server.kill();
+    wait_for("the gate notices", Duration::from_secs(5), || gate.status().degraded).await;
+    assert!(slowest_decision(&gate, &limiter) < Duration::from_millis(20));
+    assert!(gate.check(&limiter, ROUTE, "while-down", &quota(), 1).is_allowed());
+
+    server.restart();
+    wait_for("recovery after restart", Duration::from_secs(15), || {
+        !gate.status().degraded
+    })
+    .await;
+    // Deltas from during the outage reach the new server.
+    wait_for("keys written again", Duration::from_secs(5), || {
+        !server.keys().is_empty()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
+    let server = RedisServer::start();
+    let store = redis_store(&server.url(), false);
+    let clock = ManualClock::new();
+    let gate = FleetGate::new(settings(), &clock).unwrap();
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let q = quota();
+    assert!(gate.check(&limiter, ROUTE, "good", &q, 1).is_allowed());
+    assert!(gate.check(&limiter, ROUTE, KEY, &q, 1).is_allowed());
+    gate.sync_once(&store, &clock).await.unwrap();
+
+    // Someone writes garbage into this key's counter.
+    let epoch = ratelimit::window::SlidingWindow::new(WINDOW)
+        .unwrap()
+        .epoch(ratelimit::Clock::wall_nanos(&clock));
+    let bad = store.key(ROUTE, gate.fleet_id(ROUTE, KEY), epoch);
+    assert_eq!(server.cli(&["SET", &bad, "not a number"]).trim(), "OK");
+
+    assert!(gate.check(&limiter, ROUTE, KEY, &q, 1).is_allowed());
+    assert!(gate.check(&limiter, ROUTE, "good", &q, 1).is_allowed());
+    let report = gate.sync_once(&store, &clock).await.expect("the round still succeeds");
+    assert!(report.bad_values >= 1, "{report:?}");
+    assert_eq!(report.pushed, 1, "the good key's delta went through: {report:?}");
+    assert!(!gate.status().degraded);
+    // The bad key is not left without a TTL.
+    let ttl: i64 = server.cli(&["PTTL", &bad]).trim().parse().unwrap();
+    assert!(ttl > 0, "garbage key without TTL");
+}
