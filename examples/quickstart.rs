@@ -13,6 +13,11 @@
 //!
 //! Tokens are verified with the secret in `QUICKSTART_JWT_SECRET`
 //! (default: `quickstart-demo-secret-change-me`).
+//!
+//! `--redis redis://127.0.0.1:6379/` turns on the fleet-wide gate: start two
+//! instances on two ports against one Redis and the limits hold for the
+//! pair (see the README). Fleet ids are keyed with `QUICKSTART_FLEET_SECRET`
+//! (a demo default otherwise).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -75,12 +80,14 @@ fn mint(sub: &str, tier: Option<&str>) -> Result<String, String> {
 struct Options {
     addr: SocketAddr,
     config: PathBuf,
+    redis: Option<String>,
 }
 
 fn options() -> Result<Options, String> {
     let mut opts = Options {
         addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
         config: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart.toml")),
+        redis: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -88,8 +95,9 @@ fn options() -> Result<Options, String> {
         match arg.as_str() {
             "--addr" => opts.addr = value("--addr")?.parse().map_err(|e| format!("--addr: {e}"))?,
             "--config" => opts.config = PathBuf::from(value("--config")?),
+            "--redis" => opts.redis = Some(value("--redis")?),
             "-h" | "--help" => {
-                println!("usage: quickstart [--addr HOST:PORT] [--config FILE]");
+                println!("usage: quickstart [--addr HOST:PORT] [--config FILE] [--redis redis://HOST:PORT/]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -111,7 +119,24 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     let opts = options()?;
-    let config = Config::from_file(&opts.config)?;
+    let mut config = Config::from_file(&opts.config)?;
+    if let Some(url) = &opts.redis {
+        // The same as a [global] section in the file.
+        let secret =
+            std::env::var("QUICKSTART_FLEET_SECRET").unwrap_or_else(|_| "quickstart-fleet-secret-change-me".to_owned());
+        config.global = Some(ratelimit::config::GlobalConfig {
+            redis_url: url.clone(),
+            cluster: false,
+            sync_interval: std::time::Duration::from_millis(100),
+            window: std::time::Duration::from_secs(10),
+            key_prefix: "quickstart".to_owned(),
+            timeout: std::time::Duration::from_millis(250),
+            connect_timeout: std::time::Duration::from_secs(1),
+            max_keys: 50_000,
+            key_secret_env: None,
+            key_secret: Some(ratelimit::config::FleetSecret(secret.into_bytes())),
+        });
+    }
     let verifier = JwtVerifier::hmac(secret().as_bytes(), Algorithm::HS256)?;
     let rate_limit = RateLimit::builder(config).jwt_verifier(verifier).build().await?;
 

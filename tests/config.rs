@@ -143,6 +143,13 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"default\"]\n[store]\nmax_keys = 10\n[[rules]]\nname = \"s\"\npath = \"/y\"\nkey = \"ip\"\nresolve = [\"nope\", \"default\"]\n", Some(14), "rules[1].resolve", "unknown resolver \"nope\""),
     ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"default\"]\n[[rules]]\nname = \"r\"\npath = \"/y\"\nkey = \"ip\"\nresolve = [\"default\"]\n", Some(9), "rules[1].name", "used twice"),
     ("[profiles.a]\nrate = \"1/s\"\n[responses]\nproblem_title = \" \"\n", Some(4), "responses.problem_title", "empty"),
+    // [global]: the fleet gate
+    ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"http://x\"\nkey_secret_env = \"S\"\n", Some(4), "global.redis_url", "expected redis://"),
+    ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"redis://x\"\nwindow = \"500ms\"\n", Some(5), "global.window", "from 1s to 1h"),
+    ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"redis://x\"\nsync_interval = \"6s\"\n", Some(5), "global.sync_interval", "half the window"),
+    ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"redis://x\"\nkey_prefix = \"{x}\"\n", Some(5), "global.key_prefix", "without braces"),
+    ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"redis://x\"\ntimeout = \"0ms\"\n", Some(5), "global.timeout", "longer than zero"),
+    ("[profiles.a]\nrate = \"1/s\"\n[global]\nwindow = \"10s\"\n", Some(3), "global", "missing field `redis_url`"),
 ];
 
 #[test]

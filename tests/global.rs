@@ -331,3 +331,112 @@ async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
     let ttl: i64 = server.cli(&["PTTL", &bad]).trim().parse().unwrap();
     assert!(ttl > 0, "garbage key without TTL");
 }
+
+// ---- through the HTTP runtime: `[global]` in the configuration -------------
+
+mod over_http {
+    use super::*;
+    use axum::body::Body;
+    use axum::routing::get;
+    use axum::Router;
+    use http_body_util::BodyExt;
+    use ratelimit::axum::RateLimit;
+    use ratelimit::config::{Config, FleetSecret};
+    use ratelimit::key::PeerAddr;
+    use ratelimit::rate_limit;
+    use tower::ServiceExt;
+
+    #[rate_limit(key = ip, resolve = [default], name = "fleet")]
+    async fn fleet() -> &'static str {
+        "ok"
+    }
+
+    async fn instance(url: &str, clock: &ManualClock) -> (RateLimit, axum::routing::RouterIntoService<Body>) {
+        // 60/min: a fleet budget of 10 per 10 s window; burst 100 locally,
+        // so only the fleet limit binds.
+        let toml = format!(
+            "[profiles.standard]\nrate = \"60/min\"\nburst = 100\n[global]\nredis_url = \"{url}\"\nsync_interval = \"50ms\"\nwindow = \"10s\"\n"
+        );
+        let mut config = Config::from_toml_str(&toml).unwrap();
+        if let Some(g) = config.global.as_mut() {
+            g.key_secret = Some(FleetSecret(SECRET.to_vec()));
+        }
+        let rl = RateLimit::builder(config).clock(clock.clone()).build().await.unwrap();
+        let app = Router::new()
+            .route("/fleet", get(fleet))
+            .with_state(rl.clone())
+            .into_service();
+        (rl, app)
+    }
+
+    fn request() -> ::http::Request<Body> {
+        let mut r = ::http::Request::get("/fleet").body(Body::empty()).unwrap();
+        r.extensions_mut().insert(PeerAddr("192.0.2.77:1".parse().unwrap()));
+        r
+    }
+
+    async fn rounds_after(rl: &RateLimit, at_least: u64) {
+        let gate = rl.gate().expect("[global] builds a gate");
+        let start = Instant::now();
+        while gate.status().rounds < at_least {
+            assert!(start.elapsed() < Duration::from_secs(5), "no sync round");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_instances_share_one_fleet_budget() {
+        let server = RedisServer::start();
+        let clock = ManualClock::new();
+        let (a, app_a) = instance(&server.url(), &clock).await;
+        let (b, app_b) = instance(&server.url(), &clock).await;
+
+        let mut statuses = Vec::new();
+        for _ in 0..11 {
+            statuses.push(app_a.clone().oneshot(request()).await.unwrap().status().as_u16());
+        }
+        assert_eq!(
+            statuses,
+            [vec![200; 10], vec![429]].concat(),
+            "instance A alone: the fleet budget of 10"
+        );
+        let r = app_a.clone().oneshot(request()).await.unwrap();
+        assert_eq!(r.status(), 429);
+        assert!(r.headers().contains_key("retry-after"));
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        assert!(
+            String::from_utf8_lossy(&body).contains("fleet-wide"),
+            "a fleet rejection says so"
+        );
+
+        // A pushes its 10; B, which has not seen the key yet, admits one
+        // (the overshoot the model allows), then learns the fleet total.
+        let seen = a.gate().unwrap().status().rounds;
+        rounds_after(&a, seen + 2).await;
+        assert_eq!(app_b.clone().oneshot(request()).await.unwrap().status(), 200);
+        let seen = b.gate().unwrap().status().rounds;
+        rounds_after(&b, seen + 2).await;
+        assert_eq!(app_b.clone().oneshot(request()).await.unwrap().status(), 429);
+        assert!(!server.keys().is_empty());
+        assert!(
+            server.keys().iter().all(|k| !k.contains("192.0.2.77")),
+            "no raw address in Redis"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_fleet_secret_is_refused_at_startup() {
+        let toml = "[profiles.standard]\nrate = \"60/min\"\n[global]\nredis_url = \"redis://127.0.0.1:1/\"\nkey_secret_env = \"RATELIMIT_TEST_SECRET_THAT_IS_NOT_SET\"\n";
+        let err = RateLimit::from_config(Config::from_toml_str(toml).unwrap())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("RATELIMIT_TEST_SECRET_THAT_IS_NOT_SET"),
+            "{err}"
+        );
+        // Redis being down at startup is not an error: the gate starts local-only.
+        let mut config = Config::from_toml_str(toml).unwrap();
+        config.global.as_mut().unwrap().key_secret = Some(FleetSecret(SECRET.to_vec()));
+        assert!(RateLimit::from_config(config).await.is_ok());
+    }
+}
