@@ -518,13 +518,18 @@ criterion_group! {
     targets = clocks, single_thread, two_threads
 }
 
+fn measuring() -> bool {
+    std::env::args().any(|a| a == "--bench") && !std::env::args().any(|a| a == "--test" || a == "--list")
+}
+
 fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     let memory = memory_per_key();
-    // `cargo bench -- --test` (scripts/test) runs each bench once: a smoke
-    // test, whose timings mean nothing.
-    if !std::env::args().any(|a| a == "--test") {
+    // Summaries only under `cargo bench` (which passes `--bench`): `cargo
+    // test --benches` (scripts/test) runs each bench once, a smoke test whose
+    // timings mean nothing.
+    if measuring() {
         summary(&memory);
         ab_summary();
     }

@@ -267,7 +267,9 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     // `cargo bench -- --test` (CI) checks the benches run, without the summary.
-    if !std::env::args().any(|a| a == "--test" || a == "--list") {
+    // Summaries only under `cargo bench` (which passes `--bench`), not in
+    // the `cargo test --benches` smoke run.
+    if std::env::args().any(|a| a == "--bench") && !std::env::args().any(|a| a == "--test" || a == "--list") {
         summary();
     }
 }
