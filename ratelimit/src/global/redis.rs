@@ -77,6 +77,15 @@ impl fmt::Debug for RedisStore {
 impl RedisStore {
     /// A store for `url` (`redis://[user:password@]host:port[/db]`).
     pub fn new(url: &str, settings: RedisSettings) -> Result<RedisStore, GlobalError> {
+        if url.starts_with("rediss://") {
+            #[cfg(not(feature = "redis-tls"))]
+            return Err(GlobalError::new(
+                "rediss:// (TLS) needs the `redis-tls` feature of ratelimit",
+            ));
+            // The process-wide rustls provider; already installed is fine.
+            #[cfg(feature = "redis-tls")]
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let bad = |e: redis::RedisError| GlobalError::new(format!("redis url {:?}: {e}", redact(url)));
         let client = if settings.cluster {
             Client::Cluster(
@@ -318,5 +327,8 @@ mod tests {
         assert_eq!(integer(&Value::BulkString(b"12".to_vec())), Some(12));
         assert_eq!(integer(&Value::BulkString(b"x".to_vec())), None);
         assert_eq!(integer(&Value::Nil), Some(0));
+        // TLS from the URL, with the feature; a clear refusal without it.
+        let tls = RedisStore::new("rediss://user:pw@127.0.0.1:1/", RedisSettings::default());
+        assert_eq!(tls.is_ok(), cfg!(feature = "redis-tls"));
     }
 }
