@@ -98,12 +98,25 @@ fn svg(series: &[(u64, Vec<(f64, u64)>)]) -> String {
     );
     for v in (0..=200).step_by(25) {
         let yy = y(f64::from(v));
-        let _ = writeln!(s, r##"<line x1="{left}" x2="{}" y1="{yy}" y2="{yy}" stroke="#eee"/>"##, w - right);
-        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{v}</text>"#, left - 6.0, yy + 4.0);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{left}" x2="{}" y1="{yy}" y2="{yy}" stroke="#eee"/>"##,
+            w - right
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="end">{v}</text>"#,
+            left - 6.0,
+            yy + 4.0
+        );
     }
     for t in (10..=SECONDS).step_by(10) {
         let xx = x(t as f64);
-        let _ = writeln!(s, r#"<text x="{xx}" y="{}" text-anchor="middle">{t} s</text>"#, h - bottom + 18.0);
+        let _ = writeln!(
+            s,
+            r#"<text x="{xx}" y="{}" text-anchor="middle">{t} s</text>"#,
+            h - bottom + 18.0
+        );
     }
     let budget = y(100.0);
     let _ = writeln!(
@@ -111,7 +124,12 @@ fn svg(series: &[(u64, Vec<(f64, u64)>)]) -> String {
         r##"<line x1="{left}" x2="{}" y1="{budget}" y2="{budget}" stroke="#000" stroke-width="1.5"/>"##,
         w - right
     );
-    let _ = writeln!(s, r#"<text x="{}" y="{}">budget 100</text>"#, w - right + 6.0, budget + 4.0);
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}">budget 100</text>"#,
+        w - right + 6.0,
+        budget + 4.0
+    );
     for (i, (n, points)) in series.iter().enumerate() {
         let c = colors[i % colors.len()];
         let b = y(bound(*n) as f64);
@@ -127,7 +145,10 @@ fn svg(series: &[(u64, Vec<(f64, u64)>)]) -> String {
             b + 4.0 - 10.0 * (i as f64 - 1.5),
             bound(*n)
         );
-        let path: Vec<String> = points.iter().map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v as f64))).collect();
+        let path: Vec<String> = points
+            .iter()
+            .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v as f64)))
+            .collect();
         let _ = writeln!(
             s,
             r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
@@ -158,7 +179,10 @@ async fn main() {
             out = args.next();
         }
     }
-    println!("{:<4}{:>16}{:>16}{:>10}", "N", "busiest window", "leanest window", "bound");
+    println!(
+        "{:<4}{:>16}{:>16}{:>10}",
+        "N", "busiest window", "leanest window", "bound"
+    );
     let mut series = Vec::new();
     for n in [1u64, 2, 4, 8] {
         let admitted = run(n as usize).await;
