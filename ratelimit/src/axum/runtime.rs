@@ -109,7 +109,7 @@ fn start_gate(g: &crate::config::GlobalConfig, clock: &AnyClock) -> Result<Arc<c
     )
     .map_err(|e| SetupError(format!("[global] {e}")))?;
     // A round: a connection attempt at most, then the replies.
-    let round_timeout = g.connect_timeout * 2 + g.timeout;
+    let round_timeout = g.connect_timeout.saturating_mul(2).saturating_add(g.timeout);
     gate.spawn_sync(store, clock.clone(), round_timeout);
     Ok(gate)
 }

@@ -887,8 +887,8 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
             if g.timeout.is_zero() || g.timeout > g.window {
                 return Err(at("timeout", "above zero and at most the window".to_owned()));
             }
-            if g.connect_timeout.is_zero() {
-                return Err(at("connect_timeout", "above zero".to_owned()));
+            if g.connect_timeout.is_zero() || g.connect_timeout > Duration::from_secs(60) {
+                return Err(at("connect_timeout", "above zero and at most 60s".to_owned()));
             }
             if g.key_prefix.is_empty() || g.key_prefix.contains(['{', '}', ' ']) {
                 return Err(at(

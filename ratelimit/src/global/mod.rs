@@ -7,7 +7,7 @@
 //! instance's not-yet-pushed requests, plus the request's cost, fits the
 //! fleet budget: the quota's rate over the window (`600/min` with a `10s`
 //! window is 100 per window). The estimate is the
-//! [`SlidingWindow`](crate::window::SlidingWindow) over the current and the
+//! [`SlidingWindow`] over the current and the
 //! previous epoch's fleet totals, as last pulled.
 //!
 //! Every `sync_interval`, one task per instance pushes this instance's
@@ -494,7 +494,7 @@ impl FleetGate {
     /// requests not yet confirmed), as the previous total.
     fn carry_over(&self, fresh: &Slot, fleet_id: u64, epoch: u64) {
         let prev_table = &self.tables[((epoch + 2) % 3) as usize];
-        if prev_table.epoch.load(Ordering::Acquire) != epoch.wrapping_sub(1) {
+        if epoch == 0 || prev_table.epoch.load(Ordering::Acquire) != epoch - 1 {
             return;
         }
         if let Some(old) = prev_table.find(fleet_id) {
@@ -519,7 +519,11 @@ impl FleetGate {
         let need = used + u128::from(cost) * w;
         // Budget W/T scaled by W*T: W*W. The products stay far below 2^128
         // for windows up to an hour and any quota (T < 2^64, counts < 2^34).
-        let budget = w * w;
+        // A window shorter than the request's cost in emission intervals
+        // (a slow profile: `5/min` over 10 s is 0.83) would give a budget
+        // that never fits, refusing even an idle fleet: the budget is at
+        // least the cost (see docs/global.md).
+        let budget = (w * w).max(u128::from(cost) * w * t);
         let scaled = need.saturating_mul(t);
         if scaled <= budget {
             // Room left after this request, scaled by W: (budget - scaled) / W
@@ -532,7 +536,7 @@ impl FleetGate {
         }
         // Denied: when will it fit? The previous epoch's weight fades
         // linearly; past the epoch, this epoch's total becomes the previous.
-        let budget_units = self.window_ns as f64 / t as f64;
+        let budget_units = (self.window_ns as f64 / t as f64).max(f64::from(cost));
         let rest = budget_units - (cur as f64 + mine as f64 + f64::from(cost));
         let w_f = self.window_ns as f64;
         let e_f = e as f64;
@@ -577,8 +581,10 @@ impl FleetGate {
         let previous = &self.tables[((epoch + 2) % 3) as usize];
         let mut items = Vec::new();
         let mut slots: Vec<(&Slot, u64)> = Vec::new();
-        if previous.epoch.load(Ordering::Acquire) == epoch.wrapping_sub(1) {
-            self.collect(previous, epoch - 1, false, round, &mut items, &mut slots);
+        if let Some(before) = epoch.checked_sub(1) {
+            if previous.epoch.load(Ordering::Acquire) == before {
+                self.collect(previous, before, false, round, &mut items, &mut slots);
+            }
         }
         self.collect(current, epoch, true, round, &mut items, &mut slots);
         let ttl = self.settings.window * 3;
@@ -600,7 +606,9 @@ impl FleetGate {
                     // in the next round (they cannot be counted twice).
                     for (slot, delta) in &slots {
                         if *delta > 0 {
-                            slot.pending.fetch_sub((delta << 32) - delta, Ordering::Relaxed);
+                            update(&slot.pending, |(unconfirmed, unpushed)| {
+                                (unconfirmed.saturating_sub(*delta), unpushed + delta)
+                            });
                         }
                     }
                 }
@@ -612,21 +620,30 @@ impl FleetGate {
             ..SyncReport::default()
         };
         for ((slot, delta), result) in slots.iter().zip(&results) {
-            if result.pushed && *delta > 0 {
-                // Confirmed: no longer this instance's own to count.
-                slot.pending.fetch_sub(delta << 32, Ordering::Relaxed);
-                report.pushed += delta;
-            }
-            if !result.pushed && *delta > 0 {
-                report.bad_values += 1;
-            }
+            // Totals first, then the confirmation: a reader in between counts
+            // the delta twice (conservative), never not at all.
             match result.totals {
                 Totals::Known { previous, current } => {
                     // The pulled current includes what was just pushed.
                     slot.fleet.store(pack(previous, current), Ordering::Relaxed);
                     report.pulled += 1;
                 }
+                Totals::Unknown if result.pushed && *delta > 0 => {
+                    // Pushed but not pulled (a previous-epoch drain, or an
+                    // unusable reply): add it to the known current total.
+                    update(&slot.fleet, |(prev, cur)| (prev, cur + delta));
+                }
                 Totals::Unknown => {}
+            }
+            if result.pushed && *delta > 0 {
+                // Confirmed: no longer this instance's own to count.
+                update(&slot.pending, |(unconfirmed, unpushed)| {
+                    (unconfirmed.saturating_sub(*delta), unpushed)
+                });
+                report.pushed += delta;
+            }
+            if !result.pushed && *delta > 0 {
+                report.bad_values += 1;
             }
         }
         let bad = items
@@ -698,10 +715,12 @@ impl FleetGate {
         let weak = Arc::downgrade(self);
         let interval = self.settings.sync_interval;
         let max_backoff = self.settings.max_backoff;
+        metrics::gauge!(DEGRADED).set(0.0);
         tokio::spawn(async move {
             let mut failures = 0u32;
             let mut jitter = Jitter::new();
-            let mut last_log = std::time::Instant::now() - Duration::from_secs(10);
+            // The first failure logs in `fail`; repeats at most every 10 s.
+            let mut last_log = std::time::Instant::now();
             let mut suppressed = 0u64;
             loop {
                 let wait = if failures == 0 {
@@ -739,6 +758,19 @@ impl FleetGate {
 /// request (low half).
 fn touched(route: u32, round: u64) -> u64 {
     (u64::from(route) << 32) | (round & LOW)
+}
+
+/// Applies `f` to a packed (high, low) pair atomically, saturating each
+/// half at 32 bits.
+fn update(cell: &AtomicU64, f: impl Fn((u64, u64)) -> (u64, u64)) {
+    let mut v = cell.load(Ordering::Relaxed);
+    loop {
+        let (high, low) = f(unpack(v));
+        match cell.compare_exchange_weak(v, pack(high, low), Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(actual) => v = actual,
+        }
+    }
 }
 
 /// Takes the key's unpushed requests for a push: moves them from the low
@@ -782,5 +814,72 @@ impl Jitter {
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         lo + (hi - lo) * ((self.0 >> 11) as f64 / (1u64 << 53) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ManualClock, MemoryStore};
+
+    fn gate(clock: &ManualClock) -> FleetGate {
+        let settings = GateSettings {
+            window: Duration::from_secs(10),
+            ..GateSettings::new(b"unit test fleet secret, 32 bytes")
+        };
+        FleetGate::new(settings, clock).unwrap()
+    }
+
+    #[test]
+    fn a_profile_slower_than_the_window_is_not_refused_by_an_idle_fleet() {
+        let clock = ManualClock::new();
+        let g = gate(&clock);
+        let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+        // 5/min over a 10 s window: 0.83 per window; one still fits.
+        let slow = Quota::per_minute(5);
+        assert!(g.check(&limiter, 1, "k", &slow, 1).is_allowed());
+        let second = g.check(&limiter, 1, "k", &slow, 1);
+        assert_eq!(second.denial(), Some(Denial::FleetLimited));
+        assert!(second.retry_after() > Duration::ZERO);
+    }
+
+    #[test]
+    fn the_fleet_budget_is_the_rate_over_the_window() {
+        let clock = ManualClock::new();
+        let g = gate(&clock);
+        let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+        // 600/min with burst 1000 locally; 100 per 10 s fleet-wide.
+        let q = Quota::per_minute(600).with_burst(1000);
+        let admitted = (0..150)
+            .filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed())
+            .count();
+        assert_eq!(admitted, 100);
+        // A fleet denial charges nothing locally and says why.
+        let d = g.check(&limiter, 1, "k", &q, 1);
+        assert_eq!(d.denial(), Some(Denial::FleetLimited));
+        assert_eq!(g.status().untracked, 0);
+    }
+
+    #[test]
+    fn fleet_ids_are_stable_and_keyed() {
+        let clock = ManualClock::new();
+        let a = gate(&clock);
+        let b = gate(&clock);
+        assert_eq!(a.fleet_id(1, "user"), b.fleet_id(1, "user"), "same secret, same id");
+        assert_ne!(a.fleet_id(1, "user"), a.fleet_id(2, "user"), "routes differ");
+        let other = FleetGate::new(
+            GateSettings {
+                window: Duration::from_secs(10),
+                ..GateSettings::new(b"another secret of 32 bytes......")
+            },
+            &clock,
+        )
+        .unwrap();
+        assert_ne!(
+            a.fleet_id(1, "user"),
+            other.fleet_id(1, "user"),
+            "another secret, another id"
+        );
+        assert!(FleetGate::new(GateSettings::new(b"short"), &clock).is_err());
     }
 }

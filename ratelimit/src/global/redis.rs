@@ -89,7 +89,9 @@ impl RedisStore {
         let bad = |e: redis::RedisError| GlobalError::new(format!("redis url {:?}: {e}", redact(url)));
         let client = if settings.cluster {
             Client::Cluster(
+                // No retries: a retried pipeline could apply its INCRBYs twice.
                 ClusterClient::builder(vec![url])
+                    .retries(0)
                     .connection_timeout(settings.connect_timeout)
                     .response_timeout(settings.response_timeout)
                     .build()
@@ -108,11 +110,18 @@ impl RedisStore {
         })
     }
 
-    /// The Redis key of (route, key, epoch): hash-tagged by shard, never the
-    /// raw client value (the key is a keyed hash).
+    /// The Redis key of (route, key, epoch): `{prefix:shard}:route:key:epoch`.
+    /// The hash tag is the shard alone, so every key of a round's pipeline
+    /// (one per shard, whatever the routes) is in one cluster slot; `key` is
+    /// a keyed hash, never the raw client value.
     pub fn key(&self, route: u32, key: u64, epoch: u64) -> String {
-        let shard = key % u64::from(self.settings.shards);
-        format!("{{{}:{route:08x}:{shard:x}}}:{key:016x}:{epoch}", self.settings.prefix)
+        let shard = self.shard(key);
+        format!("{{{}:{shard:x}}}:{route:08x}:{key:016x}:{epoch}", self.settings.prefix)
+    }
+
+    /// The shard of a fleet id: from its high half (the low bit is fixed).
+    fn shard(&self, key: u64) -> u64 {
+        (key >> 32) % u64::from(self.settings.shards)
     }
 
     async fn connection(&self) -> Result<Conn, GlobalError> {
@@ -128,15 +137,17 @@ impl RedisStore {
                     .set_response_timeout(self.settings.response_timeout)
                     .set_number_of_retries(1)
                     .set_max_delay(1000);
-                let manager =
-                    tokio::time::timeout(timeout * 2, ConnectionManager::new_with_config(client.clone(), config))
-                        .await
-                        .map_err(|_| GlobalError::unsent(format!("redis: no connection within {timeout:?}")))?
-                        .map_err(|e| GlobalError::unsent(format!("redis: {e}")))?;
+                let manager = tokio::time::timeout(
+                    timeout.saturating_mul(2),
+                    ConnectionManager::new_with_config(client.clone(), config),
+                )
+                .await
+                .map_err(|_| GlobalError::unsent(format!("redis: no connection within {timeout:?}")))?
+                .map_err(|e| GlobalError::unsent(format!("redis: {e}")))?;
                 Conn::Single(manager)
             }
             Client::Cluster(client) => {
-                let conn = tokio::time::timeout(timeout * 2, client.get_async_connection())
+                let conn = tokio::time::timeout(timeout.saturating_mul(2), client.get_async_connection())
                     .await
                     .map_err(|_| GlobalError::unsent(format!("redis cluster: no connection within {timeout:?}")))?
                     .map_err(|e| GlobalError::unsent(format!("redis cluster: {e}")))?;
@@ -204,31 +215,48 @@ impl GlobalStore for RedisStore {
         // Item indices by shard; one pipeline per non-empty shard.
         let mut by_shard: Vec<Vec<usize>> = vec![Vec::new(); shards as usize];
         for (i, item) in items.iter().enumerate() {
-            by_shard[(item.key % u64::from(shards)) as usize].push(i);
+            by_shard[self.shard(item.key) as usize].push(i);
         }
         let mut tasks = tokio::task::JoinSet::new();
         for indices in by_shard.into_iter().filter(|v| !v.is_empty()) {
             let mut pipe = redis::pipe();
             let mut count = 0;
+            // The same keys, read only: asked again if a cluster reports an
+            // error reply for the pipeline (see `Recheck`).
+            let mut recheck = redis::pipe();
             for &i in &indices {
                 let item = &items[i];
                 let key = self.key(item.route, item.key, item.epoch);
+                let previous = self.key(item.route, item.key, item.epoch.saturating_sub(1));
                 if item.delta > 0 {
                     pipe.cmd("INCRBY").arg(&key).arg(item.delta);
                     pipe.cmd("PEXPIRE").arg(&key).arg(ttl_ms);
                     count += 2;
                 }
                 if item.pull {
-                    let previous = self.key(item.route, item.key, item.epoch.saturating_sub(1));
-                    pipe.cmd("MGET").arg(&key).arg(previous);
+                    pipe.cmd("MGET").arg(&key).arg(&previous);
                     count += 1;
                 }
+                recheck.cmd("MGET").arg(&key).arg(&previous);
             }
             let mut conn = conn.clone();
             let timeout = self.settings.response_timeout;
             tasks.spawn(async move {
                 let replies = tokio::time::timeout(timeout, send(&mut conn, &pipe, count)).await;
-                (indices, replies)
+                // A cluster connection turns one error reply (a key holding
+                // garbage) into an error for the whole pipeline, though the
+                // server ran every command. Read the keys back to tell which.
+                let rechecked = match &replies {
+                    Ok(Err(e)) if e.kind() == redis::ErrorKind::ResponseError => {
+                        let n = indices.len();
+                        match tokio::time::timeout(timeout, send(&mut conn, &recheck, n)).await {
+                            Ok(Ok(values)) => Some(values),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                (indices, replies, rechecked)
             });
         }
         let mut results = vec![
@@ -240,7 +268,38 @@ impl GlobalStore for RedisStore {
         ];
         let mut failure = None;
         while let Some(joined) = tasks.join_next().await {
-            let (indices, replies) = joined.map_err(|e| GlobalError::new(format!("redis round task: {e}")))?;
+            let (indices, replies, rechecked) =
+                joined.map_err(|e| GlobalError::new(format!("redis round task: {e}")))?;
+            if let Some(values) = rechecked {
+                // Every INCRBY ran except on keys that hold something other
+                // than an integer; those, and only those, did not count.
+                for (&i, value) in indices.iter().zip(&values) {
+                    let item = &items[i];
+                    let pair = match value {
+                        Value::Array(pair) => Some(pair),
+                        _ => None,
+                    };
+                    let current = pair.and_then(|p| p.first()).and_then(integer_or_missing);
+                    let previous = pair.and_then(|p| p.get(1)).map_or(Some(Some(0)), integer_or_missing);
+                    results[i] = match (current, previous) {
+                        (Some(Some(current)), Some(Some(previous))) => ItemResult {
+                            pushed: true,
+                            totals: if item.pull {
+                                Totals::Known { previous, current }
+                            } else {
+                                Totals::Unknown
+                            },
+                        },
+                        // Garbage, or a key of another type (nil after an
+                        // INCRBY): not counted, totals unknown.
+                        _ => ItemResult {
+                            pushed: item.delta == 0,
+                            totals: Totals::Unknown,
+                        },
+                    };
+                }
+                continue;
+            }
             let replies = match replies {
                 Err(_) => {
                     failure = Some(GlobalError::new(format!(
@@ -271,10 +330,14 @@ impl GlobalStore for RedisStore {
                 if item.delta > 0 {
                     let incr = replies.next();
                     let _expire = replies.next();
-                    result.pushed = incr.and_then(integer).is_some();
+                    result.pushed = matches!(incr, Some(Value::Int(_)));
                 }
                 if item.pull {
-                    if let Some(Value::Array(pair)) = replies.next() {
+                    let reply = replies.next();
+                    // A key whose INCRBY failed holds something else (MGET
+                    // reads it as nil): its totals are unknown, not zero.
+                    let usable = result.pushed || item.delta == 0;
+                    if let (true, Some(Value::Array(pair))) = (usable, reply) {
                         let current = pair.first().and_then(integer);
                         let previous = pair.get(1).map_or(Some(0), integer);
                         if let (Some(current), Some(previous)) = (current, previous) {
@@ -295,14 +358,24 @@ impl GlobalStore for RedisStore {
         });
         match failure {
             // Any shard failing fails the round: the gate goes local-only
-            // rather than trust a partial view. Deltas that did reach Redis
-            // are still reported as pushed (never sent twice).
+            // rather than trust a partial view. The round's deltas are then
+            // treated as maybe applied (never sent again), unless nothing
+            // at all was sent.
             Some(e) => {
                 self.forget().await;
                 Err(e)
             }
             None => Ok(results),
         }
+    }
+}
+
+/// An integer reply (`Some(Some(n))`), a missing key where one was just
+/// incremented cannot be (`Some(None)` for nil), or garbage (`None`).
+fn integer_or_missing(v: &Value) -> Option<Option<u64>> {
+    match v {
+        Value::Nil => Some(None),
+        other => integer(other).map(Some),
     }
 }
 
@@ -321,7 +394,10 @@ mod tests {
     #[test]
     fn keys_are_tagged_hashed_and_prefixed() {
         let store = RedisStore::new("redis://127.0.0.1:1/", RedisSettings::default()).unwrap();
-        assert_eq!(store.key(0xab, 0x1234, 7), "{rl:000000ab:4}:0000000000001234:7");
+        assert_eq!(
+            store.key(0xab, 0x0000_0005_0000_1234, 7),
+            "{rl:5}:000000ab:0000000500001234:7"
+        );
         assert_eq!(redact("redis://u:secret@host:1/"), "redis://***@host:1/");
         assert!(RedisStore::new("nope://", RedisSettings::default()).is_err());
         assert_eq!(integer(&Value::BulkString(b"12".to_vec())), Some(12));
