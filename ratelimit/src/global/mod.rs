@@ -519,13 +519,15 @@ impl FleetGate {
         let need = used + u128::from(cost) * w;
         // Budget W/T scaled by W*T: W*W. The products stay far below 2^128
         // for windows up to an hour and any quota (T < 2^64, counts < 2^34).
+        let budget = w * w;
+        let scaled = need.saturating_mul(t);
         // A window shorter than the request's cost in emission intervals
         // (a slow profile: `5/min` over 10 s is 0.83) would give a budget
         // that never fits, refusing even an idle fleet: the budget is at
-        // least the cost (see docs/global.md).
-        let budget = (w * w).max(u128::from(cost) * w * t);
-        let scaled = need.saturating_mul(t);
-        if scaled <= budget {
+        // least the cost, that is, a request always fits when nothing else
+        // is counted (see docs/global.md).
+        if scaled <= budget || used == 0 {
+            let budget = budget.max(scaled);
             // Room left after this request, scaled by W: (budget - scaled) / W
             // is in nanoseconds of the quota's emission interval (divided
             // only when it is tighter than the local room).
