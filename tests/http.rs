@@ -93,7 +93,11 @@ async fn runtime(toml: &str, clock: &ManualClock) -> RateLimit {
 }
 
 fn request(path: &str, peer: &str) -> Request<Body> {
-    let mut r = Request::get(path).body(Body::empty()).unwrap();
+    request_as(http::Method::GET, path, peer)
+}
+
+fn request_as(method: http::Method, path: &str, peer: &str) -> Request<Body> {
+    let mut r = Request::builder().method(method).uri(path).body(Body::empty()).unwrap();
     r.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
     r
 }
@@ -400,18 +404,10 @@ async fn the_config_layer_gives_the_same_results_as_the_attribute() {
         .route("/other", get(plain))
         .layer(rl.layer())
         .into_service();
-    let post = {
-        let mut r = Request::post("/plain").body(Body::empty()).unwrap();
-        r.extensions_mut().insert(PeerAddr("192.0.2.61:1".parse().unwrap()));
-        r
-    };
+    let post = request_as(http::Method::POST, "/plain", "192.0.2.61:1");
     assert_eq!(header(&send(&app, post).await, "ratelimit-limit"), None);
     // A GET rule covers HEAD, which axum answers with the GET handler.
-    let head = {
-        let mut r = Request::head("/plain").body(Body::empty()).unwrap();
-        r.extensions_mut().insert(PeerAddr("192.0.2.61:1".parse().unwrap()));
-        r
-    };
+    let head = request_as(http::Method::HEAD, "/plain", "192.0.2.61:1");
     assert_eq!(header(&send(&app, head).await, "ratelimit-limit").as_deref(), Some("3"));
     assert_eq!(
         header(&send(&app, request("/other", "192.0.2.61:1")).await, "ratelimit-limit"),

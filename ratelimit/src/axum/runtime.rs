@@ -260,18 +260,7 @@ impl Runtime {
             }
             return ClientKey::UnknownPeer;
         };
-        // The forwarded header is looked up only for a trusted proxy.
-        let client = if config.ip.trusts(peer.ip()) {
-            let values = parts
-                .headers
-                .get_all(config.ip.header().header_name())
-                .iter()
-                .map(http::HeaderValue::as_bytes);
-            config.ip.client_addr(peer.ip(), values)
-        } else {
-            config.ip.client_addr(peer.ip(), std::iter::empty())
-        };
-        ClientKey::Ip(config.ip.aggregate(client))
+        ClientKey::Ip(config.ip.client_key(peer.ip(), &parts.headers))
     }
 
     /// Decides one request on one route: key, limit, check.

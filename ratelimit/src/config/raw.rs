@@ -412,15 +412,7 @@ fn header_style<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderStyle, D::Error
 
 fn claim_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let name = String::deserialize(d)?;
-    let valid = !name.is_empty()
-        && name
-            .split('.')
-            .all(|seg| !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
-    if !valid {
-        return Err(serde::de::Error::custom(format!(
-            "invalid claim name {name:?}: expected letters, digits, '_' or '-', with '.' between nested names"
-        )));
-    }
+    rules::check_claim_path(&name).map_err(serde::de::Error::custom)?;
     Ok(name)
 }
 

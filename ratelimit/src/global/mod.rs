@@ -332,7 +332,7 @@ impl FleetGate {
             settings,
         };
         gate.refresh_offset(clock);
-        let epoch = gate.epoch_at(clock.now());
+        let (epoch, _) = gate.epoch_of(gate.wall(clock.now()));
         gate.tables[(epoch % 3) as usize].reset(epoch);
         gate.tables[((epoch + 1) % 3) as usize].reset(epoch + 1);
         Ok(gate)
@@ -375,10 +375,6 @@ impl FleetGate {
         let epoch = self.window.epoch(wall);
         self.epoch_hint.store(epoch, Ordering::Relaxed);
         (epoch, wall - epoch * self.window_ns)
-    }
-
-    fn epoch_at(&self, now: u64) -> u64 {
-        self.window.epoch(self.wall(now))
     }
 
     /// The fleet id of `key` on `route`: the same on every instance with the
@@ -568,7 +564,7 @@ impl FleetGate {
     pub async fn sync_once<G: GlobalStore, C: Clock>(&self, store: &G, clock: &C) -> Result<SyncReport, GlobalError> {
         self.refresh_offset(clock);
         let now = clock.now();
-        let epoch = self.epoch_at(now);
+        let (epoch, _) = self.epoch_of(self.wall(now));
         let round = self.round.load(Ordering::Relaxed);
         // The next epoch's table held epoch - 2, drained long ago.
         let next = &self.tables[((epoch + 1) % 3) as usize];
@@ -621,7 +617,7 @@ impl FleetGate {
             keys: items.len(),
             ..SyncReport::default()
         };
-        for ((slot, delta), result) in slots.iter().zip(&results) {
+        for (((slot, delta), result), item) in slots.iter().zip(&results).zip(&items) {
             // Totals first, then the confirmation: a reader in between counts
             // the delta twice (conservative), never not at all.
             match result.totals {
@@ -644,16 +640,11 @@ impl FleetGate {
                 });
                 report.pushed += delta;
             }
-            if !result.pushed && *delta > 0 {
+            let unusable_pull = item.pull && result.totals == Totals::Unknown;
+            if (!result.pushed && *delta > 0) || unusable_pull {
                 report.bad_values += 1;
             }
         }
-        let bad = items
-            .iter()
-            .zip(&results)
-            .filter(|(i, r)| i.pull && r.totals == Totals::Unknown)
-            .count();
-        report.bad_values += bad;
         if report.bad_values > 0 {
             metrics::counter!(BAD_VALUES).increment(report.bad_values as u64);
         }
@@ -764,36 +755,22 @@ fn touched(route: u32, round: u64) -> u64 {
 
 /// Applies `f` to a packed (high, low) pair atomically, saturating each
 /// half at 32 bits.
-fn update(cell: &AtomicU64, f: impl Fn((u64, u64)) -> (u64, u64)) {
-    let mut v = cell.load(Ordering::Relaxed);
-    loop {
+/// Applies `f` to a packed (high, low) pair atomically, saturating each
+/// half at 32 bits; returns the pair before.
+fn update(cell: &AtomicU64, f: impl Fn((u64, u64)) -> (u64, u64)) -> (u64, u64) {
+    let before = cell.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
         let (high, low) = f(unpack(v));
-        match cell.compare_exchange_weak(v, pack(high, low), Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => return,
-            Err(actual) => v = actual,
-        }
-    }
+        Some(pack(high, low))
+    });
+    // The closure always answers, so this is always `Ok`.
+    unpack(before.unwrap_or_else(|v| v))
 }
 
 /// Takes the key's unpushed requests for a push: moves them from the low
 /// half (unpushed) to the high half (unconfirmed) in one step, so they are
 /// counted throughout.
 fn take_unpushed(slot: &Slot) -> u64 {
-    let mut v = slot.pending.load(Ordering::Relaxed);
-    loop {
-        let (high, low) = unpack(v);
-        if low == 0 {
-            return 0;
-        }
-        let new = pack(high + low, 0);
-        match slot
-            .pending
-            .compare_exchange_weak(v, new, Ordering::AcqRel, Ordering::Relaxed)
-        {
-            Ok(_) => return low.min(LOW),
-            Err(actual) => v = actual,
-        }
-    }
+    update(&slot.pending, |(unconfirmed, unpushed)| (unconfirmed + unpushed, 0)).1
 }
 
 enum Room {

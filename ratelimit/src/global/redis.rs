@@ -221,9 +221,8 @@ impl GlobalStore for RedisStore {
         for indices in by_shard.into_iter().filter(|v| !v.is_empty()) {
             let mut pipe = redis::pipe();
             let mut count = 0;
-            // The same keys, read only: asked again if a cluster reports an
-            // error reply for the pipeline (see `Recheck`).
-            let mut recheck = redis::pipe();
+            // Each item's (current, previous) keys, kept for a read-back.
+            let mut keys = Vec::with_capacity(indices.len());
             for &i in &indices {
                 let item = &items[i];
                 let key = self.key(item.route, item.key, item.epoch);
@@ -237,7 +236,7 @@ impl GlobalStore for RedisStore {
                     pipe.cmd("MGET").arg(&key).arg(&previous);
                     count += 1;
                 }
-                recheck.cmd("MGET").arg(&key).arg(&previous);
+                keys.push((key, previous));
             }
             let mut conn = conn.clone();
             let timeout = self.settings.response_timeout;
@@ -248,8 +247,11 @@ impl GlobalStore for RedisStore {
                 // server ran every command. Read the keys back to tell which.
                 let rechecked = match &replies {
                     Ok(Err(e)) if e.kind() == redis::ErrorKind::ResponseError => {
-                        let n = indices.len();
-                        match tokio::time::timeout(timeout, send(&mut conn, &recheck, n)).await {
+                        let mut recheck = redis::pipe();
+                        for (key, previous) in &keys {
+                            recheck.cmd("MGET").arg(key).arg(previous);
+                        }
+                        match tokio::time::timeout(timeout, send(&mut conn, &recheck, keys.len())).await {
                             Ok(Ok(values)) => Some(values),
                             _ => None,
                         }

@@ -156,11 +156,20 @@ impl ClientIpConfig {
         &self.trusted
     }
 
-    /// Whether forwarded headers from `peer` are read at all (it is a
-    /// trusted proxy). Lets callers skip looking the header up.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn trusts(&self, peer: IpAddr) -> bool {
-        !self.trusted.is_empty() && self.is_trusted(normalize(peer))
+    /// The aggregated client address of a request from `peer`: the
+    /// forwarded header is looked up (a hash lookup) only when `peer` is a
+    /// trusted proxy.
+    pub(crate) fn client_key(&self, peer: IpAddr, headers: &http::HeaderMap) -> IpAddr {
+        let client = if !self.trusted.is_empty() && self.is_trusted(normalize(peer)) {
+            let values = headers
+                .get_all(self.header.header_name())
+                .iter()
+                .map(http::HeaderValue::as_bytes);
+            self.client_addr(peer, values)
+        } else {
+            self.client_addr(peer, std::iter::empty())
+        };
+        self.aggregate(client)
     }
 
     fn is_trusted(&self, ip: IpAddr) -> bool {

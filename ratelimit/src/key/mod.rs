@@ -73,13 +73,7 @@ impl IpKey {
         let Some(PeerAddr(peer)) = parts.extensions.get::<PeerAddr>() else {
             return ClientKey::UnknownPeer;
         };
-        let values = parts
-            .headers
-            .get_all(self.config.header().name())
-            .iter()
-            .map(http::HeaderValue::as_bytes);
-        let client = self.config.client_addr(peer.ip(), values);
-        ClientKey::Ip(self.config.aggregate(client))
+        ClientKey::Ip(self.config.client_key(peer.ip(), &parts.headers))
     }
 }
 
