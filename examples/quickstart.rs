@@ -133,6 +133,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             timeout: std::time::Duration::from_millis(250),
             connect_timeout: std::time::Duration::from_secs(1),
             max_keys: 50_000,
+            sub_epochs: None,
             key_secret_env: None,
             key_secret: Some(ratelimit::config::FleetSecret(secret.into_bytes())),
         });

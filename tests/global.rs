@@ -202,7 +202,7 @@ async fn redis_cluster_four_instances_stay_within_the_bound() {
     assert_eq!((report.keys, report.pushed), (200, 200));
 
     // A key holding garbage on the cluster: the round still succeeds.
-    let epoch = ratelimit::window::SlidingWindow::new(WINDOW)
+    let epoch = ratelimit::window::SlidingWindow::new(WINDOW, 20)
         .unwrap()
         .epoch(ratelimit::Clock::wall_nanos(&clock));
     let bad = store.key(1, gate.fleet_id(1, &7u32), epoch);
@@ -351,7 +351,7 @@ async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
     gate.sync_once(&store, &clock).await.unwrap();
 
     // Someone writes garbage into this key's counter.
-    let epoch = ratelimit::window::SlidingWindow::new(WINDOW)
+    let epoch = ratelimit::window::SlidingWindow::new(WINDOW, 20)
         .unwrap()
         .epoch(ratelimit::Clock::wall_nanos(&clock));
     let bad = store.key(ROUTE, gate.fleet_id(ROUTE, KEY), epoch);
@@ -360,9 +360,15 @@ async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
     assert!(gate.check(&limiter, ROUTE, KEY, &q, 1).is_allowed());
     assert!(gate.check(&limiter, ROUTE, "good", &q, 1).is_allowed());
     let report = gate.sync_once(&store, &clock).await.expect("the round still succeeds");
-    assert!(report.bad_values >= 1, "{report:?}");
+    assert!(report.failed_keys >= 1, "{report:?}");
     assert_eq!(report.pushed, 1, "the good key's delta went through: {report:?}");
-    assert!(!gate.status().degraded);
+    assert!(!gate.status().degraded, "one bad key does not degrade the gate");
+    assert_eq!(
+        gate.health(),
+        ratelimit::global::FleetHealth::Partial { local_only_keys: 1 },
+        "the bad key alone is limited locally"
+    );
+    assert!(gate.last_error().unwrap_or_default().contains("WRONGTYPE"));
     // The bad key is not left without a TTL.
     let ttl: i64 = server.cli(&["PTTL", &bad]).trim().parse().unwrap();
     assert!(ttl > 0, "garbage key without TTL");

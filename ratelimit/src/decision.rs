@@ -107,6 +107,26 @@ impl Decision {
         }
     }
 
+    /// This decision (a zero-cost look at the local cell) turned into a
+    /// fleet-wide refusal: nothing charged, no room left, and a retry no
+    /// earlier than the fleet's estimate.
+    #[cfg(feature = "redis")]
+    pub(crate) fn fleet_denied(mut self, retry_ns: u64) -> Decision {
+        self.allowed = false;
+        self.denial = Some(Denial::FleetLimited);
+        self.slack_ns = 0;
+        self.retry_after_ns = self.retry_after_ns.max(retry_ns);
+        self
+    }
+
+    /// Reports the tighter of this decision's room and `slack_ns` (the
+    /// fleet's room, in the same nanoseconds of emission interval).
+    #[cfg(feature = "redis")]
+    pub(crate) fn tightened(mut self, slack_ns: u64) -> Decision {
+        self.slack_ns = self.slack_ns.min(slack_ns);
+        self
+    }
+
     /// Whether this key was charged to the shared overflow bucket because the
     /// store was full of live keys (see [`MemoryStore`](crate::MemoryStore)).
     pub const fn is_overflow(&self) -> bool {

@@ -94,6 +94,7 @@ fn start_gate(g: &crate::config::GlobalConfig, clock: &AnyClock) -> Result<Arc<c
         window: g.window,
         sync_interval: g.sync_interval,
         max_keys: g.max_keys,
+        sub_epochs: g.sub_epochs,
         ..GateSettings::new(&secret)
     };
     let gate = Arc::new(FleetGate::new(settings, clock).map_err(|e| SetupError(format!("[global] {e}")))?);

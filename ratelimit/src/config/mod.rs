@@ -210,6 +210,10 @@ pub struct GlobalConfig {
     pub connect_timeout: std::time::Duration,
     /// Keys tracked per epoch (default 50,000).
     pub max_keys: usize,
+    /// Sub-epochs the window is cut in (default: 20, or fewer so that each
+    /// spans at least two sync intervals). More waste less of the budget
+    /// and cost more Redis memory per key (docs/global.md).
+    pub sub_epochs: Option<u32>,
     /// The environment variable holding the fleet secret (at least 16
     /// bytes, the same on every instance): Redis keys are keyed hashes of
     /// client keys under it.

@@ -63,6 +63,7 @@ struct RawGlobal {
     #[serde(default = "fifty_thousand", deserialize_with = "max_keys")]
     max_keys: usize,
     key_secret_env: Option<String>,
+    sub_epochs: Option<u32>,
 }
 
 fn hundred_ms() -> Duration {
@@ -891,6 +892,18 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
             if g.max_keys > 1 << 26 {
                 return Err(at("max_keys", "at most 67108864".to_owned()));
             }
+            if let Some(k) = g.sub_epochs {
+                let most = (g.window.as_nanos() / (g.sync_interval.as_nanos() * 2)).min(100) as u32;
+                if k == 0 || k > most {
+                    return Err(at(
+                        "sub_epochs",
+                        format!(
+                            "from 1 to {most}: each sub-epoch must span at least two sync intervals ({:?}), and at most 100",
+                            g.sync_interval * 2
+                        ),
+                    ));
+                }
+            }
             if g.key_secret_env.as_deref().is_some_and(|v| v.trim().is_empty()) {
                 return Err(at("key_secret_env", "empty variable name".to_owned()));
             }
@@ -903,6 +916,7 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
                 timeout: g.timeout,
                 connect_timeout: g.connect_timeout,
                 max_keys: g.max_keys,
+                sub_epochs: g.sub_epochs,
                 key_secret_env: g.key_secret_env,
                 key_secret: None,
             })

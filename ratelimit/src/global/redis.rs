@@ -1,5 +1,5 @@
-//! [`GlobalStore`] on Redis: native commands only (`INCRBY`, `PEXPIRE`,
-//! `MGET`), pipelined, one pipeline per key shard sent concurrently, with a
+//! [`GlobalStore`] on Redis: native commands only (`HINCRBY`, `PEXPIRE`,
+//! `HMGET`; one hash per key and epoch, one field per slice), pipelined, one pipeline per key shard sent concurrently, with a
 //! timeout on the connection and on every round. Works against a single
 //! server (through a `ConnectionManager`, which reconnects) and against Redis
 //! Cluster (keys are hash-tagged by shard, so a pipeline never crosses
@@ -15,12 +15,12 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Pipeline, Value};
 use tokio::sync::Mutex;
 
-use super::store::{GlobalError, GlobalStore, ItemResult, SyncItem, Totals};
+use super::store::{GlobalError, GlobalStore, OpResult, SyncOp};
 
 /// How to reach Redis, beyond the URL.
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
-    /// Prefix of every key (`{prefix:route:shard}:key:epoch`).
+    /// Prefix of every key (`{prefix:shard}:route:key:epoch`).
     pub prefix: String,
     /// The URL is a seed node of a Redis Cluster.
     pub cluster: bool,
@@ -89,7 +89,7 @@ impl RedisStore {
         let bad = |e: redis::RedisError| GlobalError::new(format!("redis url {:?}: {e}", redact(url)));
         let client = if settings.cluster {
             Client::Cluster(
-                // No retries: a retried pipeline could apply its INCRBYs twice.
+                // No retries: a retried pipeline could apply its increments twice.
                 ClusterClient::builder(vec![url])
                     .retries(0)
                     .connection_timeout(settings.connect_timeout)
@@ -110,7 +110,8 @@ impl RedisStore {
         })
     }
 
-    /// The Redis key of (route, key, epoch): `{prefix:shard}:route:key:epoch`.
+    /// The Redis key (a hash, one field per slice) of (route, key, epoch):
+    /// `{prefix:shard}:route:key:epoch`.
     /// The hash tag is the shard alone, so every key of a round's pipeline
     /// (one per shard, whatever the routes) is in one cluster slot; `key` is
     /// a keyed hash, never the raw client value.
@@ -173,7 +174,7 @@ async fn send(conn: &mut Conn, pipe: &Pipeline, count: usize) -> redis::RedisRes
     }
 }
 
-/// An integer reply, or the integer a bulk string holds.
+/// An integer reply, or the integer a bulk string holds; a missing field is 0.
 fn integer(v: &Value) -> Option<u64> {
     match v {
         Value::Nil => Some(0),
@@ -184,12 +185,145 @@ fn integer(v: &Value) -> Option<u64> {
     }
 }
 
+/// An error reply, as the gate reports it: the server refused the command,
+/// so nothing was applied.
+fn refused(code: &str, detail: Option<&str>) -> GlobalError {
+    GlobalError::unsent(format!("redis: {code} {}", detail.unwrap_or("")).trim_end().to_owned())
+}
+
+/// Error replies that refuse every write of a server (so none of a failed
+/// cluster pipeline's increments applied).
+fn refuses_all_writes(code: &str) -> bool {
+    matches!(code, "OOM" | "READONLY" | "MISCONF" | "MASTERDOWN" | "LOADING" | "CLUSTERDOWN")
+}
+
+/// One shard's share of a round: the ops' indices and their commands.
+struct ShardPipeline {
+    indices: Vec<usize>,
+    pipe: Pipeline,
+    replies: usize,
+}
+
+impl RedisStore {
+    /// The commands of one op: `HINCRBY` + `PEXPIRE` for an add, `HMGET` for
+    /// a read.
+    fn encode(&self, op: &SyncOp, ttl_ms: u64, pipe: &mut Pipeline) -> usize {
+        let c = op.counter();
+        let key = self.key(c.route, c.key, c.epoch);
+        match op {
+            SyncOp::Add { slice, delta, .. } => {
+                pipe.cmd("HINCRBY").arg(&key).arg(*slice).arg(*delta);
+                pipe.cmd("PEXPIRE").arg(&key).arg(ttl_ms);
+                2
+            }
+            SyncOp::Read { slices, .. } => {
+                let cmd = pipe.cmd("HMGET").arg(&key);
+                for s in slices.clone() {
+                    cmd.arg(s);
+                }
+                1
+            }
+        }
+    }
+
+    /// Reads an op's result from its replies (single server: one reply per
+    /// command, error replies in place).
+    fn decode(op: &SyncOp, replies: &mut std::slice::Iter<'_, Value>) -> OpResult {
+        match op {
+            SyncOp::Add { .. } => {
+                let incr = replies.next();
+                let _expire = replies.next();
+                match incr {
+                    Some(Value::Int(_)) => OpResult::Added,
+                    Some(Value::ServerError(e)) => OpResult::Failed(refused(e.code(), e.details())),
+                    _ => OpResult::Failed(GlobalError::new("redis: unusable HINCRBY reply")),
+                }
+            }
+            SyncOp::Read { slices, .. } => match replies.next() {
+                Some(Value::Array(values)) if values.len() == slices.len() => {
+                    match values.iter().map(integer).collect::<Option<Vec<u64>>>() {
+                        Some(v) => OpResult::Read(v),
+                        None => OpResult::Failed(GlobalError::unsent("redis: a counter holds something else than an integer")),
+                    }
+                }
+                Some(Value::ServerError(e)) => OpResult::Failed(refused(e.code(), e.details())),
+                _ => OpResult::Failed(GlobalError::unsent("redis: unusable HMGET reply")),
+            },
+        }
+    }
+
+    /// A cluster pipeline failed on an error reply: the node ran every
+    /// command, but the connection reports only the first error. Tell which
+    /// ops it concerns without running any increment again: `TYPE` of every
+    /// key (never an error), then the reads alone.
+    async fn recover_cluster_pipeline(
+        &self,
+        conn: &mut Conn,
+        ops: &[SyncOp],
+        indices: &[usize],
+        error: &redis::RedisError,
+    ) -> Vec<(usize, OpResult)> {
+        let code = error.code().unwrap_or("ERR");
+        let reason = refused(code, error.detail());
+        let timeout = self.settings.response_timeout;
+        let mut types = redis::pipe();
+        for &i in indices {
+            let c = ops[i].counter();
+            types.cmd("TYPE").arg(self.key(c.route, c.key, c.epoch));
+        }
+        let types = match tokio::time::timeout(timeout, send(conn, &types, indices.len())).await {
+            Ok(Ok(t)) if t.len() == indices.len() => t,
+            _ => return indices.iter().map(|&i| (i, OpResult::Failed(reason.clone().maybe_applied()))).collect(),
+        };
+        let wrong_type: Vec<bool> = types
+            .iter()
+            .map(|t| !matches!(t, Value::SimpleString(s) if s == "hash" || s == "none"))
+            .collect();
+        let mut reads = redis::pipe();
+        let mut read_at = Vec::new();
+        for (n, &i) in indices.iter().enumerate() {
+            if let (SyncOp::Read { .. }, false) = (&ops[i], wrong_type[n]) {
+                self.encode(&ops[i], 0, &mut reads);
+                read_at.push(i);
+            }
+        }
+        let mut read_results = std::collections::HashMap::new();
+        if !read_at.is_empty() {
+            if let Ok(Ok(values)) = tokio::time::timeout(timeout, send(conn, &reads, read_at.len())).await {
+                let mut it = values.iter();
+                for &i in &read_at {
+                    read_results.insert(i, Self::decode(&ops[i], &mut it));
+                }
+            }
+        }
+        let all_writes_refused = refuses_all_writes(code);
+        indices
+            .iter()
+            .enumerate()
+            .map(|(n, &i)| {
+                let result = match &ops[i] {
+                    _ if wrong_type[n] => OpResult::Failed(refused("WRONGTYPE", Some("a counter key holds another type"))),
+                    SyncOp::Add { .. } if all_writes_refused => OpResult::Failed(reason.clone()),
+                    // The increment ran (the error was another key's).
+                    SyncOp::Add { .. } if code == "WRONGTYPE" => OpResult::Added,
+                    SyncOp::Add { .. } => OpResult::Failed(reason.clone().maybe_applied()),
+                    SyncOp::Read { .. } => read_results
+                        .remove(&i)
+                        .unwrap_or_else(|| OpResult::Failed(reason.clone().maybe_applied())),
+                };
+                (i, result)
+            })
+            .collect()
+    }
+}
+
 impl GlobalStore for RedisStore {
-    async fn sync(&self, items: &[SyncItem], ttl: Duration) -> Result<Vec<ItemResult>, GlobalError> {
-        let mut conn = self.connection().await?;
-        if items.is_empty() {
+    async fn sync(&self, ops: &[SyncOp], ttl: Duration) -> Result<Vec<OpResult>, GlobalError> {
+        let conn = self.connection().await?;
+        if ops.is_empty() {
             // Nothing to push or pull: check the store is there, so an idle
             // instance still knows (and says) whether it is degraded.
+            let mut conn = conn;
             let ping = tokio::time::timeout(self.settings.response_timeout, async {
                 let pipe = redis::pipe().cmd("PING").to_owned();
                 send(&mut conn, &pipe, 1).await
@@ -211,173 +345,77 @@ impl GlobalStore for RedisStore {
             };
         }
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let shards = self.settings.shards;
-        // Item indices by shard; one pipeline per non-empty shard.
-        let mut by_shard: Vec<Vec<usize>> = vec![Vec::new(); shards as usize];
-        for (i, item) in items.iter().enumerate() {
-            by_shard[self.shard(item.key) as usize].push(i);
+        // One pipeline per non-empty shard.
+        let mut shards: Vec<Option<ShardPipeline>> = (0..self.settings.shards).map(|_| None).collect();
+        for (i, op) in ops.iter().enumerate() {
+            let shard = shards[self.shard(op.counter().key) as usize].get_or_insert_with(|| ShardPipeline {
+                indices: Vec::new(),
+                pipe: redis::pipe(),
+                replies: 0,
+            });
+            shard.replies += self.encode(op, ttl_ms, &mut shard.pipe);
+            shard.indices.push(i);
         }
         let mut tasks = tokio::task::JoinSet::new();
-        for indices in by_shard.into_iter().filter(|v| !v.is_empty()) {
-            let mut pipe = redis::pipe();
-            let mut count = 0;
-            // Each item's (current, previous) keys, kept for a read-back.
-            let mut keys = Vec::with_capacity(indices.len());
-            for &i in &indices {
-                let item = &items[i];
-                let key = self.key(item.route, item.key, item.epoch);
-                let previous = self.key(item.route, item.key, item.epoch.saturating_sub(1));
-                if item.delta > 0 {
-                    pipe.cmd("INCRBY").arg(&key).arg(item.delta);
-                    pipe.cmd("PEXPIRE").arg(&key).arg(ttl_ms);
-                    count += 2;
-                }
-                if item.pull {
-                    pipe.cmd("MGET").arg(&key).arg(&previous);
-                    count += 1;
-                }
-                keys.push((key, previous));
-            }
+        let timeout = self.settings.response_timeout;
+        for shard in shards.into_iter().flatten() {
             let mut conn = conn.clone();
-            let timeout = self.settings.response_timeout;
             tasks.spawn(async move {
-                let replies = tokio::time::timeout(timeout, send(&mut conn, &pipe, count)).await;
-                // A cluster connection turns one error reply (a key holding
-                // garbage) into an error for the whole pipeline, though the
-                // server ran every command. Read the keys back to tell which.
-                let rechecked = match &replies {
-                    Ok(Err(e)) if e.kind() == redis::ErrorKind::ResponseError => {
-                        let mut recheck = redis::pipe();
-                        for (key, previous) in &keys {
-                            recheck.cmd("MGET").arg(key).arg(previous);
-                        }
-                        match tokio::time::timeout(timeout, send(&mut conn, &recheck, keys.len())).await {
-                            Ok(Ok(values)) => Some(values),
-                            _ => None,
-                        }
-                    }
-                    _ => None,
-                };
-                (indices, replies, rechecked)
+                let replies = tokio::time::timeout(timeout, send(&mut conn, &shard.pipe, shard.replies)).await;
+                (shard.indices, replies, conn)
             });
         }
-        let mut results = vec![
-            ItemResult {
-                pushed: false,
-                totals: Totals::Unknown,
-            };
-            items.len()
-        ];
-        let mut failure = None;
+        let mut results: Vec<Option<OpResult>> = vec![None; ops.len()];
+        let (mut pipelines, mut failed, mut unsent) = (0usize, 0usize, 0usize);
+        let mut first_failure: Option<GlobalError> = None;
         while let Some(joined) = tasks.join_next().await {
-            let (indices, replies, rechecked) =
+            let (indices, replies, mut conn) =
                 joined.map_err(|e| GlobalError::new(format!("redis round task: {e}")))?;
-            if let Some(values) = rechecked {
-                // Every INCRBY ran except on keys that hold something other
-                // than an integer; those, and only those, did not count.
-                for (&i, value) in indices.iter().zip(&values) {
-                    let item = &items[i];
-                    let pair = match value {
-                        Value::Array(pair) => Some(pair),
-                        _ => None,
-                    };
-                    let current = pair.and_then(|p| p.first()).and_then(integer_or_missing);
-                    let previous = pair.and_then(|p| p.get(1)).map_or(Some(Some(0)), integer_or_missing);
-                    results[i] = match (current, previous) {
-                        (Some(Some(current)), Some(Some(previous))) => ItemResult {
-                            pushed: true,
-                            totals: if item.pull {
-                                Totals::Known { previous, current }
-                            } else {
-                                Totals::Unknown
-                            },
-                        },
-                        // Garbage, or a key of another type (nil after an
-                        // INCRBY): not counted, totals unknown.
-                        _ => ItemResult {
-                            pushed: item.delta == 0,
-                            totals: Totals::Unknown,
-                        },
-                    };
-                }
-                continue;
-            }
-            let replies = match replies {
-                Err(_) => {
-                    failure = Some(GlobalError::new(format!(
-                        "redis: no reply within {:?}",
-                        self.settings.response_timeout
-                    )));
-                    continue;
-                }
-                // A refused connection (the manager reconnecting): this
-                // pipeline was not written. Unsent only if no pipeline was.
-                Ok(Err(e)) if e.is_connection_refusal() => {
-                    failure.get_or_insert(GlobalError::unsent(format!("redis: {e}")));
-                    continue;
-                }
-                Ok(Err(e)) => {
-                    failure = Some(GlobalError::new(format!("redis: {e}")));
-                    continue;
-                }
-                Ok(Ok(r)) => r,
-            };
-            let mut replies = replies.iter();
-            for i in indices {
-                let item = &items[i];
-                let mut result = ItemResult {
-                    pushed: true,
-                    totals: Totals::Unknown,
-                };
-                if item.delta > 0 {
-                    let incr = replies.next();
-                    let _expire = replies.next();
-                    result.pushed = matches!(incr, Some(Value::Int(_)));
-                }
-                if item.pull {
-                    let reply = replies.next();
-                    // A key whose INCRBY failed holds something else (MGET
-                    // reads it as nil): its totals are unknown, not zero.
-                    let usable = result.pushed || item.delta == 0;
-                    if let (true, Some(Value::Array(pair))) = (usable, reply) {
-                        let current = pair.first().and_then(integer);
-                        let previous = pair.get(1).map_or(Some(0), integer);
-                        if let (Some(current), Some(previous)) = (current, previous) {
-                            result.totals = Totals::Known { previous, current };
-                        }
+            pipelines += 1;
+            let failure = match replies {
+                Ok(Ok(values)) => {
+                    let mut it = values.iter();
+                    for &i in &indices {
+                        results[i] = Some(Self::decode(&ops[i], &mut it));
                     }
+                    continue;
                 }
-                results[i] = result;
+                Err(_) => GlobalError::new(format!("redis: no reply within {timeout:?}")),
+                Ok(Err(e)) if e.kind() != redis::ErrorKind::IoError && e.code().is_some() => {
+                    // A cluster pipeline with an error reply in it.
+                    for (i, r) in self.recover_cluster_pipeline(&mut conn, ops, &indices, &e).await {
+                        results[i] = Some(r);
+                    }
+                    continue;
+                }
+                // A refused connection (the manager reconnecting, a node
+                // down): this pipeline was not written.
+                Ok(Err(e)) if e.is_connection_refusal() => GlobalError::unsent(format!("redis: {e}")),
+                Ok(Err(e)) => GlobalError::new(format!("redis: {e}")),
+            };
+            failed += 1;
+            if failure.is_unsent() {
+                unsent += 1;
             }
+            for &i in &indices {
+                results[i] = Some(OpResult::Failed(failure.clone()));
+            }
+            first_failure.get_or_insert(failure);
         }
-        let any_sent = results.iter().any(|r| r.pushed || r.totals != Totals::Unknown);
-        let failure = failure.map(|f| {
-            if f.is_unsent() && any_sent {
-                GlobalError::new(f.to_string())
-            } else {
-                f
-            }
-        });
-        match failure {
-            // Any shard failing fails the round: the gate goes local-only
-            // rather than trust a partial view. The round's deltas are then
-            // treated as maybe applied (never sent again), unless nothing
-            // at all was sent.
-            Some(e) => {
-                self.forget().await;
-                Err(e)
-            }
-            None => Ok(results),
+        if failed > 0 {
+            // The next round connects afresh.
+            self.forget().await;
         }
-    }
-}
-
-/// An integer reply (`Some(Some(n))`), a missing key where one was just
-/// incremented cannot be (`Some(None)` for nil), or garbage (`None`).
-fn integer_or_missing(v: &Value) -> Option<Option<u64>> {
-    match v {
-        Value::Nil => Some(None),
-        other => integer(other).map(Some),
+        if failed == pipelines {
+            // Nothing went through: the whole round failed (and nothing of
+            // it applied only if no pipeline may have been written).
+            let e = first_failure.unwrap_or_else(|| GlobalError::new("redis: no pipeline"));
+            return Err(if unsent == failed { e } else { e.maybe_applied() });
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| OpResult::Failed(GlobalError::new("redis: no reply for an operation"))))
+            .collect())
     }
 }
 

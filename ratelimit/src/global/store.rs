@@ -4,82 +4,111 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// One key's part of a sync round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SyncItem {
+/// One key's counters in one epoch: a Redis hash, one field per slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Counter {
     /// The route's cell namespace.
     pub route: u32,
     /// The key's fleet id: a keyed hash, the same on every instance, never
     /// the raw client value.
     pub key: u64,
-    /// The epoch the delta belongs to (and whose totals are pulled).
+    /// The epoch (a window-long group of slices).
     pub epoch: u64,
-    /// Requests (cost units) this instance admitted and has not pushed.
-    pub delta: u64,
-    /// Whether to pull the totals of `epoch` and `epoch - 1`.
-    pub pull: bool,
 }
 
-/// The fleet's totals of one key, as pulled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Totals {
-    /// The totals of the item's epoch and the one before.
-    Known {
-        /// The previous epoch's total.
-        previous: u64,
-        /// This epoch's total (including this round's push).
-        current: u64,
+/// One operation of a sync round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SyncOp {
+    /// Add `delta` units to slice `slice` of `counter`, and make the counter
+    /// expire `ttl` after now.
+    Add {
+        /// The counter.
+        counter: Counter,
+        /// The slice within the epoch.
+        slice: u32,
+        /// Units this instance admitted and has not pushed.
+        delta: u64,
     },
-    /// Not pulled, or the store answered something unusable for this key
-    /// (the gate keeps what it had).
-    Unknown,
+    /// Read slices `slices` of `counter` (a missing counter or slice reads 0).
+    Read {
+        /// The counter.
+        counter: Counter,
+        /// The slices within the epoch, in order.
+        slices: Range<u32>,
+    },
 }
 
-/// What one item's push and pull came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ItemResult {
-    /// The delta reached the store (if the push failed for this key alone,
-    /// it is not retried: see `docs/global.md`).
-    pub pushed: bool,
-    /// The pulled totals.
-    pub totals: Totals,
+impl SyncOp {
+    /// The counter the operation is on.
+    pub fn counter(&self) -> &Counter {
+        match self {
+            SyncOp::Add { counter, .. } | SyncOp::Read { counter, .. } => counter,
+        }
+    }
 }
 
-/// Why a whole sync round failed (the store unreachable, slow, or talking
-/// nonsense). The gate goes local-only until a round succeeds.
+/// What one operation came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    /// The delta was added.
+    Added,
+    /// The slices read, in order.
+    Read(Vec<u64>),
+    /// The operation failed for this key (an error reply such as OOM,
+    /// READONLY, MISCONF, NOPERM or WRONGTYPE; an unusable reply; its node
+    /// unreachable). For an `Add`, `error.is_unsent()` says the delta was
+    /// certainly not applied.
+    Failed(GlobalError),
+}
+
+/// Why a sync round or one of its operations failed.
 #[derive(Debug, Clone)]
 pub struct GlobalError {
-    message: String,
+    message: Arc<str>,
     unsent: bool,
 }
 
 impl GlobalError {
-    /// A failure after which some of the round may have been applied (a
-    /// timeout, an error mid-way): the round's deltas are never sent again.
+    /// A failure after which the work may have been applied (a timeout, an
+    /// error mid-way): deltas are never sent again.
     pub fn new(message: impl Into<String>) -> GlobalError {
         GlobalError {
-            message: message.into(),
+            message: message.into().into(),
             unsent: false,
         }
     }
 
-    /// A failure before anything was sent (no connection): the round's
-    /// deltas are kept for the next round, which cannot count them twice.
+    /// A failure that certainly applied nothing (no connection, a refused
+    /// command): deltas may be sent again without being counted twice.
     pub fn unsent(message: impl Into<String>) -> GlobalError {
         GlobalError {
-            message: message.into(),
+            message: message.into().into(),
             unsent: true,
         }
     }
 
-    /// Whether nothing of the round reached the store.
+    /// Whether nothing was applied.
     pub fn is_unsent(&self) -> bool {
         self.unsent
     }
+
+    /// The same error, as one after which work may have been applied.
+    pub(crate) fn maybe_applied(self) -> GlobalError {
+        GlobalError { unsent: false, ..self }
+    }
 }
+
+impl PartialEq for GlobalError {
+    fn eq(&self, other: &Self) -> bool {
+        self.unsent == other.unsent && self.message == other.message
+    }
+}
+
+impl Eq for GlobalError {}
 
 impl fmt::Display for GlobalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -89,37 +118,38 @@ impl fmt::Display for GlobalError {
 
 impl std::error::Error for GlobalError {}
 
-/// A shared store of per-key, per-epoch counters: Redis in production
-/// ([`RedisStore`](super::RedisStore)), [`MemoryGlobalStore`] in tests.
+/// A shared store of per-key, per-epoch, per-slice counters: Redis in
+/// production ([`RedisStore`](super::RedisStore)), [`MemoryGlobalStore`] in
+/// tests.
 ///
 /// # Contract
 ///
-/// `sync` adds each item's `delta` to the counter of (`route`, `key`,
-/// `epoch`), makes that counter expire after `ttl`, and for items with
-/// `pull` returns the counters of `epoch` and `epoch - 1`, in item order.
-/// It is called by one sync loop per instance, never concurrently with
-/// itself, and never on the request path. A round that fails as a whole
-/// returns `Err`; a key whose counter holds garbage gets
-/// `pushed: false` / `Totals::Unknown` and must not fail the round.
+/// `sync` applies `ops` (per counter, in order) and returns one result per
+/// operation, in order. Every counter that gets an `Add` expires `ttl` after
+/// the round. It is called by one sync loop per instance, never concurrently
+/// with itself, and never on the request path. A round that could do nothing
+/// at all (no connection) returns `Err`; an operation that fails on its own
+/// (an error reply, a key of the wrong type, a cluster node down) returns
+/// [`OpResult::Failed`] and must not fail the others.
 pub trait GlobalStore: Send + Sync + 'static {
     /// Pushes and pulls one round.
-    fn sync(
-        &self,
-        items: &[SyncItem],
-        ttl: Duration,
-    ) -> impl Future<Output = Result<Vec<ItemResult>, GlobalError>> + Send;
+    fn sync(&self, ops: &[SyncOp], ttl: Duration) -> impl Future<Output = Result<Vec<OpResult>, GlobalError>> + Send;
 }
 
 /// A [`GlobalStore`] in this process's memory, shared by clones: for tests,
 /// and for several gates in one process. Counters do not expire (the test
-/// decides how long it lives).
+/// decides how long it lives). [`fail_writes`](Self::fail_writes) makes it
+/// refuse every `Add`, as a Redis out of memory does.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryGlobalStore {
-    counters: Arc<Mutex<Counters>>,
+    inner: Arc<Mutex<Inner>>,
 }
 
-/// Counters by (route, key, epoch).
-type Counters = HashMap<(u32, u64, u64), u64>;
+#[derive(Debug, Default)]
+struct Inner {
+    counters: HashMap<(Counter, u32), u64>,
+    refuse_writes: Option<String>,
+}
 
 impl MemoryGlobalStore {
     /// An empty store.
@@ -127,38 +157,47 @@ impl MemoryGlobalStore {
         Self::default()
     }
 
-    /// The counter of (route, key, epoch).
-    pub fn total(&self, route: u32, key: u64, epoch: u64) -> u64 {
-        self.counters
+    /// The counter of one slice.
+    pub fn total(&self, counter: Counter, slice: u32) -> u64 {
+        self.inner
             .lock()
-            .map(|c| c.get(&(route, key, epoch)).copied().unwrap_or(0))
+            .map(|c| c.counters.get(&(counter, slice)).copied().unwrap_or(0))
             .unwrap_or(0)
+    }
+
+    /// From now on, every `Add` fails with this error reply (`None`: they
+    /// succeed again).
+    pub fn fail_writes(&self, error: Option<&str>) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.refuse_writes = error.map(str::to_owned);
+        }
     }
 }
 
 impl GlobalStore for MemoryGlobalStore {
-    async fn sync(&self, items: &[SyncItem], _ttl: Duration) -> Result<Vec<ItemResult>, GlobalError> {
-        let mut counters = self
-            .counters
+    async fn sync(&self, ops: &[SyncOp], _ttl: Duration) -> Result<Vec<OpResult>, GlobalError> {
+        let mut inner = self
+            .inner
             .lock()
             .map_err(|_| GlobalError::unsent("memory store poisoned"))?;
-        Ok(items
+        let inner = &mut *inner;
+        Ok(ops
             .iter()
-            .map(|i| {
-                let current = counters.entry((i.route, i.key, i.epoch)).or_insert(0);
-                *current = current.saturating_add(i.delta);
-                let current = *current;
-                let totals = if i.pull {
-                    let previous = i
-                        .epoch
-                        .checked_sub(1)
-                        .and_then(|e| counters.get(&(i.route, i.key, e)).copied())
-                        .unwrap_or(0);
-                    Totals::Known { previous, current }
-                } else {
-                    Totals::Unknown
-                };
-                ItemResult { pushed: true, totals }
+            .map(|op| match op {
+                SyncOp::Add { counter, slice, delta } => match &inner.refuse_writes {
+                    Some(e) => OpResult::Failed(GlobalError::unsent(e.clone())),
+                    None => {
+                        let c = inner.counters.entry((*counter, *slice)).or_insert(0);
+                        *c = c.saturating_add(*delta);
+                        OpResult::Added
+                    }
+                },
+                SyncOp::Read { counter, slices } => OpResult::Read(
+                    slices
+                        .clone()
+                        .map(|s| inner.counters.get(&(*counter, s)).copied().unwrap_or(0))
+                        .collect(),
+                ),
             })
             .collect())
     }

@@ -3,26 +3,29 @@
 //! prepared while the previous epoch ran, and no slot is ever freed under a
 //! reader's feet. Lock-free: a slot is claimed by a CAS on its key word, and
 //! its counters are atomics.
+//!
+//! A slot is one cache line: everything a request reads and writes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// One key's state in one epoch: 32 bytes, aligned so that a slot never
-/// straddles two cache lines (one miss per request, not two).
+/// One key's state in one epoch.
 #[derive(Debug, Default)]
-#[repr(align(32))]
+#[repr(align(64))]
 pub(crate) struct Slot {
     /// The key's fleet id, `0` for an empty slot.
     pub(crate) key: AtomicU64,
-    /// Low 32 bits: this instance's requests not yet taken for a push. High
-    /// 32 bits: taken for a push and not yet confirmed (in flight, or lost to
-    /// a failed push: still counted here, never sent again).
-    pub(crate) pending: AtomicU64,
-    /// The fleet totals as last pulled: previous epoch (high 32 bits) and
-    /// this epoch (low 32 bits), saturating.
-    pub(crate) fleet: AtomicU64,
     /// The route (high 32 bits) and the sync round in which the key was
     /// last requested (low 32 bits, for idleness).
     pub(crate) touched: AtomicU64,
+    /// The fleet's consumption in the window's closed slices, as the sync
+    /// loop last computed it: `(slice tag, sum)` (see [`Closed`]).
+    pub(crate) closed: AtomicU64,
+    /// The fleet total of an open slice as last pulled, by slice parity:
+    /// `(slice tag, total)`.
+    pub(crate) fleet: [AtomicU64; 2],
+    /// This instance's own requests in a slice, by slice parity (see
+    /// [`Pending`]).
+    pub(crate) pending: [AtomicU64; 2],
 }
 
 pub(crate) const LOW: u64 = 0xffff_ffff;
@@ -33,6 +36,107 @@ pub(crate) fn pack(high: u64, low: u64) -> u64 {
 
 pub(crate) fn unpack(v: u64) -> (u64, u64) {
     (v >> 32, v & LOW)
+}
+
+/// The tag of a slice in a 32-bit field (its low half; slices are wall time
+/// over at least 1 ms, so tags repeat after 49 days, far beyond any slot's
+/// life of three windows).
+#[inline(always)]
+pub(crate) fn tag32(slice: u64) -> u64 {
+    slice & LOW
+}
+
+/// A `closed` word: the sum of slices `s - k ..= s - 1` as known when it was
+/// computed for slice `s`, or a mark that the key is local-only.
+pub(crate) struct Closed;
+
+impl Closed {
+    /// The sum's value that marks a key whose last round failed.
+    pub(crate) const DEGRADED: u64 = LOW;
+    /// Never computed (a fresh slot).
+    pub(crate) const UNKNOWN: u64 = 0;
+
+    pub(crate) fn word(slice: u64, sum: u64) -> u64 {
+        (tag32(slice) << 32) | sum.min(Self::DEGRADED - 1)
+    }
+
+    pub(crate) fn degraded(slice: u64) -> u64 {
+        (tag32(slice) << 32) | Self::DEGRADED
+    }
+}
+
+/// A `pending` word: a 16-bit slice tag, then this instance's units taken
+/// for a push but not confirmed (24 bits: in flight, or lost to a push that
+/// may or may not have applied), then units not yet taken (24 bits).
+pub(crate) struct Pending;
+
+impl Pending {
+    pub(crate) const COUNT: u64 = (1 << 24) - 1;
+
+    #[inline(always)]
+    pub(crate) fn tag(slice: u64) -> u64 {
+        slice & 0xffff
+    }
+
+    #[inline(always)]
+    pub(crate) fn unpack(v: u64) -> (u64, u64, u64) {
+        (v >> 48, (v >> 24) & Self::COUNT, v & Self::COUNT)
+    }
+
+    #[inline(always)]
+    pub(crate) fn pack(tag: u64, unconfirmed: u64, unpushed: u64) -> u64 {
+        (tag << 48) | (unconfirmed.min(Self::COUNT) << 24) | unpushed.min(Self::COUNT)
+    }
+
+    /// This instance's units in `slice` (0 when the word holds another slice).
+    #[inline(always)]
+    pub(crate) fn units(v: u64, slice: u64) -> u64 {
+        let (tag, unconfirmed, unpushed) = Self::unpack(v);
+        if tag == Self::tag(slice) {
+            unconfirmed + unpushed
+        } else {
+            0
+        }
+    }
+}
+
+impl Slot {
+    /// The fleet total of `slice` as pulled, plus this instance's units in
+    /// it not yet known to be part of that total.
+    #[inline(always)]
+    pub(crate) fn open_units(&self, slice: u64) -> u64 {
+        let p = (slice & 1) as usize;
+        let (tag, total) = unpack(self.fleet[p].load(Ordering::Relaxed));
+        let fleet = if tag == tag32(slice) { total } else { 0 };
+        fleet + Pending::units(self.pending[p].load(Ordering::Relaxed), slice)
+    }
+
+    /// The estimated consumption of the window at a time in `slice`
+    /// (slices `slice - k ..= slice`); `None` when the key is local-only
+    /// (its last round failed, or nothing has been computed for it for
+    /// more than a slice: the sync loop is stalled).
+    #[inline(always)]
+    pub(crate) fn used(&self, slice: u64) -> Option<u64> {
+        let closed = self.closed.load(Ordering::Relaxed);
+        let (tag, sum) = unpack(closed);
+        if sum == Closed::DEGRADED {
+            return None;
+        }
+        let base = if closed == Closed::UNKNOWN {
+            // A fresh key: nothing known yet beyond what this slot holds.
+            self.open_units(slice.wrapping_sub(1))
+        } else if tag == tag32(slice) {
+            sum
+        } else if tag == tag32(slice.wrapping_sub(1)) {
+            // Computed before the boundary the sync loop has not seen yet:
+            // it lacks the slice that just closed (and still holds the one
+            // that left the window: conservative).
+            sum + self.open_units(slice.wrapping_sub(1))
+        } else {
+            return None;
+        };
+        Some(base + self.open_units(slice))
+    }
 }
 
 /// A key's home slot: the hash's high half, so the table does not place keys
@@ -129,9 +233,12 @@ impl Table {
         self.epoch.store(u64::MAX, Ordering::Release);
         for s in self.slots.iter() {
             if s.key.load(Ordering::Relaxed) != 0 {
-                s.pending.store(0, Ordering::Relaxed);
-                s.fleet.store(0, Ordering::Relaxed);
                 s.touched.store(0, Ordering::Relaxed);
+                s.closed.store(Closed::UNKNOWN, Ordering::Relaxed);
+                for p in 0..2 {
+                    s.fleet[p].store(0, Ordering::Relaxed);
+                    s.pending[p].store(0, Ordering::Relaxed);
+                }
                 s.key.store(0, Ordering::Release);
             }
         }
@@ -159,6 +266,7 @@ mod tests {
         t.reset(9);
         assert_eq!(t.occupied().count(), 0);
         assert_eq!(t.epoch.load(Ordering::Relaxed), 9);
+        assert_eq!(std::mem::size_of::<Slot>(), 64);
     }
 
     #[test]
@@ -170,5 +278,26 @@ mod tests {
         assert!(t.slot(65 << 38, |_| ()).is_none());
         assert_eq!(pack(1 << 40, 3), (LOW << 32) | 3);
         assert_eq!(unpack(pack(7, 9)), (7, 9));
+    }
+
+    #[test]
+    fn the_estimate_of_a_slot() {
+        let s = Slot::default();
+        // Fresh: only what the slot holds.
+        assert_eq!(s.used(100), Some(0));
+        s.pending[0].store(Pending::pack(Pending::tag(100), 2, 3), Ordering::Relaxed);
+        s.fleet[0].store(pack(tag32(100), 10), Ordering::Relaxed);
+        assert_eq!(s.used(100), Some(15));
+        // A stale pending word (another slice of the same parity) is not counted.
+        assert_eq!(s.used(102), Some(0));
+        // Closed sums, current and one boundary late.
+        s.closed.store(Closed::word(100, 40), Ordering::Relaxed);
+        assert_eq!(s.used(100), Some(55));
+        s.fleet[1].store(pack(tag32(101), 4), Ordering::Relaxed);
+        assert_eq!(s.used(101), Some(40 + 15 + 4));
+        // Two boundaries late: the sync loop is stalled, local only.
+        assert_eq!(s.used(102), None);
+        s.closed.store(Closed::degraded(100), Ordering::Relaxed);
+        assert_eq!(s.used(100), None);
     }
 }

@@ -1,0 +1,464 @@
+//! The request path of the fleet gate: one table lookup, one cache line, no
+//! I/O, no lock.
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::ids::FleetHasher;
+use super::sync::History;
+use super::table::{pack, tag32, Closed, Pending, Slot, Table, LOW};
+use super::{GateError, GateSettings, DEGRADED, UNTRACKED};
+use crate::store::CellKey;
+use crate::window::{Fit, SlidingWindow};
+use crate::{Clock, Decision, Limiter, Quota, Store};
+
+/// The state of a gate, for health checks and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateStatus {
+    /// The whole gate is local-only: the last sync round failed, or the
+    /// sync loop stopped or stalled.
+    pub degraded: bool,
+    /// Keys limited locally only because their part of the last round
+    /// failed (an error reply, a value of the wrong type, a cluster node
+    /// down), while the rest of the fleet limit holds.
+    pub degraded_keys: u64,
+    /// Successful rounds so far.
+    pub rounds: u64,
+    /// Failed rounds so far.
+    pub failures: u64,
+    /// Keys seen that the table could not track.
+    pub untracked: u64,
+}
+
+/// Whether the fleet limit is in force: what a readiness probe asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetHealth {
+    /// Every tracked key is limited fleet-wide.
+    InForce,
+    /// The fleet limit holds except for these keys, limited locally only.
+    Partial {
+        /// Keys limited locally only.
+        local_only_keys: u64,
+    },
+    /// Every key is limited locally only (Redis unreachable or failing, or
+    /// the sync loop not running): the fleet can admit up to N times one
+    /// instance's limit.
+    LocalOnly,
+}
+
+/// The fleet-wide gate: see the [module docs](super).
+pub struct FleetGate {
+    pub(super) window: SlidingWindow,
+    pub(super) tables: [Table; 3],
+    pub(super) hasher: FleetHasher,
+    /// Wall clock minus the monotonic clock, in nanoseconds (slices are wall
+    /// time, so instances agree on them; reading the wall clock per request
+    /// would cost a system call's worth).
+    offset: AtomicI64,
+    /// The latest slice seen and its epoch, so most requests place
+    /// themselves with a multiply and a compare instead of two divisions
+    /// (hints: checked every time).
+    slice_hint: AtomicU64,
+    epoch_hint: AtomicU64,
+    /// The last round failed as a whole.
+    pub(super) degraded: AtomicBool,
+    /// The sync loop stopped (panicked, aborted) or has not completed a
+    /// round for longer than it should.
+    pub(super) stalled: AtomicBool,
+    /// Monotonic time (the limiter's clock) of the last successful round.
+    pub(super) last_ok: AtomicU64,
+    /// Without a successful round for this long, the gate is local-only.
+    pub(super) stale_after_ns: AtomicU64,
+    /// How long after a slice ends every instance has pushed into it.
+    pub(super) settle_ns: AtomicU64,
+    pub(super) degraded_keys: AtomicU64,
+    pub(super) round: AtomicU64,
+    pub(super) failures: AtomicU64,
+    untracked: AtomicU64,
+    /// The sync loop's own state (never touched by requests).
+    pub(super) history: Mutex<History>,
+    pub(super) last_error: Mutex<Option<String>>,
+    pub(super) settings: GateSettings,
+}
+
+impl std::fmt::Debug for FleetGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetGate")
+            .field("settings", &self.settings)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Set in every fleet id, so none is 0 (an empty slot); the table places
+/// keys by the high half.
+pub(super) const NONZERO: u64 = 1;
+
+/// The largest window.
+const MAX_WINDOW: Duration = Duration::from_secs(3600);
+
+/// The default round timeout until `spawn_sync` says otherwise.
+const DEFAULT_ROUND_TIMEOUT: Duration = Duration::from_millis(250);
+
+impl FleetGate {
+    /// A gate with these settings; `clock` is the limiter's clock.
+    pub fn new(settings: GateSettings, clock: &impl Clock) -> Result<FleetGate, GateError> {
+        if settings.window > MAX_WINDOW || settings.window < Duration::from_millis(10) {
+            return Err(GateError::new(format!("window: from 10ms to {MAX_WINDOW:?}")));
+        }
+        if settings.secret.len() < 16 {
+            return Err(GateError::new("secret: at least 16 bytes, the same on every instance"));
+        }
+        if settings.max_keys == 0 || settings.max_keys > 1 << 26 {
+            return Err(GateError::new("max_keys: from 1 to 67108864"));
+        }
+        if settings.sync_interval.is_zero() || settings.sync_interval * 2 > settings.window {
+            return Err(GateError::new("sync_interval: above zero and at most half the window"));
+        }
+        let sub_epochs = settings.effective_sub_epochs();
+        // A slice at least two sync intervals long: every slice gets a
+        // round, and the previous slice is still pulled while the others'
+        // last pushes into it land.
+        if settings.sync_interval * 2 * sub_epochs > settings.window {
+            return Err(GateError::new(format!(
+                "sub_epochs: {sub_epochs} slices of {:?} are shorter than two sync intervals ({:?}); use at most {}",
+                settings.window / sub_epochs,
+                settings.sync_interval * 2,
+                (settings.window.as_nanos() / (settings.sync_interval.as_nanos() * 2)).max(1)
+            )));
+        }
+        let window =
+            SlidingWindow::new(settings.window, sub_epochs).map_err(|e| GateError::new(format!("sub_epochs: {e}")))?;
+        let capacity = settings.max_keys.saturating_mul(2);
+        let gate = FleetGate {
+            window,
+            tables: [Table::new(capacity), Table::new(capacity), Table::new(capacity)],
+            hasher: FleetHasher::new(&settings.secret),
+            offset: AtomicI64::new(0),
+            slice_hint: AtomicU64::new(0),
+            epoch_hint: AtomicU64::new(0),
+            degraded: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
+            last_ok: AtomicU64::new(clock.now()),
+            stale_after_ns: AtomicU64::new(0),
+            settle_ns: AtomicU64::new(0),
+            degraded_keys: AtomicU64::new(0),
+            round: AtomicU64::new(1),
+            failures: AtomicU64::new(0),
+            untracked: AtomicU64::new(0),
+            history: Mutex::new(History::default()),
+            last_error: Mutex::new(None),
+            settings,
+        };
+        gate.set_round_timeout(DEFAULT_ROUND_TIMEOUT);
+        gate.refresh_offset(clock);
+        let epoch = gate.window.epoch(gate.wall(clock.now()));
+        gate.tables[(epoch % 3) as usize].reset(epoch);
+        gate.tables[((epoch + 1) % 3) as usize].reset(epoch + 1);
+        Ok(gate)
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &GateSettings {
+        &self.settings
+    }
+
+    /// The window arithmetic the gate runs.
+    pub fn window(&self) -> &SlidingWindow {
+        &self.window
+    }
+
+    /// Health and counts.
+    pub fn status(&self) -> GateStatus {
+        GateStatus {
+            degraded: self.degraded.load(Ordering::Relaxed) || self.stalled.load(Ordering::Relaxed),
+            degraded_keys: self.degraded_keys.load(Ordering::Relaxed),
+            rounds: self.round.load(Ordering::Relaxed) - 1,
+            failures: self.failures.load(Ordering::Relaxed),
+            untracked: self.untracked.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether the fleet limit is in force, for a readiness probe.
+    ///
+    /// ```
+    /// # use ratelimit::global::{FleetGate, FleetHealth, GateSettings};
+    /// # let gate = FleetGate::new(GateSettings::new(b"a fleet-wide secret, 16+ bytes"), &ratelimit::ManualClock::new()).unwrap();
+    /// match gate.health() {
+    ///     FleetHealth::InForce => {}
+    ///     FleetHealth::Partial { local_only_keys } => eprintln!("{local_only_keys} keys limited locally"),
+    ///     FleetHealth::LocalOnly => eprintln!("fleet limit off: {:?}", gate.last_error()),
+    /// }
+    /// ```
+    pub fn health(&self) -> FleetHealth {
+        let s = self.status();
+        if s.degraded {
+            FleetHealth::LocalOnly
+        } else if s.degraded_keys > 0 {
+            FleetHealth::Partial {
+                local_only_keys: s.degraded_keys,
+            }
+        } else {
+            FleetHealth::InForce
+        }
+    }
+
+    /// The error of the last failed round or operation, while the gate (or
+    /// some key) is degraded because of it.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// Sets the longest a round may take: a round that has not succeeded
+    /// for two sync intervals plus this makes the gate local-only.
+    pub(super) fn set_round_timeout(&self, timeout: Duration) {
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let s = ns(self.settings.sync_interval);
+        self.stale_after_ns
+            .store(s.saturating_mul(2).saturating_add(ns(timeout)), Ordering::Relaxed);
+        self.settle_ns.store(s.saturating_add(ns(timeout)), Ordering::Relaxed);
+    }
+
+    pub(super) fn refresh_offset(&self, clock: &impl Clock) {
+        let mono = clock.now() as i128;
+        let wall = clock.wall_nanos() as i128;
+        let offset = (wall - mono).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+        self.offset.store(offset, Ordering::Relaxed);
+    }
+
+    pub(super) fn wall(&self, now: u64) -> u64 {
+        (now as i128 + i128::from(self.offset.load(Ordering::Relaxed))).clamp(0, i128::from(u64::MAX)) as u64
+    }
+
+    /// The slice of a wall time, the nanoseconds into it, and its epoch.
+    #[inline]
+    pub(super) fn locate(&self, wall: u64) -> (u64, u64, u64) {
+        let slice = self.slice_hint.load(Ordering::Relaxed);
+        let epoch = self.epoch_hint.load(Ordering::Relaxed);
+        let k = u64::from(self.window.slices());
+        let start = slice.wrapping_mul(self.window.slice_ns());
+        if let Some(into) = wall.checked_sub(start).filter(|&d| d < self.window.slice_ns()) {
+            let first = epoch.wrapping_mul(k);
+            if slice.wrapping_sub(first) < k {
+                return (slice, into, epoch);
+            }
+        }
+        let at = self.window.locate(wall);
+        let epoch = self.window.epoch_of(at.slice);
+        self.epoch_hint.store(epoch, Ordering::Relaxed);
+        self.slice_hint.store(at.slice, Ordering::Relaxed);
+        (at.slice, at.into_slice, epoch)
+    }
+
+    /// The fleet id of `key` on `route`: the same on every instance with the
+    /// same secret.
+    pub fn fleet_id<K: Hash + ?Sized>(&self, route: u32, key: &K) -> u64 {
+        let mut h = self.hasher.hasher();
+        route.hash(&mut h);
+        key.hash(&mut h);
+        h.finish() | NONZERO
+    }
+
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) fn hasher(&self) -> &FleetHasher {
+        &self.hasher
+    }
+
+    /// Decides a request of `cost` by `key` on `route`: the local limiter,
+    /// then the fleet budget. A request refused by the fleet is denied with
+    /// [`Denial::FleetLimited`](crate::Denial::FleetLimited) and charges
+    /// nothing locally.
+    pub fn check<K: Hash + ?Sized, S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        route: u32,
+        key: &K,
+        quota: &Quota,
+        cost: u32,
+    ) -> Decision {
+        let mut h = self.hasher.hasher();
+        route.hash(&mut h);
+        key.hash(&mut h);
+        let id = h.finish();
+        // The local cell takes the hash as it is (the store uses all its
+        // bits); the fleet id sets the low bit (never 0).
+        self.check_id(limiter, route, CellKey::new(id, route), id, quota, cost)
+    }
+
+    /// Whether the fleet estimate may be used at `now`: the last round
+    /// succeeded and is recent. A stall is noticed here, by requests.
+    #[inline]
+    fn in_force(&self, now: u64) -> bool {
+        if self.degraded.load(Ordering::Relaxed) {
+            return false;
+        }
+        let age = now.saturating_sub(self.last_ok.load(Ordering::Relaxed));
+        if age <= self.stale_after_ns.load(Ordering::Relaxed) {
+            return true;
+        }
+        if !self.stalled.swap(true, Ordering::Relaxed) {
+            metrics::gauge!(DEGRADED).set(1.0);
+            tracing::warn!(
+                target: "ratelimit",
+                since_ms = age / 1_000_000,
+                "fleet gate: no successful sync round recently (sync loop stalled or stopped), limiting locally only"
+            );
+        }
+        false
+    }
+
+    /// [`check`](Self::check) with the local cell and the fleet id already
+    /// computed (the HTTP runtime derives the fleet id from the raw key).
+    pub fn check_id<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        route: u32,
+        cell: CellKey,
+        fleet_id: u64,
+        quota: &Quota,
+        cost: u32,
+    ) -> Decision {
+        limiter.store().prefetch(cell);
+        let fleet_id = fleet_id | NONZERO;
+        // The epoch rarely changes: start loading the likely slot too, before
+        // the clock read.
+        self.tables[(self.epoch_hint.load(Ordering::Relaxed) % 3) as usize].prefetch(fleet_id);
+        let now = limiter.clock().now();
+        // A cost above the burst never conforms: the local limiter says so.
+        if cost > quota.burst() {
+            return limiter.check_cell_at(cell, quota, cost, now);
+        }
+        let (slice, into, epoch) = self.locate(self.wall(now));
+        let table = &self.tables[(epoch % 3) as usize];
+        if table.epoch.load(Ordering::Acquire) != epoch {
+            // The sync loop has not prepared this epoch: local only.
+            return limiter.check_cell_at(cell, quota, cost, now);
+        }
+        // Local only (`None`) while the gate is degraded; admitted requests
+        // are still counted, and pushed when the store is back.
+        let in_force = self.in_force(now);
+        let round = self.round.load(Ordering::Relaxed);
+        if let Some(slot) = table.find(fleet_id) {
+            // `None` also when this key's last round failed.
+            let used = if in_force { slot.used(slice) } else { None };
+            let fit = used.map(|used| self.window.fits(used, cost, quota.interval_ns(), into));
+            if let Some(Fit::Exceeds { retry_ns }) = fit {
+                touch(slot, route, round);
+                return limiter.check_cell_at(cell, quota, 0, now).fleet_denied(retry_ns);
+            }
+            let d = limiter.check_cell_at(cell, quota, cost, now);
+            if d.is_allowed() {
+                touch(slot, route, round);
+                add_pending(slot, slice, cost);
+                if let Some(Fit::Fits { slack_ns }) = fit {
+                    return d.tightened(slack_ns);
+                }
+            }
+            return d;
+        }
+        // The key's first request here this epoch. What the previous epoch's
+        // slot knew still counts (the sync loop has not moved it yet).
+        let previous = self.previous_slot(epoch, fleet_id);
+        let used = match (in_force, previous) {
+            (false, _) => None,
+            (true, Some(p)) => p.used(slice),
+            (true, None) => Some(0),
+        };
+        let fit = used.map(|used| self.window.fits(used, cost, quota.interval_ns(), into));
+        if let Some(Fit::Exceeds { retry_ns }) = fit {
+            if let Some(p) = previous {
+                touch(p, route, round);
+            }
+            return limiter.check_cell_at(cell, quota, 0, now).fleet_denied(retry_ns);
+        }
+        // Local first: a request the local limiter refuses leaves no fleet
+        // state, so a refused flood cannot fill the table.
+        let d = limiter.check_cell_at(cell, quota, cost, now);
+        if d.is_denied() {
+            return d;
+        }
+        let claimed = table.slot(fleet_id, |fresh| {
+            fresh.touched.store(touched(route, round), Ordering::Relaxed);
+            if let Some(p) = previous {
+                carry_over(p, fresh, slice);
+            }
+        });
+        match claimed {
+            Some(slot) => {
+                touch(slot, route, round);
+                add_pending(slot, slice, cost);
+            }
+            None => {
+                // Table full: limited locally only, and counted.
+                self.untracked.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!(UNTRACKED).increment(1);
+            }
+        }
+        match fit {
+            Some(Fit::Fits { slack_ns }) => d.tightened(slack_ns),
+            _ => d,
+        }
+    }
+
+    /// The key's slot in the previous epoch's table, if that table still
+    /// holds the previous epoch.
+    pub(super) fn previous_slot(&self, epoch: u64, fleet_id: u64) -> Option<&Slot> {
+        let before = epoch.checked_sub(1)?;
+        let table = &self.tables[((epoch + 2) % 3) as usize];
+        if table.epoch.load(Ordering::Acquire) != before {
+            return None;
+        }
+        table.find(fleet_id)
+    }
+}
+
+/// The `touched` word: the route (high half) and the round of the last
+/// request (low half).
+pub(super) fn touched(route: u32, round: u64) -> u64 {
+    (u64::from(route) << 32) | (round & LOW)
+}
+
+/// Marks a key as requested this round (kept synced), with one store at
+/// most per round.
+#[inline]
+fn touch(slot: &Slot, route: u32, round: u64) {
+    let now = touched(route, round);
+    if slot.touched.load(Ordering::Relaxed) != now {
+        slot.touched.store(now, Ordering::Relaxed);
+    }
+}
+
+/// Counts an admitted request of `cost` in `slice`, as not yet pushed.
+#[inline]
+fn add_pending(slot: &Slot, slice: u64, cost: u32) {
+    let p = (slice & 1) as usize;
+    let tag = Pending::tag(slice);
+    let _ = slot.pending[p].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+        let (t, unconfirmed, unpushed) = Pending::unpack(v);
+        Some(if t == tag {
+            Pending::pack(tag, unconfirmed, unpushed + u64::from(cost))
+        } else {
+            // The word held the slice two before, drained by the sync loop
+            // during the last one.
+            Pending::pack(tag, 0, u64::from(cost))
+        })
+    });
+}
+
+/// A fresh slot starts from what the previous epoch's slot knew: its closed
+/// sum, and the slice that just closed (fleet total and this instance's own
+/// units) as a pulled total, until the sync loop writes this slot.
+fn carry_over(previous: &Slot, fresh: &Slot, slice: u64) {
+    let closed = previous.closed.load(Ordering::Relaxed);
+    let last = slice.wrapping_sub(1);
+    fresh.fleet[(last & 1) as usize].store(pack(tag32(last), previous.open_units(last)), Ordering::Relaxed);
+    let carried = if closed == Closed::UNKNOWN {
+        // Nothing computed yet: the slice before counts as the closed part.
+        Closed::word(last, previous.open_units(last.wrapping_sub(1)))
+    } else {
+        closed
+    };
+    fresh.closed.store(carried, Ordering::Relaxed);
+}

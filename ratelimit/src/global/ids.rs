@@ -1,0 +1,117 @@
+//! Fleet ids: keyed, fleet-stable hashes of client keys, the only form in
+//! which a key leaves the process (Redis keys are built from them).
+
+use std::hash::Hasher;
+
+/// Keyed, fleet-stable hashing of keys: the folded-multiply construction of
+/// ahash's portable path (and foldhash), under four 64-bit keys derived from
+/// the shared secret with SipHash. Pure integer arithmetic, so every
+/// instance computes the same id whatever its CPU; without the secret, ids
+/// cannot be computed (or a client value guessed from one). A few
+/// nanoseconds, where SipHash would be four times that on the request path.
+#[derive(Clone)]
+pub(crate) struct FleetHasher {
+    keys: [u64; 4],
+}
+
+impl FleetHasher {
+    pub(crate) fn new(secret: &[u8]) -> FleetHasher {
+        let derive = |label: &[u8]| {
+            let mut h = siphasher::sip::SipHasher24::new_with_keys(0, 0);
+            h.write(label);
+            h.write(secret);
+            h.finish()
+        };
+        FleetHasher {
+            keys: [
+                derive(b"ratelimit fleet k0"),
+                derive(b"ratelimit fleet k1"),
+                derive(b"ratelimit fleet k2"),
+                derive(b"ratelimit fleet k3"),
+            ],
+        }
+    }
+
+    pub(crate) fn hasher(&self) -> FleetHash {
+        FleetHash {
+            state: self.keys[0],
+            pad: self.keys[1],
+            extra: [self.keys[2], self.keys[3]],
+        }
+    }
+}
+
+const MULTIPLE: u64 = 6_364_136_223_846_793_005;
+
+#[inline(always)]
+fn folded_multiply(a: u64, b: u64) -> u64 {
+    let full = u128::from(a) * u128::from(b);
+    (full as u64) ^ ((full >> 64) as u64)
+}
+
+/// The hasher of a fleet id (see [`FleetHasher`]).
+pub(crate) struct FleetHash {
+    state: u64,
+    pad: u64,
+    extra: [u64; 2],
+}
+
+impl FleetHash {
+    #[inline(always)]
+    fn update(&mut self, v: u64) {
+        self.state = folded_multiply(v ^ self.state, MULTIPLE);
+    }
+
+    #[inline(always)]
+    fn large_update(&mut self, v: u128) {
+        let combined = folded_multiply((v as u64) ^ self.extra[0], ((v >> 64) as u64) ^ self.extra[1]);
+        self.state = (self.state.wrapping_add(self.pad) ^ combined).rotate_left(23);
+    }
+}
+
+impl Hasher for FleetHash {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        // Little-endian chunks of 16, then the tail, then the length: the
+        // same on every platform.
+        let mut chunks = bytes.chunks_exact(16);
+        for c in &mut chunks {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(c);
+            self.large_update(u128::from_le_bytes(b));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 16];
+            b[..rest.len()].copy_from_slice(rest);
+            self.large_update(u128::from_le_bytes(b));
+        }
+        self.update(bytes.len() as u64);
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.update(u64::from(i));
+    }
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.update(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.update(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.update(i);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.update(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        let rot = (self.state & 63) as u32;
+        folded_multiply(self.state, self.pad).rotate_left(rot)
+    }
+}
+

@@ -1,0 +1,546 @@
+//! The sync loop: every `sync_interval`, push this instance's deltas and
+//! pull the fleet's totals of the slices that may still change, keep the
+//! closed slices' totals locally, and hand each key's estimate to the
+//! request path through its slot.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::gate::FleetGate;
+use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
+use super::table::{pack, tag32, unpack, Closed, Pending, Slot, LOW};
+use super::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNC_ROUNDS, SYNC_SECONDS};
+use crate::Clock;
+
+/// What one sync round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Keys in the round.
+    pub keys: usize,
+    /// Units pushed and confirmed.
+    pub pushed: u64,
+    /// Keys whose totals were refreshed.
+    pub pulled: usize,
+    /// Keys with a failed operation (an error reply such as OOM, READONLY,
+    /// MISCONF, NOPERM or WRONGTYPE; an unusable reply; a cluster node
+    /// down): limited locally only until a round succeeds for them.
+    pub failed_keys: usize,
+    /// Redis operations in the round.
+    pub operations: usize,
+}
+
+/// The fleet's totals of one key per slice, as this instance knows them:
+/// closed slices are pulled until final, then kept here.
+#[derive(Debug)]
+struct KeyHistory {
+    /// The newest slice in `ring`.
+    newest: u64,
+    /// By `slice % len`: the fleet total pulled (high half) and this
+    /// instance's units not known to be part of it (low half: lost pushes).
+    ring: Box<[u64]>,
+    /// Slices up to this one are final: every instance has pushed into
+    /// them, so they are not pulled again.
+    final_upto: Option<u64>,
+}
+
+impl KeyHistory {
+    fn new(len: usize, slice: u64) -> KeyHistory {
+        KeyHistory {
+            newest: slice,
+            ring: vec![0; len].into_boxed_slice(),
+            final_upto: None,
+        }
+    }
+
+    fn advance(&mut self, slice: u64) {
+        let len = self.ring.len() as u64;
+        if slice <= self.newest {
+            return;
+        }
+        if slice - self.newest >= len {
+            self.ring.fill(0);
+        } else {
+            for j in self.newest + 1..=slice {
+                self.ring[(j % len) as usize] = 0;
+            }
+        }
+        self.newest = slice;
+    }
+
+    fn get(&self, slice: u64) -> (u64, u64) {
+        let len = self.ring.len() as u64;
+        if slice > self.newest || slice + len <= self.newest {
+            return (0, 0);
+        }
+        unpack(self.ring[(slice % len) as usize])
+    }
+
+    fn set(&mut self, slice: u64, pulled: Option<u64>, own: Option<u64>) {
+        let len = self.ring.len() as u64;
+        if slice > self.newest || slice + len <= self.newest {
+            return;
+        }
+        let i = (slice % len) as usize;
+        let (p, o) = unpack(self.ring[i]);
+        self.ring[i] = pack(pulled.unwrap_or(p), own.unwrap_or(o));
+    }
+}
+
+/// The sync loop's own state, behind the gate's mutex (never locked by
+/// requests, never held across an await).
+#[derive(Debug, Default)]
+pub(crate) struct History {
+    keys: HashMap<u64, KeyHistory>,
+    failed_before: bool,
+}
+
+/// A delta taken from a slot for this round.
+struct Take<'a> {
+    key: u64,
+    slot: &'a Slot,
+    parity: usize,
+    slice: u64,
+    delta: u64,
+}
+
+/// A key in this round.
+struct Work<'a> {
+    route: u32,
+    active: bool,
+    /// Its slot in the current epoch's table (the one requests read).
+    current: Option<&'a Slot>,
+    /// Its slot in the previous epoch's table.
+    previous: Option<&'a Slot>,
+    /// Its reads: (first slice, op index).
+    reads: Vec<(u64, usize)>,
+    failed: bool,
+}
+
+impl FleetGate {
+    /// One sync round: push this instance's deltas, pull the fleet totals of
+    /// the keys active recently, prepare the next epoch's table. What the
+    /// background loop ([`spawn_sync`](Self::spawn_sync)) runs; tests call it
+    /// directly.
+    pub async fn sync_once<G: GlobalStore, C: Clock>(&self, store: &G, clock: &C) -> Result<SyncReport, GlobalError> {
+        self.refresh_offset(clock);
+        let wall = self.wall(clock.now());
+        let s = self.window.locate(wall).slice;
+        let epoch = self.window.epoch_of(s);
+        let k = u64::from(self.window.slices());
+        let round = self.round.load(Ordering::Relaxed);
+
+        // The next epoch's table held epoch - 2, drained long ago.
+        let next = &self.tables[((epoch + 1) % 3) as usize];
+        if next.epoch.load(Ordering::Acquire) != epoch + 1 {
+            next.reset(epoch + 1);
+        }
+        let current = &self.tables[(epoch % 3) as usize];
+        if current.epoch.load(Ordering::Acquire) != epoch {
+            // Far behind (a long outage): start this epoch afresh.
+            current.reset(epoch);
+        }
+        let previous = Some(&self.tables[((epoch + 2) % 3) as usize])
+            .filter(|t| epoch > 0 && t.epoch.load(Ordering::Acquire) == epoch - 1);
+
+        // 1. Deltas to push, and the keys of the round.
+        let mut takes: Vec<Take<'_>> = Vec::new();
+        let mut work: HashMap<u64, Work<'_>> = HashMap::new();
+        let idle = self.settings.idle_rounds;
+        for (table, is_current) in previous.into_iter().map(|t| (t, false)).chain([(current, true)]) {
+            for (key, slot) in table.occupied() {
+                for parity in 0..2 {
+                    if let Some((slice, delta)) = take_unpushed(slot, parity, s, k) {
+                        takes.push(Take {
+                            key,
+                            slot,
+                            parity,
+                            slice,
+                            delta,
+                        });
+                    }
+                }
+                let (route, last) = unpack(slot.touched.load(Ordering::Relaxed));
+                let active = (round & LOW).wrapping_sub(last) & LOW <= idle;
+                let w = work.entry(key).or_insert(Work {
+                    route: route as u32,
+                    active: false,
+                    current: None,
+                    previous: None,
+                    reads: Vec::new(),
+                    failed: false,
+                });
+                w.active |= active;
+                if is_current {
+                    w.current = Some(slot);
+                } else {
+                    w.previous = Some(slot);
+                }
+            }
+        }
+        // Active keys get a slot in the current table, so requests find
+        // their estimate there from the first round of an epoch.
+        for (&key, w) in work.iter_mut() {
+            if w.active && w.current.is_none() {
+                let last = w.previous.map_or(0, |p| p.touched.load(Ordering::Relaxed));
+                w.current = current.slot(key, |fresh| fresh.touched.store(last, Ordering::Relaxed));
+            }
+        }
+
+        // 2. The operations: every push first, then the reads (of the same
+        // counters, so they include this round's pushes).
+        let mut ops: Vec<SyncOp> = Vec::with_capacity(takes.len() + work.len());
+        for t in &takes {
+            let route = work.get(&t.key).map_or(0, |w| w.route);
+            ops.push(SyncOp::Add {
+                counter: Counter {
+                    route,
+                    key: t.key,
+                    epoch: self.window.epoch_of(t.slice),
+                },
+                slice: self.window.slice_in_epoch(t.slice),
+                delta: t.delta,
+            });
+        }
+        let mut history = std::mem::take(&mut *self.history.lock().unwrap_or_else(|e| e.into_inner()));
+        for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
+            let from = history
+                .keys
+                .get(&key)
+                .and_then(|h| h.final_upto)
+                .map_or(0, |f| f + 1)
+                .max(s.saturating_sub(k));
+            let mut first = from;
+            while first <= s {
+                let e = self.window.epoch_of(first);
+                let last = s.min(self.window.first_slice(e + 1) - 1);
+                w.reads.push((first, ops.len()));
+                ops.push(SyncOp::Read {
+                    counter: Counter {
+                        route: w.route,
+                        key,
+                        epoch: e,
+                    },
+                    slices: self.window.slice_in_epoch(first)..self.window.slice_in_epoch(last) + 1,
+                });
+                first = last + 1;
+            }
+        }
+
+        // 3. One round trip.
+        let started = std::time::Instant::now();
+        let slice_ns = self.window.slice_ns();
+        let ttl = self.window.length() * 2 + Duration::from_nanos(slice_ns) + Duration::from_secs(1);
+        let outcome = store.sync(&ops, ttl).await;
+        self.round.fetch_add(1, Ordering::Relaxed);
+        let results = match outcome {
+            Ok(r) if r.len() == ops.len() => r,
+            other => {
+                let e = match other {
+                    Err(e) => e,
+                    Ok(r) => GlobalError::new(format!("store answered {} results for {} operations", r.len(), ops.len())),
+                };
+                for t in &takes {
+                    if e.is_unsent() {
+                        hand_back(t);
+                    }
+                }
+                // The next round pulls every key's window afresh.
+                drop(history);
+                return Err(self.fail(e));
+            }
+        };
+
+        // 4. What came back.
+        let mut report = SyncReport {
+            keys: work.len(),
+            operations: ops.len(),
+            ..SyncReport::default()
+        };
+        let mut first_error: Option<GlobalError> = None;
+        let mut confirmed: Vec<&Take<'_>> = Vec::with_capacity(takes.len());
+        for (t, result) in takes.iter().zip(&results) {
+            match result {
+                OpResult::Added => confirmed.push(t),
+                OpResult::Failed(e) => {
+                    // Refused: sent again next round. Anything else may have
+                    // applied: never sent again, counted here as this
+                    // instance's own until its slice leaves the window.
+                    if e.is_unsent() {
+                        hand_back(t);
+                    }
+                    first_error.get_or_insert_with(|| e.clone());
+                    if let Some(w) = work.get_mut(&t.key) {
+                        w.failed = true;
+                    }
+                }
+                OpResult::Read(_) => {
+                    first_error.get_or_insert_with(|| GlobalError::new("store answered a read to a push"));
+                    if let Some(w) = work.get_mut(&t.key) {
+                        w.failed = true;
+                    }
+                }
+            }
+        }
+        let len = (k + 2) as usize;
+        let settle = self.settle_ns.load(Ordering::Relaxed);
+        let final_slice = (wall.saturating_sub(settle) / slice_ns).checked_sub(1);
+        let mut fresh_history: HashMap<u64, KeyHistory> = HashMap::with_capacity(work.len());
+        for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
+            let mut h = history.keys.remove(&key).unwrap_or_else(|| KeyHistory::new(len, s));
+            h.advance(s);
+            for &(first, i) in &w.reads {
+                match &results[i] {
+                    OpResult::Read(values) => {
+                        for (j, v) in (first..).zip(values) {
+                            h.set(j, Some(*v), None);
+                        }
+                    }
+                    OpResult::Failed(e) => {
+                        first_error.get_or_insert_with(|| e.clone());
+                        w.failed = true;
+                    }
+                    OpResult::Added => {
+                        first_error.get_or_insert_with(|| GlobalError::new("store answered a push to a read"));
+                        w.failed = true;
+                    }
+                }
+            }
+            if w.failed {
+                continue;
+            }
+            // The pulled totals of the open slices go to the slots holding
+            // this instance's units in them (totals first, confirmations
+            // next: a reader in between counts a delta twice, never not at
+            // all).
+            for j in [s.wrapping_sub(1), s] {
+                if let Some(slot) = self.slot_of(j, epoch, w) {
+                    let (pulled, _) = h.get(j);
+                    slot.fleet[(j & 1) as usize].store(pack(tag32(j), pulled), Ordering::Relaxed);
+                }
+            }
+            h.final_upto = final_slice.map(|f| f.min(s)).max(h.final_upto);
+            report.pulled += 1;
+            fresh_history.insert(key, h);
+        }
+        for t in confirmed {
+            let _ = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+                let (tag, unconfirmed, unpushed) = Pending::unpack(v);
+                (tag == Pending::tag(t.slice)).then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed))
+            });
+            report.pushed += t.delta;
+        }
+        // The closed sums: pulled totals plus this instance's units not in
+        // them (the slice just closed from its slot; older ones as kept).
+        for (&key, w) in work.iter().filter(|(_, w)| w.active) {
+            let Some(slot) = w.current else { continue };
+            if w.failed {
+                slot.closed.store(Closed::degraded(s), Ordering::Relaxed);
+                if let Some(p) = w.previous {
+                    p.closed.store(Closed::degraded(s), Ordering::Relaxed);
+                }
+                report.failed_keys += 1;
+                continue;
+            }
+            let Some(h) = fresh_history.get_mut(&key) else { continue };
+            let last = s.wrapping_sub(1);
+            if let Some(holder) = self.slot_of(last, epoch, w) {
+                h.set(last, None, Some(Pending::units(holder.pending[(last & 1) as usize].load(Ordering::Relaxed), last)));
+            }
+            let sum: u64 = (s.saturating_sub(k)..s)
+                .map(|j| {
+                    let (pulled, own) = h.get(j);
+                    pulled + own
+                })
+                .sum();
+            slot.closed.store(Closed::word(s, sum), Ordering::Relaxed);
+        }
+        // Keys that failed keep no history: they are pulled whole when they
+        // work again.
+        history.keys = fresh_history;
+        let failed_now = report.failed_keys > 0;
+        let failed_before = std::mem::replace(&mut history.failed_before, failed_now);
+        *self.history.lock().unwrap_or_else(|e| e.into_inner()) = history;
+
+        // 5. Health.
+        self.degraded_keys.store(report.failed_keys as u64, Ordering::Relaxed);
+        metrics::gauge!(DEGRADED_KEYS).set(report.failed_keys as f64);
+        if failed_now {
+            metrics::counter!(FAILED_KEYS).increment(report.failed_keys as u64);
+            let e = first_error.map_or_else(|| "unknown".to_owned(), |e| e.to_string());
+            if !failed_before {
+                tracing::warn!(
+                    target: "ratelimit",
+                    error = %e,
+                    keys = report.failed_keys,
+                    "fleet gate: the store refused part of a sync round; those keys are limited locally only until it succeeds"
+                );
+            }
+            self.set_last_error(Some(e));
+        } else if failed_before {
+            tracing::info!(target: "ratelimit", "fleet gate: every key is synced again");
+        }
+        self.last_ok.store(clock.now(), Ordering::Relaxed);
+        let was_degraded = self.degraded.swap(false, Ordering::Relaxed);
+        let was_stalled = self.stalled.swap(false, Ordering::Relaxed);
+        if was_degraded || was_stalled {
+            tracing::info!(target: "ratelimit", "fleet gate: sync recovered, fleet-wide limits apply again");
+        }
+        if !failed_now {
+            self.set_last_error(None);
+        }
+        metrics::gauge!(DEGRADED).set(0.0);
+        metrics::counter!(SYNC_ROUNDS, "result" => "ok").increment(1);
+        metrics::histogram!(SYNC_SECONDS).record(started.elapsed().as_secs_f64());
+        Ok(report)
+    }
+
+    /// The slot holding this instance's units of `slice`: the current
+    /// epoch's, or the previous epoch's for its last slices.
+    fn slot_of<'a>(&self, slice: u64, epoch: u64, w: &Work<'a>) -> Option<&'a Slot> {
+        if self.window.epoch_of(slice) == epoch {
+            w.current
+        } else {
+            w.previous
+        }
+    }
+
+    fn set_last_error(&self, e: Option<String>) {
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = e;
+        }
+    }
+
+    pub(super) fn fail(&self, e: GlobalError) -> GlobalError {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        self.degraded_keys.store(0, Ordering::Relaxed);
+        metrics::counter!(SYNC_ROUNDS, "result" => "error").increment(1);
+        metrics::gauge!(DEGRADED).set(1.0);
+        if let Ok(mut h) = self.history.lock() {
+            h.keys.clear();
+        }
+        self.set_last_error(Some(e.to_string()));
+        if !self.degraded.swap(true, Ordering::Relaxed) {
+            tracing::warn!(target: "ratelimit", error = %e, "fleet gate: sync failed, limiting locally only until it recovers");
+        }
+        e
+    }
+
+    /// Spawns the sync loop on the current tokio runtime: a round every
+    /// `sync_interval` (one at a time), each under `timeout`; after a
+    /// failure, exponential backoff with jitter up to `max_backoff`. The task
+    /// ends when the gate is dropped. If it stops otherwise (it panicked, or
+    /// its handle was aborted), the gate goes local-only and says so.
+    pub fn spawn_sync<G: GlobalStore, C: Clock + Clone + 'static>(
+        self: &Arc<Self>,
+        store: G,
+        clock: C,
+        timeout: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        self.set_round_timeout(timeout);
+        let weak = Arc::downgrade(self);
+        let interval = self.settings.sync_interval;
+        let max_backoff = self.settings.max_backoff;
+        metrics::gauge!(DEGRADED).set(0.0);
+        tokio::spawn(async move {
+            let _watch = Watch(weak.clone());
+            let mut failures = 0u32;
+            let mut jitter = Jitter::new();
+            // The first failure logs in `fail`; repeats at most every 10 s.
+            let mut last_log = std::time::Instant::now();
+            let mut suppressed = 0u64;
+            loop {
+                let wait = if failures == 0 {
+                    interval
+                } else {
+                    let backoff = interval.saturating_mul(1 << failures.min(16)).min(max_backoff);
+                    backoff.mul_f64(jitter.next_between(0.5, 1.5))
+                };
+                tokio::time::sleep(wait).await;
+                let Some(gate) = weak.upgrade() else { return };
+                let result = match tokio::time::timeout(timeout, gate.sync_once(&store, &clock)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(gate.fail(GlobalError::new(format!("sync round took longer than {timeout:?}")))),
+                };
+                match result {
+                    Ok(_) => failures = 0,
+                    Err(e) => {
+                        failures = failures.saturating_add(1);
+                        // At most one line every 10 s while it keeps failing.
+                        if last_log.elapsed() >= Duration::from_secs(10) {
+                            tracing::warn!(target: "ratelimit", error = %e, failures, suppressed, "fleet gate: sync still failing");
+                            last_log = std::time::Instant::now();
+                            suppressed = 0;
+                        } else {
+                            suppressed += 1;
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Dropped with the sync task: if the gate outlives it (a panic, an aborted
+/// task), the gate goes local-only and says why.
+struct Watch(Weak<FleetGate>);
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(gate) = self.0.upgrade() {
+            let why = if std::thread::panicking() {
+                "the sync task panicked"
+            } else {
+                "the sync task stopped"
+            };
+            gate.stalled.store(true, Ordering::Relaxed);
+            gate.failures.fetch_add(1, Ordering::Relaxed);
+            gate.set_last_error(Some(why.to_owned()));
+            metrics::gauge!(DEGRADED).set(1.0);
+            tracing::error!(target: "ratelimit", "fleet gate: {why}; limiting locally only from now on");
+        }
+    }
+}
+
+/// Takes a slice's unpushed units for a push: moves them to "unconfirmed"
+/// in one step, so they are counted throughout. Units of a slice older than
+/// the window are dropped.
+fn take_unpushed(slot: &Slot, parity: usize, now: u64, k: u64) -> Option<(u64, u64)> {
+    let before = slot.pending[parity]
+        .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+            let (tag, unconfirmed, unpushed) = Pending::unpack(v);
+            (unpushed > 0).then(|| Pending::pack(tag, unconfirmed + unpushed, 0))
+        })
+        .ok()?;
+    let (tag, _, unpushed) = Pending::unpack(before);
+    let age = Pending::tag(now).wrapping_sub(tag) & 0xffff;
+    (age <= k + 1).then(|| (now - age, unpushed))
+}
+
+/// Hands a delta that certainly did not apply back to "not yet pushed".
+fn hand_back(t: &Take<'_>) {
+    let _ = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+        let (tag, unconfirmed, unpushed) = Pending::unpack(v);
+        (tag == Pending::tag(t.slice))
+            .then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed + t.delta))
+    });
+}
+
+/// xorshift jitter for the backoff (no need for a cryptographic RNG).
+struct Jitter(u64);
+
+impl Jitter {
+    fn new() -> Jitter {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0x9e37_79b9, |d| d.as_nanos() as u64);
+        Jitter(seed | 1)
+    }
+    fn next_between(&mut self, lo: f64, hi: f64) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        lo + (hi - lo) * ((self.0 >> 11) as f64 / (1u64 << 53) as f64)
+    }
+}

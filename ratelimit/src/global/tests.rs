@@ -1,0 +1,248 @@
+use std::time::Duration;
+
+use super::*;
+use crate::{Clock, Denial, Limiter, ManualClock, MemoryStore, Quota};
+
+fn gate(clock: &ManualClock) -> FleetGate {
+    let settings = GateSettings {
+        window: Duration::from_secs(10),
+        ..GateSettings::new(b"unit test fleet secret, 32 bytes")
+    };
+    FleetGate::new(settings, clock).unwrap()
+}
+
+fn occupied(g: &FleetGate) -> usize {
+    g.tables.iter().map(|t| t.occupied().count()).sum()
+}
+
+#[test]
+fn a_profile_slower_than_the_window_is_not_refused_by_an_idle_fleet() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    // 5/min over a 10 s window: 0.83 per window; one still fits.
+    let slow = Quota::per_minute(5);
+    assert!(g.check(&limiter, 1, "k", &slow, 1).is_allowed());
+    let second = g.check(&limiter, 1, "k", &slow, 1);
+    assert_eq!(second.denial(), Some(Denial::FleetLimited));
+    assert!(second.retry_after() > Duration::ZERO);
+}
+
+#[test]
+fn the_fleet_budget_is_the_rate_over_the_window() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    // 600/min with burst 1000 locally; 100 per 10 s fleet-wide.
+    let q = Quota::per_minute(600).with_burst(1000);
+    let admitted = (0..150)
+        .filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed())
+        .count();
+    assert_eq!(admitted, 100);
+    // A fleet denial charges nothing locally and says why.
+    let d = g.check(&limiter, 1, "k", &q, 1);
+    assert_eq!(d.denial(), Some(Denial::FleetLimited));
+    assert_eq!(g.status().untracked, 0);
+    // The headers' room is the fleet's: none left.
+    assert_eq!(d.remaining(), 0);
+}
+
+#[test]
+fn a_cost_above_the_burst_is_refused_locally_and_leaves_no_state() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let q = Quota::per_minute(600).with_burst(5);
+    let d = g.check(&limiter, 1, "k", &q, 6);
+    assert_eq!(d.denial(), Some(Denial::CostExceedsBurst));
+    assert_eq!(occupied(&g), 0);
+}
+
+#[test]
+fn requests_the_local_limiter_refuses_leave_no_fleet_state() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let q = Quota::per_minute(600).with_burst(1);
+    assert!(g.check(&limiter, 1, "known", &q, 1).is_allowed());
+    assert_eq!(occupied(&g), 1);
+    // A flood on the known key: refused locally, no new state.
+    for _ in 0..100 {
+        assert!(g.check(&limiter, 1, "known", &q, 1).is_denied());
+    }
+    assert_eq!(occupied(&g), 1);
+    // A store refusing new keys (full): each new key is refused locally and
+    // claims nothing in the gate.
+    let full = Limiter::new(
+        MemoryStore::builder()
+            .max_keys(1)
+            .overflow(crate::OverflowPolicy::Refuse)
+            .build(),
+        clock.clone(),
+    );
+    assert!(g.check(&full, 2, "first", &q, 1).is_allowed());
+    let before = occupied(&g);
+    for i in 0..1000u32 {
+        assert!(g.check(&full, 2, &i, &q, 1).is_denied());
+    }
+    assert_eq!(occupied(&g), before, "a refused flood filled the gate's table");
+}
+
+#[test]
+fn fleet_ids_are_stable_and_keyed() {
+    let clock = ManualClock::new();
+    let a = gate(&clock);
+    let b = gate(&clock);
+    assert_eq!(a.fleet_id(1, "user"), b.fleet_id(1, "user"), "same secret, same id");
+    assert_ne!(a.fleet_id(1, "user"), a.fleet_id(2, "user"), "routes differ");
+    let other = FleetGate::new(
+        GateSettings {
+            window: Duration::from_secs(10),
+            ..GateSettings::new(b"another secret of 32 bytes......")
+        },
+        &clock,
+    )
+    .unwrap();
+    assert_ne!(
+        a.fleet_id(1, "user"),
+        other.fleet_id(1, "user"),
+        "another secret, another id"
+    );
+    assert!(FleetGate::new(GateSettings::new(b"short"), &clock).is_err());
+}
+
+#[test]
+fn sub_epochs_follow_the_sync_interval() {
+    let clock = ManualClock::new();
+    let mut s = GateSettings::new(b"unit test fleet secret, 32 bytes");
+    assert_eq!(s.effective_sub_epochs(), 20);
+    s.window = Duration::from_secs(1);
+    assert_eq!(s.effective_sub_epochs(), 5, "1 s at 100 ms: slices of 200 ms");
+    assert!(FleetGate::new(s.clone(), &clock).is_ok());
+    s.sub_epochs = Some(10);
+    let e = FleetGate::new(s, &clock).unwrap_err().to_string();
+    assert!(e.contains("sub_epochs") && e.contains("at most 5"), "{e}");
+}
+
+/// Two instances sharing a store: what one admitted, the other sees after a
+/// round, across slice and epoch boundaries, and never less than the true
+/// window held.
+#[tokio::test]
+async fn totals_follow_the_window_across_boundaries() {
+    let clock = ManualClock::new();
+    let (a, b) = (gate(&clock), gate(&clock));
+    let (la, lb) = (
+        Limiter::new(MemoryStore::default(), clock.clone()),
+        Limiter::new(MemoryStore::default(), clock.clone()),
+    );
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(600).with_burst(1000); // 100 per window
+    // A spends 60 late in an epoch.
+    let into = clock.wall_nanos() % 10_000_000_000;
+    clock.advance(Duration::from_nanos(10_000_000_000 - into) + Duration::from_millis(9_000));
+    a.sync_once(&store, &clock).await.unwrap();
+    b.sync_once(&store, &clock).await.unwrap();
+    for _ in 0..60 {
+        assert!(a.check(&la, 1, "k", &q, 1).is_allowed());
+    }
+    a.sync_once(&store, &clock).await.unwrap();
+    assert!(b.check(&lb, 1, "k", &q, 1).is_allowed());
+    b.sync_once(&store, &clock).await.unwrap();
+    // Into the next epoch: the 60 are still in the window for B.
+    let mut admitted_b = 0;
+    for step in 0..100 {
+        clock.advance(Duration::from_millis(100));
+        if step % 1 == 0 {
+            a.sync_once(&store, &clock).await.unwrap();
+            b.sync_once(&store, &clock).await.unwrap();
+        }
+        if b.check(&lb, 1, "k", &q, 1).is_allowed() {
+            admitted_b += 1;
+        }
+    }
+    // 10 s after A's spending, the window (9 s..19 s) held A's 60 and B's
+    // first one for most of it: B got at most the rest.
+    assert!(admitted_b <= 40, "B admitted {admitted_b} while A's 60 were in the window");
+    assert!(admitted_b >= 30, "B was starved: {admitted_b}");
+}
+
+#[tokio::test]
+async fn refused_writes_degrade_the_keys_concerned_and_recover() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(600).with_burst(1000);
+    assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
+    g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(g.health(), FleetHealth::InForce);
+
+    store.fail_writes(Some("OOM command not allowed when used memory > 'maxmemory'."));
+    assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
+    let report = g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(report.failed_keys, 1);
+    assert_eq!(g.health(), FleetHealth::Partial { local_only_keys: 1 });
+    assert!(g.last_error().unwrap().contains("OOM"));
+    // Local only for that key: the fleet estimate no longer binds, the
+    // local limit does.
+    let admitted = (0..200).filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed()).count();
+    assert_eq!(admitted, 200);
+
+    store.fail_writes(None);
+    clock.advance(Duration::from_millis(100));
+    let report = g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(report.failed_keys, 0);
+    assert_eq!(g.health(), FleetHealth::InForce);
+    assert!(g.last_error().is_none());
+    // The refused deltas were sent again: the store holds all 202.
+    let wall = g.wall(clock.now());
+    let s = g.window.locate(wall).slice;
+    let counter = Counter {
+        route: 1,
+        key: g.fleet_id(1, "k"),
+        epoch: g.window.epoch_of(s),
+    };
+    let total: u64 = (0..20).map(|i| store.total(counter, i)).sum();
+    assert_eq!(total, 202);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_sync_task_turns_the_gate_local_only() {
+    let clock = crate::SystemClock::default();
+    let settings = GateSettings {
+        sync_interval: Duration::from_millis(20),
+        ..GateSettings::new(b"unit test fleet secret, 32 bytes")
+    };
+    let g = std::sync::Arc::new(FleetGate::new(settings, &clock).unwrap());
+    let handle = g.spawn_sync(MemoryGlobalStore::new(), clock.clone(), Duration::from_millis(50));
+    let start = std::time::Instant::now();
+    while g.status().rounds < 2 {
+        assert!(start.elapsed() < Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(g.health(), FleetHealth::InForce);
+    handle.abort();
+    let _ = handle.await;
+    assert_eq!(g.health(), FleetHealth::LocalOnly);
+    assert!(g.last_error().unwrap().contains("sync task"));
+}
+
+#[tokio::test]
+async fn a_stalled_sync_loop_is_noticed_by_requests() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(600).with_burst(1000);
+    g.sync_once(&store, &clock).await.unwrap();
+    for _ in 0..100 {
+        assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
+    }
+    assert!(g.check(&limiter, 1, "k", &q, 1).is_denied());
+    // No round for a second: local only, and the status says so.
+    clock.advance(Duration::from_secs(1));
+    assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
+    assert!(g.status().degraded);
+    g.sync_once(&store, &clock).await.unwrap();
+    assert!(!g.status().degraded);
+}
