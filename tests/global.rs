@@ -9,7 +9,9 @@ mod redis_support;
 
 use std::time::{Duration, Instant};
 
-use ratelimit::global::{FleetGate, GateSettings, GlobalStore, MemoryGlobalStore, RedisSettings, RedisStore};
+use ratelimit::global::{
+    FleetGate, FleetHealth, GateSettings, GlobalStore, MemoryGlobalStore, RedisSettings, RedisStore,
+};
 use ratelimit::{Limiter, ManualClock, MemoryStore, Quota, SystemClock};
 use redis_support::{RedisCluster, RedisServer};
 
@@ -372,6 +374,163 @@ async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
     // The bad key is not left without a TTL.
     let ttl: i64 = server.cli(&["PTTL", &bad]).trim().parse().unwrap();
     assert!(ttl > 0, "garbage key without TTL");
+}
+
+/// Spends `n` requests of distinct keys, so every round has pushes.
+fn spend(gate: &FleetGate, limiter: &Limiter<MemoryStore, SystemClock>, tag: &str, n: u32) {
+    for i in 0..n {
+        let _ = gate.check(limiter, ROUTE, &format!("{tag}-{i}"), &quota(), 1);
+    }
+}
+
+/// `CONFIG SET maxmemory 1` under `noeviction`: Redis answers every write
+/// with OOM. Every instance used to stay silent and admit N times the
+/// budget; now the keys concerned are local-only, the status and the last
+/// error say why, and recovery is automatic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_refusing_writes_with_oom_is_visible_and_recovers() {
+    let server = RedisServer::start();
+    let (gate, limiter) = live_gate(&server.url());
+    wait_for("first successful round", Duration::from_secs(5), || {
+        gate.status().rounds >= 2
+    })
+    .await;
+    spend(&gate, &limiter, "before", 5);
+    wait_for("keys written", Duration::from_secs(5), || !server.keys().is_empty()).await;
+    assert_eq!(
+        server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]).trim(),
+        "OK"
+    );
+    assert_eq!(server.cli(&["CONFIG", "SET", "maxmemory", "1"]).trim(), "OK");
+    let seen = gate.status().rounds;
+    spend(&gate, &limiter, "during", 5);
+    wait_for("the refusal is noticed", Duration::from_secs(5), || {
+        gate.status().degraded_keys >= 5
+    })
+    .await;
+    assert!(gate.status().rounds > seen);
+    assert!(
+        matches!(gate.health(), FleetHealth::Partial { .. }),
+        "{:?}",
+        gate.health()
+    );
+    let error = gate.last_error().unwrap_or_default();
+    assert!(error.contains("OOM"), "the warning names the Redis error: {error}");
+    // A degraded key is limited locally: its fleet budget no longer binds
+    // (100 per window), its local limit does (burst 10).
+    let admitted = (0..30)
+        .filter(|_| gate.check(&limiter, ROUTE, "during-0", &quota(), 1).is_allowed())
+        .count();
+    assert!(admitted <= 10, "local limit: {admitted}");
+    assert!(slowest_decision(&gate, &limiter) < Duration::from_millis(200));
+
+    assert_eq!(server.cli(&["CONFIG", "SET", "maxmemory", "0"]).trim(), "OK");
+    wait_for("recovery when writes succeed", Duration::from_secs(5), || {
+        gate.health() == FleetHealth::InForce
+    })
+    .await;
+    assert!(gate.last_error().is_none());
+    // What was refused during the outage reached Redis afterwards.
+    let fields: u64 = server
+        .keys()
+        .iter()
+        .map(|k| server.cli(&["HLEN", k]).trim().parse::<u64>().unwrap_or(0))
+        .sum();
+    assert!(fields > 0);
+}
+
+/// A replica answers every write with READONLY (a failover pointed the
+/// instances at the old primary): visible, local-only, recovered when it is
+/// promoted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_answering_readonly_is_visible_and_recovers() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start();
+    let (gate, limiter) = live_gate(&replica.url());
+    wait_for("first successful round", Duration::from_secs(5), || {
+        gate.status().rounds >= 2
+    })
+    .await;
+    let port = primary.port.to_string();
+    assert_eq!(replica.cli(&["REPLICAOF", "127.0.0.1", &port]).trim(), "OK");
+    spend(&gate, &limiter, "ro", 5);
+    wait_for("READONLY is noticed", Duration::from_secs(5), || {
+        gate.status().degraded_keys >= 5
+    })
+    .await;
+    let error = gate.last_error().unwrap_or_default();
+    assert!(error.contains("READONLY"), "{error}");
+    assert!(!gate.status().degraded, "reads still work: the gate itself is up");
+
+    assert_eq!(replica.cli(&["REPLICAOF", "NO", "ONE"]).trim(), "OK");
+    spend(&gate, &limiter, "ro", 5);
+    wait_for("recovery after promotion", Duration::from_secs(5), || {
+        gate.health() == FleetHealth::InForce
+    })
+    .await;
+}
+
+/// The sync task killed (aborted, as a panic would end it): the gate says
+/// it is local-only at once, and limits locally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_sync_task_is_reported() {
+    let server = RedisServer::start();
+    let clock = SystemClock::default();
+    let gate = std::sync::Arc::new(FleetGate::new(settings(), &clock).unwrap());
+    let task = gate.spawn_sync(
+        redis_store(&server.url(), false),
+        clock.clone(),
+        Duration::from_millis(500),
+    );
+    wait_for("first successful round", Duration::from_secs(5), || {
+        gate.status().rounds >= 2
+    })
+    .await;
+    assert_eq!(gate.health(), FleetHealth::InForce);
+    task.abort();
+    let _ = task.await;
+    assert_eq!(gate.health(), FleetHealth::LocalOnly);
+    assert!(gate.last_error().unwrap_or_default().contains("sync task"));
+}
+
+/// A cluster master down: only the keys in its slots are local-only; the
+/// round goes on for the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_node_down_degrades_only_its_keys() {
+    let mut cluster = RedisCluster::start();
+    let store = RedisStore::new(
+        &cluster.url(),
+        RedisSettings {
+            cluster: true,
+            response_timeout: Duration::from_millis(300),
+            connect_timeout: Duration::from_millis(300),
+            ..RedisSettings::default()
+        },
+    )
+    .unwrap();
+    let clock = ManualClock::new();
+    let gate = FleetGate::new(settings(), &clock).unwrap();
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    for k in 0..64u32 {
+        assert!(gate.check(&limiter, ROUTE, &k, &quota(), 1).is_allowed());
+    }
+    let report = gate.sync_once(&store, &clock).await.expect("a healthy round");
+    assert_eq!((report.keys, report.failed_keys), (64, 0));
+
+    cluster.nodes[2].kill();
+    clock.advance(Duration::from_millis(100));
+    for k in 0..64u32 {
+        assert!(gate.check(&limiter, ROUTE, &k, &quota(), 1).is_allowed());
+    }
+    let report = gate.sync_once(&store, &clock).await.expect("the round goes on");
+    assert!(
+        report.failed_keys > 0 && report.failed_keys < 64,
+        "only the dead node's keys fail: {report:?}"
+    );
+    assert!(!gate.status().degraded);
+    assert!(
+        matches!(gate.health(), FleetHealth::Partial { local_only_keys } if local_only_keys == report.failed_keys as u64)
+    );
 }
 
 // ---- through the HTTP runtime: `[global]` in the configuration -------------

@@ -66,7 +66,15 @@ impl RedisServer {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
         if self.cluster {
-            cmd.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+            // A node down leaves the others serving their slots.
+            cmd.args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-require-full-coverage",
+                "no",
+            ]);
         }
         let child = cmd
             .spawn()

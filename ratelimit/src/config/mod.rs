@@ -210,7 +210,7 @@ pub struct GlobalConfig {
     pub connect_timeout: std::time::Duration,
     /// Keys tracked per epoch (default 50,000).
     pub max_keys: usize,
-    /// Sub-epochs the window is cut in (default: 20, or fewer so that each
+    /// Sub-epochs the window is cut in (default: 25, or fewer so that each
     /// spans at least two sync intervals). More waste less of the budget
     /// and cost more Redis memory per key (docs/global.md).
     pub sub_epochs: Option<u32>,

@@ -114,4 +114,3 @@ impl Hasher for FleetHash {
         folded_multiply(self.state, self.pad).rotate_left(rot)
     }
 }
-

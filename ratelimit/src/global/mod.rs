@@ -7,7 +7,7 @@
 //! instance's not-yet-confirmed requests, plus the request's cost, fits the
 //! fleet budget: the quota's rate over the window (`600/min` with a `10s`
 //! window is 100 per window). The window is cut into sub-epochs (slices,
-//! 20 by default); the estimate is the sum of every slice the window
+//! 25 by default); the estimate is the sum of every slice the window
 //! overlaps, so it never counts less than the true window holds (see
 //! [`crate::window`] for the arithmetic and its property tests).
 //!
@@ -70,7 +70,7 @@ pub const SYNC_SECONDS: &str = "ratelimit_global_sync_seconds";
 pub const UNTRACKED: &str = "ratelimit_global_untracked_total";
 
 /// The default number of sub-epochs a window is cut in.
-pub const DEFAULT_SUB_EPOCHS: u32 = 20;
+pub const DEFAULT_SUB_EPOCHS: u32 = 25;
 
 /// The gate's settings.
 #[derive(Clone)]
@@ -114,7 +114,7 @@ impl std::fmt::Debug for GateSettings {
 }
 
 impl GateSettings {
-    /// Defaults (10 s window in 20 sub-epochs, 100 ms sync, 50,000 keys)
+    /// Defaults (10 s window in 25 sub-epochs, 100 ms sync, 50,000 keys)
     /// with this secret.
     pub fn new(secret: &[u8]) -> GateSettings {
         GateSettings {

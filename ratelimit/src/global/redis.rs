@@ -194,7 +194,10 @@ fn refused(code: &str, detail: Option<&str>) -> GlobalError {
 /// Error replies that refuse every write of a server (so none of a failed
 /// cluster pipeline's increments applied).
 fn refuses_all_writes(code: &str) -> bool {
-    matches!(code, "OOM" | "READONLY" | "MISCONF" | "MASTERDOWN" | "LOADING" | "CLUSTERDOWN")
+    matches!(
+        code,
+        "OOM" | "READONLY" | "MISCONF" | "MASTERDOWN" | "LOADING" | "CLUSTERDOWN"
+    )
 }
 
 /// One shard's share of a round: the ops' indices and their commands.
@@ -243,7 +246,9 @@ impl RedisStore {
                 Some(Value::Array(values)) if values.len() == slices.len() => {
                     match values.iter().map(integer).collect::<Option<Vec<u64>>>() {
                         Some(v) => OpResult::Read(v),
-                        None => OpResult::Failed(GlobalError::unsent("redis: a counter holds something else than an integer")),
+                        None => OpResult::Failed(GlobalError::unsent(
+                            "redis: a counter holds something else than an integer",
+                        )),
                     }
                 }
                 Some(Value::ServerError(e)) => OpResult::Failed(refused(e.code(), e.details())),
@@ -273,7 +278,12 @@ impl RedisStore {
         }
         let types = match tokio::time::timeout(timeout, send(conn, &types, indices.len())).await {
             Ok(Ok(t)) if t.len() == indices.len() => t,
-            _ => return indices.iter().map(|&i| (i, OpResult::Failed(reason.clone().maybe_applied()))).collect(),
+            _ => {
+                return indices
+                    .iter()
+                    .map(|&i| (i, OpResult::Failed(reason.clone().maybe_applied())))
+                    .collect()
+            }
         };
         let wrong_type: Vec<bool> = types
             .iter()
@@ -302,7 +312,9 @@ impl RedisStore {
             .enumerate()
             .map(|(n, &i)| {
                 let result = match &ops[i] {
-                    _ if wrong_type[n] => OpResult::Failed(refused("WRONGTYPE", Some("a counter key holds another type"))),
+                    _ if wrong_type[n] => {
+                        OpResult::Failed(refused("WRONGTYPE", Some("a counter key holds another type")))
+                    }
                     SyncOp::Add { .. } if all_writes_refused => OpResult::Failed(reason.clone()),
                     // The increment ran (the error was another key's).
                     SyncOp::Add { .. } if code == "WRONGTYPE" => OpResult::Added,

@@ -239,7 +239,11 @@ impl FleetGate {
             other => {
                 let e = match other {
                     Err(e) => e,
-                    Ok(r) => GlobalError::new(format!("store answered {} results for {} operations", r.len(), ops.len())),
+                    Ok(r) => GlobalError::new(format!(
+                        "store answered {} results for {} operations",
+                        r.len(),
+                        ops.len()
+                    )),
                 };
                 for t in &takes {
                     if e.is_unsent() {
@@ -327,7 +331,8 @@ impl FleetGate {
         for t in confirmed {
             let _ = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
                 let (tag, unconfirmed, unpushed) = Pending::unpack(v);
-                (tag == Pending::tag(t.slice)).then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed))
+                (tag == Pending::tag(t.slice))
+                    .then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed))
             });
             report.pushed += t.delta;
         }
@@ -346,7 +351,14 @@ impl FleetGate {
             let Some(h) = fresh_history.get_mut(&key) else { continue };
             let last = s.wrapping_sub(1);
             if let Some(holder) = self.slot_of(last, epoch, w) {
-                h.set(last, None, Some(Pending::units(holder.pending[(last & 1) as usize].load(Ordering::Relaxed), last)));
+                h.set(
+                    last,
+                    None,
+                    Some(Pending::units(
+                        holder.pending[(last & 1) as usize].load(Ordering::Relaxed),
+                        last,
+                    )),
+                );
             }
             let sum: u64 = (s.saturating_sub(k)..s)
                 .map(|j| {

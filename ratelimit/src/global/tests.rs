@@ -115,7 +115,7 @@ fn fleet_ids_are_stable_and_keyed() {
 fn sub_epochs_follow_the_sync_interval() {
     let clock = ManualClock::new();
     let mut s = GateSettings::new(b"unit test fleet secret, 32 bytes");
-    assert_eq!(s.effective_sub_epochs(), 20);
+    assert_eq!(s.effective_sub_epochs(), 25);
     s.window = Duration::from_secs(1);
     assert_eq!(s.effective_sub_epochs(), 5, "1 s at 100 ms: slices of 200 ms");
     assert!(FleetGate::new(s.clone(), &clock).is_ok());
@@ -137,7 +137,7 @@ async fn totals_follow_the_window_across_boundaries() {
     );
     let store = MemoryGlobalStore::new();
     let q = Quota::per_minute(600).with_burst(1000); // 100 per window
-    // A spends 60 late in an epoch.
+                                                     // A spends 60 late in an epoch.
     let into = clock.wall_nanos() % 10_000_000_000;
     clock.advance(Duration::from_nanos(10_000_000_000 - into) + Duration::from_millis(9_000));
     a.sync_once(&store, &clock).await.unwrap();
@@ -162,7 +162,10 @@ async fn totals_follow_the_window_across_boundaries() {
     }
     // 10 s after A's spending, the window (9 s..19 s) held A's 60 and B's
     // first one for most of it: B got at most the rest.
-    assert!(admitted_b <= 40, "B admitted {admitted_b} while A's 60 were in the window");
+    assert!(
+        admitted_b <= 40,
+        "B admitted {admitted_b} while A's 60 were in the window"
+    );
     assert!(admitted_b >= 30, "B was starved: {admitted_b}");
 }
 
@@ -185,7 +188,9 @@ async fn refused_writes_degrade_the_keys_concerned_and_recover() {
     assert!(g.last_error().unwrap().contains("OOM"));
     // Local only for that key: the fleet estimate no longer binds, the
     // local limit does.
-    let admitted = (0..200).filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed()).count();
+    let admitted = (0..200)
+        .filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed())
+        .count();
     assert_eq!(admitted, 200);
 
     store.fail_writes(None);
