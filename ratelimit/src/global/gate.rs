@@ -291,7 +291,7 @@ impl FleetGate {
     /// succeeded and is recent. A stall is noticed here, by requests.
     #[inline]
     fn in_force(&self, now: u64) -> bool {
-        if self.degraded.load(Ordering::Relaxed) {
+        if self.degraded.load(Ordering::Relaxed) || self.stalled.load(Ordering::Relaxed) {
             return false;
         }
         let age = now.saturating_sub(self.last_ok.load(Ordering::Relaxed));

@@ -113,8 +113,9 @@ struct Work<'a> {
     current: Option<&'a Slot>,
     /// Its slot in the previous epoch's table.
     previous: Option<&'a Slot>,
-    /// Its reads: (first slice, op index).
-    reads: Vec<(u64, usize)>,
+    /// Its reads: (first slice, op index); at most two (the window's
+    /// slices span two epochs at most).
+    reads: [Option<(u64, usize)>; 2],
     failed: bool,
 }
 
@@ -168,7 +169,7 @@ impl FleetGate {
                     active: false,
                     current: None,
                     previous: None,
-                    reads: Vec::new(),
+                    reads: [None; 2],
                     failed: false,
                 });
                 w.active |= active;
@@ -212,10 +213,13 @@ impl FleetGate {
                 .map_or(0, |f| f + 1)
                 .max(s.saturating_sub(k));
             let mut first = from;
-            while first <= s {
+            for read in w.reads.iter_mut() {
+                if first > s {
+                    break;
+                }
                 let e = self.window.epoch_of(first);
                 let last = s.min(self.window.first_slice(e + 1) - 1);
-                w.reads.push((first, ops.len()));
+                *read = Some((first, ops.len()));
                 ops.push(SyncOp::Read {
                     counter: Counter {
                         route: w.route,
@@ -290,11 +294,13 @@ impl FleetGate {
         let len = (k + 2) as usize;
         let settle = self.settle_ns.load(Ordering::Relaxed);
         let final_slice = (wall.saturating_sub(settle) / slice_ns).checked_sub(1);
-        let mut fresh_history: HashMap<u64, KeyHistory> = HashMap::with_capacity(work.len());
+        // Keys that are idle, or failed, keep no history: they are pulled
+        // whole when they are active and working again.
+        history.keys.retain(|key, _| work.get(key).is_some_and(|w| w.active));
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
-            let mut h = history.keys.remove(&key).unwrap_or_else(|| KeyHistory::new(len, s));
+            let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
-            for &(first, i) in &w.reads {
+            for &(first, i) in w.reads.iter().flatten() {
                 match &results[i] {
                     OpResult::Read(values) => {
                         for (j, v) in (first..).zip(values) {
@@ -326,7 +332,6 @@ impl FleetGate {
             }
             h.final_upto = final_slice.map(|f| f.min(s)).max(h.final_upto);
             report.pulled += 1;
-            fresh_history.insert(key, h);
         }
         for t in confirmed {
             let _ = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
@@ -348,7 +353,7 @@ impl FleetGate {
                 report.failed_keys += 1;
                 continue;
             }
-            let Some(h) = fresh_history.get_mut(&key) else { continue };
+            let Some(h) = history.keys.get_mut(&key) else { continue };
             let last = s.wrapping_sub(1);
             if let Some(holder) = self.slot_of(last, epoch, w) {
                 h.set(
@@ -368,9 +373,7 @@ impl FleetGate {
                 .sum();
             slot.closed.store(Closed::word(s, sum), Ordering::Relaxed);
         }
-        // Keys that failed keep no history: they are pulled whole when they
-        // work again.
-        history.keys = fresh_history;
+        history.keys.retain(|key, _| work.get(key).is_some_and(|w| !w.failed));
         let failed_now = report.failed_keys > 0;
         let failed_before = std::mem::replace(&mut history.failed_before, failed_now);
         *self.history.lock().unwrap_or_else(|e| e.into_inner()) = history;
