@@ -67,10 +67,11 @@ pub struct FleetGate {
     /// The sync loop stopped (panicked, aborted) or has not completed a
     /// round for longer than it should.
     pub(super) stalled: AtomicBool,
-    /// Monotonic time (the limiter's clock) of the last successful round.
-    pub(super) last_ok: AtomicU64,
+    /// Monotonic time (the limiter's clock) until which the last
+    /// successful round's totals may be used.
+    fresh_until: AtomicU64,
     /// Without a successful round for this long, the gate is local-only.
-    pub(super) stale_after_ns: AtomicU64,
+    stale_after_ns: AtomicU64,
     /// How long after a slice ends every instance has pushed into it.
     pub(super) settle_ns: AtomicU64,
     pub(super) degraded_keys: AtomicU64,
@@ -141,7 +142,7 @@ impl FleetGate {
             epoch_hint: AtomicU64::new(0),
             degraded: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
-            last_ok: AtomicU64::new(clock.now()),
+            fresh_until: AtomicU64::new(0),
             stale_after_ns: AtomicU64::new(0),
             settle_ns: AtomicU64::new(0),
             degraded_keys: AtomicU64::new(0),
@@ -153,6 +154,7 @@ impl FleetGate {
             settings,
         };
         gate.set_round_timeout(DEFAULT_ROUND_TIMEOUT);
+        gate.mark_fresh(clock.now());
         gate.refresh_offset(clock);
         let epoch = gate.window.epoch(gate.wall(clock.now()));
         gate.tables[(epoch % 3) as usize].reset(epoch);
@@ -218,7 +220,16 @@ impl FleetGate {
         let s = ns(self.settings.sync_interval);
         self.stale_after_ns
             .store(s.saturating_mul(2).saturating_add(ns(timeout)), Ordering::Relaxed);
-        self.settle_ns.store(s.saturating_add(ns(timeout)), Ordering::Relaxed);
+        // Others push into a closed slice in their first round after it:
+        // within a sync interval, plus their round's own time.
+        self.settle_ns.store(s.saturating_mul(2).min(s.saturating_add(ns(timeout))), Ordering::Relaxed);
+    }
+
+    /// A round succeeded at `now`: its totals count for the next
+    /// `stale_after`.
+    pub(super) fn mark_fresh(&self, now: u64) {
+        let until = now.saturating_add(self.stale_after_ns.load(Ordering::Relaxed));
+        self.fresh_until.store(until, Ordering::Relaxed);
     }
 
     pub(super) fn refresh_offset(&self, clock: &impl Clock) {
@@ -294,10 +305,11 @@ impl FleetGate {
         if self.degraded.load(Ordering::Relaxed) || self.stalled.load(Ordering::Relaxed) {
             return false;
         }
-        let age = now.saturating_sub(self.last_ok.load(Ordering::Relaxed));
-        if age <= self.stale_after_ns.load(Ordering::Relaxed) {
+        let until = self.fresh_until.load(Ordering::Relaxed);
+        if now <= until {
             return true;
         }
+        let age = now - until + self.stale_after_ns.load(Ordering::Relaxed);
         if !self.stalled.swap(true, Ordering::Relaxed) {
             metrics::gauge!(DEGRADED).set(1.0);
             tracing::warn!(
@@ -435,6 +447,16 @@ fn touch(slot: &Slot, route: u32, round: u64) {
 fn add_pending(slot: &Slot, slice: u64, cost: u32) {
     let p = (slice & 1) as usize;
     let tag = Pending::tag(slice);
+    let v = slot.pending[p].load(Ordering::Relaxed);
+    let (t, _, unpushed) = Pending::unpack(v);
+    if t == tag && unpushed + u64::from(cost) <= Pending::COUNT {
+        // The common case: one atomic add to the low field (a sync loop
+        // taking the field meanwhile moves it whole, and a request that
+        // re-tags the word for a newer slice gets this unit: a slice late,
+        // never lost).
+        slot.pending[p].fetch_add(u64::from(cost), Ordering::AcqRel);
+        return;
+    }
     let _ = slot.pending[p].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
         let (t, unconfirmed, unpushed) = Pending::unpack(v);
         Some(if t == tag {

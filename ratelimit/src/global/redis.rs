@@ -208,16 +208,22 @@ struct ShardPipeline {
 }
 
 impl RedisStore {
-    /// The commands of one op: `HINCRBY` + `PEXPIRE` for an add, `HMGET` for
-    /// a read.
+    /// The commands of one op: `HINCRBY` (+ `PEXPIRE`) for an add, `HMGET`
+    /// for a read.
     fn encode(&self, op: &SyncOp, ttl_ms: u64, pipe: &mut Pipeline) -> usize {
         let c = op.counter();
         let key = self.key(c.route, c.key, c.epoch);
         match op {
-            SyncOp::Add { slice, delta, .. } => {
+            SyncOp::Add {
+                slice, delta, expire, ..
+            } => {
                 pipe.cmd("HINCRBY").arg(&key).arg(*slice).arg(*delta);
-                pipe.cmd("PEXPIRE").arg(&key).arg(ttl_ms);
-                2
+                if *expire {
+                    pipe.cmd("PEXPIRE").arg(&key).arg(ttl_ms);
+                    2
+                } else {
+                    1
+                }
             }
             SyncOp::Read { slices, .. } => {
                 let cmd = pipe.cmd("HMGET").arg(&key);
@@ -233,11 +239,13 @@ impl RedisStore {
     /// command, error replies in place).
     fn decode(op: &SyncOp, replies: &mut std::slice::Iter<'_, Value>) -> OpResult {
         match op {
-            SyncOp::Add { .. } => {
+            SyncOp::Add { expire, .. } => {
                 let incr = replies.next();
-                let _expire = replies.next();
+                if *expire {
+                    let _expire = replies.next();
+                }
                 match incr {
-                    Some(Value::Int(_)) => OpResult::Added,
+                    Some(Value::Int(n)) => OpResult::Added(u64::try_from(*n).ok()),
                     Some(Value::ServerError(e)) => OpResult::Failed(refused(e.code(), e.details())),
                     _ => OpResult::Failed(GlobalError::new("redis: unusable HINCRBY reply")),
                 }
@@ -317,7 +325,7 @@ impl RedisStore {
                     }
                     SyncOp::Add { .. } if all_writes_refused => OpResult::Failed(reason.clone()),
                     // The increment ran (the error was another key's).
-                    SyncOp::Add { .. } if code == "WRONGTYPE" => OpResult::Added,
+                    SyncOp::Add { .. } if code == "WRONGTYPE" => OpResult::Added(None),
                     SyncOp::Add { .. } => OpResult::Failed(reason.clone().maybe_applied()),
                     SyncOp::Read { .. } => read_results
                         .remove(&i)

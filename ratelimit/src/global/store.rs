@@ -23,8 +23,9 @@ pub struct Counter {
 /// One operation of a sync round.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SyncOp {
-    /// Add `delta` units to slice `slice` of `counter`, and make the counter
-    /// expire `ttl` after now.
+    /// Add `delta` units to slice `slice` of `counter`; with `expire`, make
+    /// the counter expire `ttl` after now (once per counter is enough: the
+    /// TTL covers the epoch and the window after it).
     Add {
         /// The counter.
         counter: Counter,
@@ -32,6 +33,8 @@ pub enum SyncOp {
         slice: u32,
         /// Units this instance admitted and has not pushed.
         delta: u64,
+        /// Set the counter's TTL.
+        expire: bool,
     },
     /// Read slices `slices` of `counter` (a missing counter or slice reads 0).
     Read {
@@ -54,8 +57,9 @@ impl SyncOp {
 /// What one operation came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpResult {
-    /// The delta was added.
-    Added,
+    /// The delta was added; the slice's total after it, when the store
+    /// says (Redis's `HINCRBY` does), saves a read.
+    Added(Option<u64>),
     /// The slices read, in order.
     Read(Vec<u64>),
     /// The operation failed for this key (an error reply such as OOM,
@@ -125,8 +129,8 @@ impl std::error::Error for GlobalError {}
 /// # Contract
 ///
 /// `sync` applies `ops` (per counter, in order) and returns one result per
-/// operation, in order. Every counter that gets an `Add` expires `ttl` after
-/// the round. It is called by one sync loop per instance, never concurrently
+/// operation, in order. A counter that gets an `Add` with `expire` expires
+/// `ttl` after the round. It is called by one sync loop per instance, never concurrently
 /// with itself, and never on the request path. A round that could do nothing
 /// at all (no connection) returns `Err`; an operation that fails on its own
 /// (an error reply, a key of the wrong type, a cluster node down) returns
@@ -184,12 +188,14 @@ impl GlobalStore for MemoryGlobalStore {
         Ok(ops
             .iter()
             .map(|op| match op {
-                SyncOp::Add { counter, slice, delta } => match &inner.refuse_writes {
+                SyncOp::Add {
+                    counter, slice, delta, ..
+                } => match &inner.refuse_writes {
                     Some(e) => OpResult::Failed(GlobalError::unsent(e.clone())),
                     None => {
                         let c = inner.counters.entry((*counter, *slice)).or_insert(0);
                         *c = c.saturating_add(*delta);
-                        OpResult::Added
+                        OpResult::Added(Some(*c))
                     }
                 },
                 SyncOp::Read { counter, slices } => OpResult::Read(

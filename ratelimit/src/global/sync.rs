@@ -43,6 +43,8 @@ struct KeyHistory {
     /// Slices up to this one are final: every instance has pushed into
     /// them, so they are not pulled again.
     final_upto: Option<u64>,
+    /// The newest epoch whose counter this instance gave a TTL.
+    expire_epoch: Option<u64>,
 }
 
 impl KeyHistory {
@@ -51,6 +53,7 @@ impl KeyHistory {
             newest: slice,
             ring: vec![0; len].into_boxed_slice(),
             final_upto: None,
+            expire_epoch: None,
         }
     }
 
@@ -116,6 +119,11 @@ struct Work<'a> {
     /// Its reads: (first slice, op index); at most two (the window's
     /// slices span two epochs at most).
     reads: [Option<(u64, usize)>; 2],
+    /// Slices it pushes into this round (two at most: one per parity), and
+    /// their totals once added.
+    pushed: [Option<(u64, Option<u64>)>; 2],
+    /// The epoch whose counter this round gave a TTL.
+    expired: Option<u64>,
     failed: bool,
 }
 
@@ -170,6 +178,8 @@ impl FleetGate {
                     current: None,
                     previous: None,
                     reads: [None; 2],
+                    pushed: [None; 2],
+                    expired: None,
                     failed: false,
                 });
                 w.active |= active;
@@ -192,19 +202,32 @@ impl FleetGate {
         // 2. The operations: every push first, then the reads (of the same
         // counters, so they include this round's pushes).
         let mut ops: Vec<SyncOp> = Vec::with_capacity(takes.len() + work.len());
+        let mut history = std::mem::take(&mut *self.history.lock().unwrap_or_else(|e| e.into_inner()));
         for t in &takes {
-            let route = work.get(&t.key).map_or(0, |w| w.route);
+            let epoch_of_take = self.window.epoch_of(t.slice);
+            // One TTL per counter and instance is enough (it covers the
+            // epoch and the window after it).
+            let expire = history.keys.get(&t.key).and_then(|h| h.expire_epoch) < Some(epoch_of_take);
+            let route = match work.get_mut(&t.key) {
+                Some(w) => {
+                    if let Some(free) = w.pushed.iter_mut().find(|p| p.is_none()) {
+                        *free = Some((t.slice, None));
+                    }
+                    w.route
+                }
+                None => 0,
+            };
             ops.push(SyncOp::Add {
                 counter: Counter {
                     route,
                     key: t.key,
-                    epoch: self.window.epoch_of(t.slice),
+                    epoch: epoch_of_take,
                 },
                 slice: self.window.slice_in_epoch(t.slice),
                 delta: t.delta,
+                expire,
             });
         }
-        let mut history = std::mem::take(&mut *self.history.lock().unwrap_or_else(|e| e.into_inner()));
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
             let from = history
                 .keys
@@ -212,13 +235,20 @@ impl FleetGate {
                 .and_then(|h| h.final_upto)
                 .map_or(0, |f| f + 1)
                 .max(s.saturating_sub(k));
+            // The newest slices pushed this round need no read: the push
+            // answers their totals.
+            let mut end = Some(s);
+            while let Some(e) = end.filter(|&e| e >= from && w.pushed.iter().flatten().any(|&(p, _)| p == e)) {
+                end = e.checked_sub(1);
+            }
+            let Some(end) = end else { continue };
             let mut first = from;
             for read in w.reads.iter_mut() {
-                if first > s {
+                if first > end {
                     break;
                 }
                 let e = self.window.epoch_of(first);
-                let last = s.min(self.window.first_slice(e + 1) - 1);
+                let last = end.min(self.window.first_slice(e + 1) - 1);
                 *read = Some((first, ops.len()));
                 ops.push(SyncOp::Read {
                     counter: Counter {
@@ -268,9 +298,25 @@ impl FleetGate {
         };
         let mut first_error: Option<GlobalError> = None;
         let mut confirmed: Vec<&Take<'_>> = Vec::with_capacity(takes.len());
-        for (t, result) in takes.iter().zip(&results) {
+        for ((t, result), op) in takes.iter().zip(&results).zip(&ops) {
             match result {
-                OpResult::Added => confirmed.push(t),
+                OpResult::Added(Some(total)) => {
+                    confirmed.push(t);
+                    if let Some(w) = work.get_mut(&t.key) {
+                        for p in w.pushed.iter_mut().flatten() {
+                            if p.0 == t.slice {
+                                p.1 = Some(*total);
+                            }
+                        }
+                        if let SyncOp::Add { expire: true, counter, .. } = op {
+                            w.expired = w.expired.max(Some(counter.epoch));
+                        }
+                    }
+                }
+                // Applied, total unknown (a cluster pipeline recovered
+                // after another key's error): kept as this instance's own,
+                // counted until its slice leaves the window.
+                OpResult::Added(None) => {}
                 OpResult::Failed(e) => {
                     // Refused: sent again next round. Anything else may have
                     // applied: never sent again, counted here as this
@@ -300,6 +346,12 @@ impl FleetGate {
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
+            h.expire_epoch = h.expire_epoch.max(w.expired);
+            for &(slice, total) in w.pushed.iter().flatten() {
+                if let Some(total) = total {
+                    h.set(slice, Some(total), None);
+                }
+            }
             for &(first, i) in w.reads.iter().flatten() {
                 match &results[i] {
                     OpResult::Read(values) => {
@@ -311,7 +363,7 @@ impl FleetGate {
                         first_error.get_or_insert_with(|| e.clone());
                         w.failed = true;
                     }
-                    OpResult::Added => {
+                    OpResult::Added(_) => {
                         first_error.get_or_insert_with(|| GlobalError::new("store answered a push to a read"));
                         w.failed = true;
                     }
@@ -396,7 +448,7 @@ impl FleetGate {
         } else if failed_before {
             tracing::info!(target: "ratelimit", "fleet gate: every key is synced again");
         }
-        self.last_ok.store(clock.now(), Ordering::Relaxed);
+        self.mark_fresh(clock.now());
         let was_degraded = self.degraded.swap(false, Ordering::Relaxed);
         let was_stalled = self.stalled.swap(false, Ordering::Relaxed);
         if was_degraded || was_stalled {
