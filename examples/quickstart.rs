@@ -136,6 +136,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             sub_epochs: None,
             key_secret_env: None,
             key_secret: Some(ratelimit::config::FleetSecret(secret.into_bytes())),
+            ca_file: None,
         });
     }
     let verifier = JwtVerifier::hmac(secret().as_bytes(), Algorithm::HS256)?;

@@ -105,6 +105,7 @@ fn start_gate(g: &crate::config::GlobalConfig, clock: &AnyClock) -> Result<Arc<c
             cluster: g.cluster,
             connect_timeout: g.connect_timeout,
             response_timeout: g.timeout,
+            ca_file: g.ca_file.clone(),
             ..RedisSettings::default()
         },
     )

@@ -220,6 +220,10 @@ pub struct GlobalConfig {
     pub key_secret_env: Option<String>,
     /// The fleet secret itself, set in code instead of `key_secret_env`.
     pub key_secret: Option<FleetSecret>,
+    /// `rediss://` only (feature `redis-tls`): a PEM file of the CA
+    /// certificates to trust (a private CA) instead of the webpki roots.
+    /// Checked when the configuration is loaded.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// A secret that never prints.

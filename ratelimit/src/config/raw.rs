@@ -2,7 +2,7 @@
 //! validation into [`Config`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -64,6 +64,7 @@ struct RawGlobal {
     max_keys: usize,
     key_secret_env: Option<String>,
     sub_epochs: Option<u32>,
+    ca_file: Option<PathBuf>,
 }
 
 fn hundred_ms() -> Duration {
@@ -489,6 +490,21 @@ pub(super) fn load(
     })
 }
 
+/// `[global] ca_file`: readable, and PEM CA certificates (checked at
+/// startup, so a bad file fails there rather than at the first connection).
+#[cfg(feature = "redis-tls")]
+fn check_ca_file(path: &Path) -> Result<(), String> {
+    crate::global::tls::read_ca_file(path).map(drop)
+}
+
+#[cfg(not(feature = "redis-tls"))]
+fn check_ca_file(path: &Path) -> Result<(), String> {
+    Err(format!(
+        "{}: TLS needs the `redis-tls` feature of ratelimit",
+        path.display()
+    ))
+}
+
 fn toml_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
     let message = e.message().trim().to_owned();
     let mut err = ConfigError::new(source, message);
@@ -907,6 +923,15 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
             if g.key_secret_env.as_deref().is_some_and(|v| v.trim().is_empty()) {
                 return Err(at("key_secret_env", "empty variable name".to_owned()));
             }
+            if let Some(path) = &g.ca_file {
+                if !g.redis_url.starts_with("rediss://") {
+                    return Err(at(
+                        "ca_file",
+                        "for rediss:// (TLS) only; redis_url is not rediss://".to_owned(),
+                    ));
+                }
+                check_ca_file(path).map_err(|e| at("ca_file", e))?;
+            }
             Some(GlobalConfig {
                 redis_url: g.redis_url,
                 cluster: g.cluster,
@@ -919,6 +944,7 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
                 sub_epochs: g.sub_epochs,
                 key_secret_env: g.key_secret_env,
                 key_secret: None,
+                ca_file: g.ca_file,
             })
         }
     };

@@ -45,6 +45,8 @@ mod redis;
 mod store;
 mod sync;
 mod table;
+#[cfg(feature = "redis-tls")]
+pub(crate) mod tls;
 
 use std::time::Duration;
 

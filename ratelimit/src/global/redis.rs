@@ -4,9 +4,11 @@
 //! server (through a `ConnectionManager`, which reconnects) and against Redis
 //! Cluster (keys are hash-tagged by shard, so a pipeline never crosses
 //! slots). Authentication and TLS come from the URL (`redis://user:pass@host`;
-//! `rediss://` needs the `redis-tls` feature).
+//! `rediss://` needs the `redis-tls` feature, and is done in `tls.rs`, with
+//! a private CA from [`RedisSettings::ca_file`]).
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -31,6 +33,9 @@ pub struct RedisSettings {
     /// Key shards: each is one hash slot in a cluster, and one pipeline
     /// per round.
     pub shards: u32,
+    /// `rediss://` only: a PEM file of the CA certificates to trust (a
+    /// private CA) instead of the webpki roots.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for RedisSettings {
@@ -41,6 +46,7 @@ impl Default for RedisSettings {
             connect_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_millis(250),
             shards: 16,
+            ca_file: None,
         }
     }
 }
@@ -48,12 +54,17 @@ impl Default for RedisSettings {
 enum Client {
     Single(redis::Client),
     Cluster(ClusterClient),
+    /// `rediss://`, single or cluster, with our TLS (`tls.rs`).
+    #[cfg(feature = "redis-tls")]
+    Tls(super::tls::TlsClient),
 }
 
 #[derive(Clone)]
 enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    #[cfg(feature = "redis-tls")]
+    Tls(super::tls::TlsConn),
 }
 
 /// The Redis [`GlobalStore`]. Creating it checks the URL only; it connects
@@ -77,17 +88,12 @@ impl fmt::Debug for RedisStore {
 impl RedisStore {
     /// A store for `url` (`redis://[user:password@]host:port[/db]`).
     pub fn new(url: &str, settings: RedisSettings) -> Result<RedisStore, GlobalError> {
-        if url.starts_with("rediss://") {
-            #[cfg(not(feature = "redis-tls"))]
-            return Err(GlobalError::new(
-                "rediss:// (TLS) needs the `redis-tls` feature of ratelimit",
-            ));
-            // The process-wide rustls provider; already installed is fine.
-            #[cfg(feature = "redis-tls")]
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
         let bad = |e: redis::RedisError| GlobalError::new(format!("redis url {:?}: {e}", redact(url)));
-        let client = if settings.cluster {
+        let client = if url.starts_with("rediss://") {
+            tls_client(url, &settings)?
+        } else if settings.ca_file.is_some() {
+            return Err(GlobalError::new("redis ca_file: for rediss:// (TLS) URLs only"));
+        } else if settings.cluster {
             Client::Cluster(
                 // No retries: a retried pipeline could apply its increments twice.
                 ClusterClient::builder(vec![url])
@@ -154,6 +160,8 @@ impl RedisStore {
                     .map_err(|e| GlobalError::unsent(format!("redis cluster: {e}")))?;
                 Conn::Cluster(conn)
             }
+            #[cfg(feature = "redis-tls")]
+            Client::Tls(client) => Conn::Tls(client.connect().await?),
         };
         *slot = Some(conn.clone());
         Ok(conn)
@@ -171,7 +179,25 @@ async fn send(conn: &mut Conn, pipe: &Pipeline, count: usize) -> redis::RedisRes
     match conn {
         Conn::Single(c) => c.req_packed_commands(pipe, 0, count).await,
         Conn::Cluster(c) => c.req_packed_commands(pipe, 0, count).await,
+        #[cfg(feature = "redis-tls")]
+        Conn::Tls(c) => c.req_packed_commands(pipe, 0, count).await,
     }
+}
+
+/// The client of a `rediss://` URL: TLS with an explicit rustls provider,
+/// never a process-wide one (see `tls.rs`).
+#[cfg(feature = "redis-tls")]
+fn tls_client(url: &str, settings: &RedisSettings) -> Result<Client, GlobalError> {
+    super::tls::TlsClient::new(url, settings)
+        .map(Client::Tls)
+        .map_err(|e| GlobalError::new(format!("redis url {:?}: {e}", redact(url))))
+}
+
+#[cfg(not(feature = "redis-tls"))]
+fn tls_client(_: &str, _: &RedisSettings) -> Result<Client, GlobalError> {
+    Err(GlobalError::new(
+        "rediss:// (TLS) needs the `redis-tls` feature of ratelimit",
+    ))
 }
 
 /// An integer reply, or the integer a bulk string holds; a missing field is 0.

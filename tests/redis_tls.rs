@@ -1,0 +1,455 @@
+//! `rediss://` against real `redis-server` processes with TLS, a private CA
+//! and certificates made here with rcgen: the CA in `ca_file` is trusted and
+//! nothing else is, the hostname is checked, a cluster works over TLS, the
+//! `[global] ca_file` setting is checked at startup, and the library never
+//! installs a process-wide rustls `CryptoProvider` (an application that
+//! installs its own keeps it). Servers listen on free loopback ports (never
+//! 6379, and no plain-text port); a test that cannot start one fails.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ratelimit::config::Config;
+use ratelimit::global::{FleetGate, GateSettings, GlobalStore, RedisSettings, RedisStore};
+use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
+use rustls::crypto::CryptoProvider;
+
+const TTL: Duration = Duration::from_secs(30);
+
+/// A CA and the certificates it signed, as PEM files in a temp dir.
+struct Pki {
+    dir: PathBuf,
+    ca: PathBuf,
+    ca_cert: rcgen::Certificate,
+    ca_key: KeyPair,
+}
+
+impl Pki {
+    fn new(tag: &str) -> Pki {
+        let dir = std::env::temp_dir().join(format!("ratelimit-tls-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("ratelimit test CA {tag}"));
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_cert = params.self_signed(&ca_key).expect("CA certificate");
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, ca_cert.pem()).expect("write ca.pem");
+        Pki {
+            dir,
+            ca,
+            ca_cert,
+            ca_key,
+        }
+    }
+
+    /// A server certificate for `names` signed by the CA (also fit as a
+    /// client certificate, which cluster nodes present to each other).
+    /// Returns the (certificate, key) files.
+    fn server(&self, file: &str, names: &[&str]) -> (PathBuf, PathBuf) {
+        let key = KeyPair::generate().expect("server key");
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>()).expect("server params");
+        params.distinguished_name.push(DnType::CommonName, names[0]);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params
+            .signed_by(&key, &self.ca_cert, &self.ca_key)
+            .expect("server certificate");
+        let (cert_file, key_file) = (
+            self.dir.join(format!("{file}.pem")),
+            self.dir.join(format!("{file}.key")),
+        );
+        std::fs::write(&cert_file, cert.pem()).expect("write cert");
+        std::fs::write(&key_file, key.serialize_pem()).expect("write key");
+        (cert_file, key_file)
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    // Cluster nodes also listen on port + 10000.
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind a free port")
+            .local_addr()
+            .expect("local addr")
+            .port();
+        if port < 55000 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A `redis-server` with TLS only (`--port 0`), stopped when dropped.
+struct TlsServer {
+    port: u16,
+    child: Child,
+    dir: PathBuf,
+    ca: PathBuf,
+}
+
+impl TlsServer {
+    fn start(pki: &Pki, cert: &(PathBuf, PathBuf), cluster: bool) -> TlsServer {
+        let port = free_port();
+        let dir = pki.dir.join(format!("node-{port}"));
+        std::fs::create_dir_all(&dir).expect("node dir");
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", "0", "--bind", "127.0.0.1", "--tls-port", &port.to_string()])
+            .arg("--tls-cert-file")
+            .arg(&cert.0)
+            .arg("--tls-key-file")
+            .arg(&cert.1)
+            .arg("--tls-ca-cert-file")
+            .arg(&pki.ca)
+            .args(["--tls-auth-clients", "no", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if cluster {
+            cmd.args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--tls-cluster",
+                "yes",
+            ]);
+        }
+        let child = cmd
+            .spawn()
+            .expect("start redis-server (scripts/test installs it; the test fails rather than skip)");
+        let server = TlsServer {
+            port,
+            child,
+            dir,
+            ca: pki.ca.clone(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.cli(&["PING"]).trim() != "PONG" {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server with TLS on port {port} did not answer PING (built without TLS?)"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    /// `redis-cli` over TLS, trusting the test CA.
+    fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .arg("--tls")
+            .arg("--cacert")
+            .arg(&self.ca)
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn store(url: &str, ca_file: Option<&Path>, cluster: bool) -> RedisStore {
+    RedisStore::new(
+        url,
+        RedisSettings {
+            cluster,
+            ca_file: ca_file.map(Path::to_path_buf),
+            connect_timeout: Duration::from_secs(2),
+            response_timeout: Duration::from_secs(1),
+            ..RedisSettings::default()
+        },
+    )
+    .expect("a rediss:// store")
+}
+
+/// A round with nothing to sync: a PING, over TLS.
+async fn ping(store: &RedisStore) -> Result<(), String> {
+    store.sync(&[], TTL).await.map(drop).map_err(|e| e.to_string())
+}
+
+/// One key through a gate: INCRBY, PEXPIRE and MGET over TLS.
+async fn gate_round(store: &RedisStore) {
+    let clock = ManualClock::new();
+    let settings = GateSettings {
+        window: Duration::from_secs(10),
+        ..GateSettings::new(b"fleet secret for the tests, 32 B")
+    };
+    let gate = FleetGate::new(settings, &clock).expect("gate");
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    assert!(gate
+        .check(&limiter, 1, "tls-user", &Quota::per_minute(600), 1)
+        .is_allowed());
+    let report = gate.sync_once(store, &clock).await.expect("a gate round over TLS");
+    assert_eq!((report.keys, report.pushed), (1, 1));
+}
+
+/// The library installed no process-wide provider.
+fn no_process_provider() {
+    assert!(
+        CryptoProvider::get_default().is_none(),
+        "a process-default rustls CryptoProvider was installed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_ca_is_trusted_through_ca_file_and_only_then() {
+    let pki = Pki::new("trust");
+    let server = TlsServer::start(&pki, &pki.server("server", &["localhost", "127.0.0.1"]), false);
+
+    // (a) ca_file: a PING round and a gate round, by IP and by name.
+    for host in ["127.0.0.1", "localhost"] {
+        let url = format!("rediss://{host}:{}/", server.port);
+        let s = store(&url, Some(&pki.ca), false);
+        ping(&s).await.unwrap_or_else(|e| panic!("{url}: {e}"));
+        gate_round(&s).await;
+    }
+    assert!(
+        !server.cli(&["--scan"]).trim().is_empty(),
+        "the gate round wrote no key"
+    );
+    // AUTH and SELECT run on our TLS stream too.
+    assert_eq!(server.cli(&["CONFIG", "SET", "requirepass", "s3cret"]).trim(), "OK");
+    let authed = store(
+        &format!("rediss://:s3cret@127.0.0.1:{}/2", server.port),
+        Some(&pki.ca),
+        false,
+    );
+    ping(&authed).await.expect("AUTH and SELECT over TLS");
+    let wrong = store(
+        &format!("rediss://:nope@127.0.0.1:{}/", server.port),
+        Some(&pki.ca),
+        false,
+    );
+    assert!(ping(&wrong).await.is_err(), "a wrong password was accepted");
+
+    // (b) Without ca_file the webpki roots do not know the private CA.
+    let untrusted = store(&format!("rediss://127.0.0.1:{}/", server.port), None, false);
+    let err = ping(&untrusted).await.expect_err("an unknown CA was trusted");
+    println!("without ca_file: {err}");
+    assert!(
+        err.contains("invalid peer certificate") && err.contains("UnknownIssuer"),
+        "unclear error: {err}"
+    );
+
+    // (d) Nothing of the above installed a process-wide provider.
+    no_process_provider();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_for_another_name_is_refused() {
+    let pki = Pki::new("name");
+    let server = TlsServer::start(&pki, &pki.server("other", &["other.example"]), false);
+    for host in ["127.0.0.1", "localhost"] {
+        let s = store(&format!("rediss://{host}:{}/", server.port), Some(&pki.ca), false);
+        let err = ping(&s).await.expect_err("a certificate for another name was accepted");
+        println!("another name, {host}: {err}");
+        assert!(
+            err.contains("invalid peer certificate") && err.contains("not valid for name"),
+            "unclear error for {host}: {err}"
+        );
+    }
+    no_process_provider();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_tls_with_a_private_ca() {
+    let pki = Pki::new("cluster");
+    let cert = pki.server("node", &["localhost", "127.0.0.1"]);
+    let nodes: Vec<TlsServer> = (0..3).map(|_| TlsServer::start(&pki, &cert, true)).collect();
+    let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+    let out = Command::new("redis-cli")
+        .arg("--tls")
+        .arg("--cacert")
+        .arg(&pki.ca)
+        .args(["--cluster", "create"])
+        .args(&addrs)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("redis-cli --cluster create");
+    assert!(
+        out.status.success(),
+        "cluster create failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for n in &nodes {
+        while !n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+            assert!(Instant::now() < deadline, "cluster did not become ok");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let url = format!("rediss://127.0.0.1:{}/", nodes[0].port);
+    let s = store(&url, Some(&pki.ca), true);
+    ping(&s).await.expect("a PING round on the TLS cluster");
+    // 16 shards, one per slot: the round reaches every node.
+    let clock = ManualClock::new();
+    let gate = FleetGate::new(
+        GateSettings {
+            window: Duration::from_secs(10),
+            ..GateSettings::new(b"fleet secret for the tests, 32 B")
+        },
+        &clock,
+    )
+    .expect("gate");
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    for k in 0..64u32 {
+        assert!(gate.check(&limiter, 1, &k, &Quota::per_minute(600), 1).is_allowed());
+    }
+    let report = gate
+        .sync_once(&s, &clock)
+        .await
+        .expect("a gate round on the TLS cluster");
+    assert_eq!((report.keys, report.pushed), (64, 64));
+    // Another ca_file for a second cluster store in this process is refused
+    // (node connections share one TLS setup), with the reason.
+    let other = Pki::new("cluster-other");
+    let refused = RedisStore::new(
+        &url,
+        RedisSettings {
+            cluster: true,
+            ca_file: Some(other.ca.clone()),
+            ..RedisSettings::default()
+        },
+    )
+    .expect_err("two cluster trust settings in one process");
+    println!("second cluster ca_file: {refused}");
+    assert!(refused.to_string().contains("another ca_file"), "{refused}");
+    // The same one is fine.
+    ping(&store(&url, Some(&pki.ca), true))
+        .await
+        .expect("a second cluster store");
+    // Without it, the cluster's CA is unknown.
+    drop(s);
+    let untrusted = RedisStore::new(
+        &url,
+        RedisSettings {
+            cluster: true,
+            ..RedisSettings::default()
+        },
+    )
+    .expect("a store");
+    let err = ping(&untrusted).await.expect_err("an unknown CA was trusted");
+    println!("cluster without ca_file: {err}");
+    assert!(err.contains("UnknownIssuer"), "unclear error: {err}");
+    no_process_provider();
+}
+
+/// An application that installed its own provider keeps it, and TLS works.
+/// Run in a child process: installing a provider here would spoil the
+/// other tests' check that the library installs none.
+#[test]
+fn an_application_provider_is_kept() {
+    const CHILD: &str = "RATELIMIT_TLS_TEST_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "an_application_provider_is_kept",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .expect("run the test binary");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "child failed:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let installed = rustls::crypto::ring::default_provider().install_default();
+    assert!(installed.is_ok(), "a provider was installed before the application's");
+    let before = CryptoProvider::get_default().map(std::sync::Arc::as_ptr);
+    let pki = Pki::new("app");
+    let server = TlsServer::start(&pki, &pki.server("server", &["127.0.0.1"]), false);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let s = store(&format!("rediss://127.0.0.1:{}/", server.port), Some(&pki.ca), false);
+        ping(&s).await.expect("TLS with the application's provider");
+    });
+    let after = CryptoProvider::get_default().map(std::sync::Arc::as_ptr);
+    assert_eq!(before, after, "the application's provider was replaced");
+}
+
+/// `[global] ca_file`: checked when the configuration is loaded, with the
+/// field and the reason.
+#[test]
+fn ca_file_is_checked_at_startup() {
+    let pki = Pki::new("config");
+    let (cert, key) = pki.server("server", &["127.0.0.1"]);
+    let bad_der = pki.dir.join("bad.pem");
+    std::fs::write(
+        &bad_der,
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+    )
+    .expect("write");
+    let toml = |url: &str, path: &Path| {
+        format!(
+            "[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"{url}\"\nkey_secret_env = \"S\"\nca_file = {:?}\n",
+            path.display().to_string()
+        )
+    };
+    let ok = Config::from_toml_str(&toml("rediss://h:1/", &pki.ca)).expect("a valid ca_file");
+    assert_eq!(ok.global.and_then(|g| g.ca_file), Some(pki.ca.clone()));
+    // A server certificate is a certificate too: it parses (trusting it is
+    // the operator's choice).
+    assert!(Config::from_toml_str(&toml("rediss://h:1/", &cert)).is_ok());
+
+    let missing = pki.dir.join("nope.pem");
+    let cases: [(String, &str); 4] = [
+        (toml("rediss://h:1/", &missing), "No such file"),
+        (toml("rediss://h:1/", &key), "no PEM certificate"),
+        (toml("rediss://h:1/", &bad_der), "certificate 1"),
+        (toml("redis://h:1/", &pki.ca), "for rediss://"),
+    ];
+    for (text, words) in &cases {
+        let err = Config::from_toml_str(text).expect_err(words);
+        let message = err.to_string();
+        println!("config: {message}");
+        assert_eq!(err.field(), Some("global.ca_file"), "{message}");
+        assert_eq!(err.line(), Some(6), "{message}");
+        assert!(message.contains(words), "{message} (expected {words:?})");
+    }
+    // The same checks when a store is made in code.
+    let in_code = |url: &str, path: &Path| {
+        RedisStore::new(
+            url,
+            RedisSettings {
+                ca_file: Some(path.to_path_buf()),
+                ..RedisSettings::default()
+            },
+        )
+    };
+    let err = in_code("rediss://127.0.0.1:1/", &missing).expect_err("a missing ca_file");
+    assert!(err.to_string().contains("nope.pem"), "{err}");
+    assert!(in_code("redis://127.0.0.1:1/", &pki.ca).is_err(), "ca_file without TLS");
+    assert!(in_code("rediss://127.0.0.1:1/#insecure", &pki.ca).is_err(), "#insecure");
+    assert!(in_code("rediss://127.0.0.1:1/", &pki.ca).is_ok());
+}
