@@ -374,7 +374,9 @@ async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
     // The bad key is not left without a TTL: a key whose round failed is
     // treated as new, and its next push sets the TTL again.
     assert!(gate.check(&limiter, ROUTE, KEY, &q, 1).is_allowed());
-    gate.sync_once(&store, &clock).await.expect("the next round succeeds too");
+    gate.sync_once(&store, &clock)
+        .await
+        .expect("the next round succeeds too");
     let ttl: i64 = server.cli(&["PTTL", &bad]).trim().parse().unwrap();
     assert!(ttl > 0, "garbage key without TTL");
 }

@@ -222,7 +222,10 @@ impl FleetGate {
             .store(s.saturating_mul(2).saturating_add(ns(timeout)), Ordering::Relaxed);
         // Others push into a closed slice in their first round after it:
         // within a sync interval, plus their round's own time.
-        self.settle_ns.store(s.saturating_mul(2).min(s.saturating_add(ns(timeout))), Ordering::Relaxed);
+        self.settle_ns.store(
+            s.saturating_mul(2).min(s.saturating_add(ns(timeout))),
+            Ordering::Relaxed,
+        );
     }
 
     /// A round succeeded at `now`: its totals count for the next

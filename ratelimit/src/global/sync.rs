@@ -308,7 +308,10 @@ impl FleetGate {
                                 p.1 = Some(*total);
                             }
                         }
-                        if let SyncOp::Add { expire: true, counter, .. } = op {
+                        if let SyncOp::Add {
+                            expire: true, counter, ..
+                        } = op
+                        {
                             w.expired = w.expired.max(Some(counter.epoch));
                         }
                     }
