@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::ids::FleetHasher;
 use super::sync::History;
-use super::table::{pack, tag32, Closed, Pending, Slot, Table, LOW};
-use super::{GateError, GateSettings, DEGRADED, UNTRACKED};
+use super::table::{Closed, Pending, Slot, Table, BACKLOG, LOW};
+use super::{GateError, GateSettings, DEGRADED};
 use crate::store::CellKey;
 use crate::window::{Fit, SlidingWindow};
 use crate::{Clock, Decision, Limiter, Quota, Store};
@@ -99,6 +99,11 @@ pub(super) const NONZERO: u64 = 1;
 
 /// The largest window.
 const MAX_WINDOW: Duration = Duration::from_secs(3600);
+
+/// The largest burst the gate counts (its per-slice counters are 24 bits,
+/// with room for concurrent adds); a profile with a larger one is limited
+/// locally only (documented in docs/global.md).
+pub const MAX_FLEET_BURST: u32 = 1 << 22;
 
 /// The default round timeout until `spawn_sync` says otherwise.
 const DEFAULT_ROUND_TIMEOUT: Duration = Duration::from_millis(250);
@@ -221,11 +226,10 @@ impl FleetGate {
         self.stale_after_ns
             .store(s.saturating_mul(2).saturating_add(ns(timeout)), Ordering::Relaxed);
         // Others push into a closed slice in their first round after it:
-        // within a sync interval, plus their round's own time.
-        self.settle_ns.store(
-            s.saturating_mul(2).min(s.saturating_add(ns(timeout))),
-            Ordering::Relaxed,
-        );
+        // a sync interval, plus up to a round's own time, twice (the round
+        // that pushes may start late because the one before ran long).
+        self.settle_ns
+            .store(s.saturating_add(ns(timeout).saturating_mul(2)), Ordering::Relaxed);
     }
 
     /// A round succeeded at `now`: its totals count for the next
@@ -342,7 +346,8 @@ impl FleetGate {
         self.tables[(self.epoch_hint.load(Ordering::Relaxed) % 3) as usize].prefetch(fleet_id);
         let now = limiter.clock().now();
         // A cost above the burst never conforms: the local limiter says so.
-        if cost > quota.burst() {
+        // Bursts beyond the gate's 24-bit counters are limited locally.
+        if cost > quota.burst() || quota.burst() > MAX_FLEET_BURST {
             return limiter.check_cell_at(cell, quota, cost, now);
         }
         let (slice, into, epoch) = self.locate(self.wall(now));
@@ -357,7 +362,11 @@ impl FleetGate {
         let round = self.round.load(Ordering::Relaxed);
         if let Some(slot) = table.find(fleet_id) {
             // `None` also when this key's last round failed.
-            let used = if in_force { slot.used(slice) } else { None };
+            let used = if in_force {
+                self.estimate(slot, epoch, fleet_id, slice)
+            } else {
+                None
+            };
             let fit = used.map(|used| self.window.fits(used, cost, quota.interval_ns(), into));
             if let Some(Fit::Exceeds { retry_ns }) = fit {
                 touch(slot, route, round);
@@ -378,7 +387,7 @@ impl FleetGate {
         let previous = self.previous_slot(epoch, fleet_id);
         let used = match (in_force, previous) {
             (false, _) => None,
-            (true, Some(p)) => p.used(slice),
+            (true, Some(p)) => p.used(slice, self.k()),
             (true, None) => Some(0),
         };
         let fit = used.map(|used| self.window.fits(used, cost, quota.interval_ns(), into));
@@ -397,7 +406,7 @@ impl FleetGate {
         let claimed = table.slot(fleet_id, |fresh| {
             fresh.touched.store(touched(route, round), Ordering::Relaxed);
             if let Some(p) = previous {
-                carry_over(p, fresh, slice);
+                carry_over(p, fresh, slice, self.k());
             }
         });
         match claimed {
@@ -407,14 +416,32 @@ impl FleetGate {
             }
             None => {
                 // Table full: limited locally only, and counted.
+                // (The sync loop exports the count: no metrics call per
+                // request.)
                 self.untracked.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!(UNTRACKED).increment(1);
             }
         }
         match fit {
             Some(Fit::Fits { slack_ns }) => d.tightened(slack_ns),
             _ => d,
         }
+    }
+
+    fn k(&self) -> u64 {
+        u64::from(self.window.slices())
+    }
+
+    /// A slot's estimate; a slot just claimed by another thread (its carry
+    /// over not written yet) counts what the previous epoch's slot knew.
+    #[inline]
+    fn estimate(&self, slot: &Slot, epoch: u64, fleet_id: u64, slice: u64) -> Option<u64> {
+        let here = slot.used(slice, self.k())?;
+        if slot.closed.load(Ordering::Relaxed) == Closed::UNKNOWN {
+            if let Some(p) = self.previous_slot(epoch, fleet_id) {
+                return p.used(slice, self.k()).map(|before| before + here);
+            }
+        }
+        Some(here)
     }
 
     /// The key's slot in the previous epoch's table, if that table still
@@ -452,7 +479,9 @@ fn add_pending(slot: &Slot, slice: u64, cost: u32) {
     let tag = Pending::tag(slice);
     let v = slot.pending[p].load(Ordering::Relaxed);
     let (t, _, unpushed) = Pending::unpack(v);
-    if t == tag && unpushed + u64::from(cost) <= Pending::COUNT {
+    // Half the field as headroom for concurrent adds (costs are at most
+    // MAX_FLEET_BURST, a quarter of it).
+    if t == tag && unpushed + u64::from(cost) <= Pending::COUNT / 2 {
         // The common case: one atomic add to the low field (a sync loop
         // taking the field meanwhile moves it whole, and a request that
         // re-tags the word for a newer slice gets this unit: a slice late,
@@ -460,30 +489,37 @@ fn add_pending(slot: &Slot, slice: u64, cost: u32) {
         slot.pending[p].fetch_add(u64::from(cost), Ordering::AcqRel);
         return;
     }
-    let _ = slot.pending[p].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+    let before = slot.pending[p].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
         let (t, unconfirmed, unpushed) = Pending::unpack(v);
         Some(if t == tag {
             Pending::pack(tag, unconfirmed, unpushed + u64::from(cost))
         } else {
-            // The word held the slice two before, drained by the sync loop
-            // during the last one.
+            // The word held the slice two before, normally drained by the
+            // sync loop during the last one.
             Pending::pack(tag, 0, u64::from(cost))
         })
     });
+    if let Ok(old) = before {
+        let (t, _, unpushed) = Pending::unpack(old);
+        if t != tag && unpushed > 0 {
+            // No round took them (an outage): kept, counted and pushed
+            // later, never lost. (Units a round took and did not confirm are
+            // in flight or lost with their push; they are not moved.)
+            let _ = slot.pending[BACKLOG].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+                let (_, unconfirmed, backlog) = Pending::unpack(v);
+                Some(Pending::pack(0, unconfirmed, backlog + unpushed))
+            });
+        }
+    }
 }
 
-/// A fresh slot starts from what the previous epoch's slot knew: its closed
-/// sum, and the slice that just closed (fleet total and this instance's own
-/// units) as a pulled total, until the sync loop writes this slot.
-fn carry_over(previous: &Slot, fresh: &Slot, slice: u64) {
-    let closed = previous.closed.load(Ordering::Relaxed);
-    let last = slice.wrapping_sub(1);
-    fresh.fleet[(last & 1) as usize].store(pack(tag32(last), previous.open_units(last)), Ordering::Relaxed);
-    let carried = if closed == Closed::UNKNOWN {
-        // Nothing computed yet: the slice before counts as the closed part.
-        Closed::word(last, previous.open_units(last.wrapping_sub(1)))
-    } else {
-        closed
+/// A fresh slot starts from what the previous epoch's slot knew: its
+/// estimate of the window so far, as the closed sum for this slice, until
+/// the sync loop writes the slot.
+pub(super) fn carry_over(previous: &Slot, fresh: &Slot, slice: u64, k: u64) {
+    let carried = match previous.used(slice, k) {
+        Some(used) => Closed::word(slice, used - previous.open_units(slice)),
+        None => Closed::degraded(slice),
     };
     fresh.closed.store(carried, Ordering::Relaxed);
 }

@@ -51,7 +51,7 @@ pub(crate) mod tls;
 use std::time::Duration;
 
 pub use self::redis::{RedisSettings, RedisStore};
-pub use gate::{FleetGate, FleetHealth, GateStatus};
+pub use gate::{FleetGate, FleetHealth, GateStatus, MAX_FLEET_BURST};
 pub use store::{Counter, GlobalError, GlobalStore, MemoryGlobalStore, OpResult, SyncOp};
 pub use sync::SyncReport;
 

@@ -267,8 +267,11 @@ impl RedisStore {
         match op {
             SyncOp::Add { expire, .. } => {
                 let incr = replies.next();
-                if *expire {
-                    let _expire = replies.next();
+                let expired = if *expire { replies.next() } else { None };
+                if let (Some(Value::Int(_)), Some(Value::ServerError(e))) = (incr, expired) {
+                    // Applied, but the counter may be left without a TTL
+                    // (an ACL refusing PEXPIRE): the key fails, visibly.
+                    return OpResult::Failed(refused(e.code(), e.details()).maybe_applied());
                 }
                 match incr {
                     Some(Value::Int(n)) => OpResult::Added(u64::try_from(*n).ok()),
@@ -452,11 +455,12 @@ impl GlobalStore for RedisStore {
             // The next round connects afresh.
             self.forget().await;
         }
-        if failed == pipelines {
-            // Nothing went through: the whole round failed (and nothing of
-            // it applied only if no pipeline may have been written).
+        if failed == pipelines && (unsent == 0 || unsent == failed) {
+            // Nothing went through: the whole round failed. (With some
+            // pipelines certainly unsent and others maybe applied, the
+            // per-operation results below say which deltas to send again.)
             let e = first_failure.unwrap_or_else(|| GlobalError::new("redis: no pipeline"));
-            return Err(if unsent == failed { e } else { e.maybe_applied() });
+            return Err(e);
         }
         Ok(results
             .into_iter()

@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::gate::FleetGate;
+use super::gate::{carry_over, FleetGate};
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
-use super::table::{pack, tag32, unpack, Closed, Pending, Slot, LOW};
-use super::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNC_ROUNDS, SYNC_SECONDS};
+use super::table::{pack, tag32, unpack, Closed, Pending, Slot, BACKLOG, LOW};
+use super::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED};
 use crate::Clock;
 
 /// What one sync round did.
@@ -97,13 +97,30 @@ impl KeyHistory {
 pub(crate) struct History {
     keys: HashMap<u64, KeyHistory>,
     failed_before: bool,
+    /// Untracked keys already exported as a metric.
+    untracked_reported: u64,
+}
+
+impl History {
+    /// After a failed round: every key is pulled whole again; this
+    /// instance's own units stay.
+    fn forget_pulls(&mut self) {
+        for h in self.keys.values_mut() {
+            h.final_upto = None;
+        }
+    }
 }
 
 /// A delta taken from a slot for this round.
 struct Take<'a> {
     key: u64,
     slot: &'a Slot,
+    /// The word it came from (a slice parity, or the backlog).
     parity: usize,
+    /// The slice the word holds (its tag).
+    word_slice: u64,
+    /// The slice it is pushed into: its own while the others still read
+    /// it, else the open one (later, so it stays counted longer).
     slice: u64,
     delta: u64,
 }
@@ -124,6 +141,8 @@ struct Work<'a> {
     pushed: [Option<(u64, Option<u64>)>; 2],
     /// The epoch whose counter this round gave a TTL.
     expired: Option<u64>,
+    /// A push found its field empty: the counter may be new.
+    recreated: bool,
     failed: bool,
 }
 
@@ -157,14 +176,25 @@ impl FleetGate {
         let mut takes: Vec<Take<'_>> = Vec::new();
         let mut work: HashMap<u64, Work<'_>> = HashMap::new();
         let idle = self.settings.idle_rounds;
+        let slice_ns = self.window.slice_ns();
+        let settle = self.settle_ns.load(Ordering::Relaxed);
+        // Slices up to this one are final: every instance has pushed into
+        // them, and none reads them again.
+        let final_slice = (wall.saturating_sub(settle) / slice_ns).checked_sub(1);
         for (table, is_current) in previous.into_iter().map(|t| (t, false)).chain([(current, true)]) {
             for (key, slot) in table.occupied() {
-                for parity in 0..2 {
-                    if let Some((slice, delta)) = take_unpushed(slot, parity, s, k) {
+                for parity in 0..3 {
+                    if let Some((word_slice, delta)) = take_unpushed(slot, parity, s) {
+                        let slice = if parity == BACKLOG || final_slice.is_some_and(|f| word_slice <= f) {
+                            s
+                        } else {
+                            word_slice
+                        };
                         takes.push(Take {
                             key,
                             slot,
                             parity,
+                            word_slice,
                             slice,
                             delta,
                         });
@@ -180,6 +210,7 @@ impl FleetGate {
                     reads: [None; 2],
                     pushed: [None; 2],
                     expired: None,
+                    recreated: false,
                     failed: false,
                 });
                 w.active |= active;
@@ -194,8 +225,15 @@ impl FleetGate {
         // their estimate there from the first round of an epoch.
         for (&key, w) in work.iter_mut() {
             if w.active && w.current.is_none() {
-                let last = w.previous.map_or(0, |p| p.touched.load(Ordering::Relaxed));
-                w.current = current.slot(key, |fresh| fresh.touched.store(last, Ordering::Relaxed));
+                let previous = w.previous;
+                let last = previous.map_or(0, |p| p.touched.load(Ordering::Relaxed));
+                w.current = current.slot(key, |fresh| {
+                    fresh.touched.store(last, Ordering::Relaxed);
+                    // What requests see until this round writes the slot.
+                    if let Some(p) = previous {
+                        carry_over(p, fresh, s, k);
+                    }
+                });
             }
         }
 
@@ -264,7 +302,6 @@ impl FleetGate {
 
         // 3. One round trip.
         let started = std::time::Instant::now();
-        let slice_ns = self.window.slice_ns();
         let ttl = self.window.length() * 2 + Duration::from_nanos(slice_ns) + Duration::from_secs(1);
         let outcome = store.sync(&ops, ttl).await;
         self.round.fetch_add(1, Ordering::Relaxed);
@@ -284,8 +321,10 @@ impl FleetGate {
                         hand_back(t);
                     }
                 }
-                // The next round pulls every key's window afresh.
-                drop(history);
+                // The next round pulls every key's window afresh; this
+                // instance's own units in the history stay counted.
+                history.forget_pulls();
+                *self.history.lock().unwrap_or_else(|e| e.into_inner()) = history;
                 return Err(self.fail(e));
             }
         };
@@ -303,6 +342,10 @@ impl FleetGate {
                 OpResult::Added(Some(total)) => {
                     confirmed.push(t);
                     if let Some(w) = work.get_mut(&t.key) {
+                        // A field that holds only this push: the counter may
+                        // have been created by it (evicted, flushed, a
+                        // failover): give it a TTL again next round.
+                        w.recreated |= *total == t.delta;
                         for p in w.pushed.iter_mut().flatten() {
                             if p.0 == t.slice {
                                 p.1 = Some(*total);
@@ -319,7 +362,12 @@ impl FleetGate {
                 // Applied, total unknown (a cluster pipeline recovered
                 // after another key's error): kept as this instance's own,
                 // counted until its slice leaves the window.
-                OpResult::Added(None) => {}
+                OpResult::Added(None) => {
+                    if let Some(w) = work.get_mut(&t.key) {
+                        w.failed = true;
+                    }
+                    first_error.get_or_insert_with(|| GlobalError::new("redis: a push applied without its total"));
+                }
                 OpResult::Failed(e) => {
                     // Refused: sent again next round. Anything else may have
                     // applied: never sent again, counted here as this
@@ -341,15 +389,17 @@ impl FleetGate {
             }
         }
         let len = (k + 2) as usize;
-        let settle = self.settle_ns.load(Ordering::Relaxed);
-        let final_slice = (wall.saturating_sub(settle) / slice_ns).checked_sub(1);
         // Keys that are idle, or failed, keep no history: they are pulled
         // whole when they are active and working again.
         history.keys.retain(|key, _| work.get(key).is_some_and(|w| w.active));
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
-            h.expire_epoch = h.expire_epoch.max(w.expired);
+            h.expire_epoch = if w.recreated {
+                None
+            } else {
+                h.expire_epoch.max(w.expired)
+            };
             for &(slice, total) in w.pushed.iter().flatten() {
                 if let Some(total) = total {
                     h.set(slice, Some(total), None);
@@ -391,7 +441,7 @@ impl FleetGate {
         for t in confirmed {
             let _ = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
                 let (tag, unconfirmed, unpushed) = Pending::unpack(v);
-                (tag == Pending::tag(t.slice))
+                t.holds(tag)
                     .then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed))
             });
             report.pushed += t.delta;
@@ -428,9 +478,20 @@ impl FleetGate {
                 .sum();
             slot.closed.store(Closed::word(s, sum), Ordering::Relaxed);
         }
-        history.keys.retain(|key, _| work.get(key).is_some_and(|w| !w.failed));
+        for (key, h) in history.keys.iter_mut() {
+            if work.get(key).is_some_and(|w| w.failed) {
+                h.final_upto = None;
+            }
+        }
         let failed_now = report.failed_keys > 0;
         let failed_before = std::mem::replace(&mut history.failed_before, failed_now);
+        // Keys the full table could not track, counted by requests in an
+        // atomic and exported here (no metrics call on the request path).
+        let untracked = self.status().untracked;
+        if untracked > history.untracked_reported {
+            metrics::counter!(UNTRACKED).increment(untracked - history.untracked_reported);
+            history.untracked_reported = untracked;
+        }
         *self.history.lock().unwrap_or_else(|e| e.into_inner()) = history;
 
         // 5. Health.
@@ -487,9 +548,6 @@ impl FleetGate {
         self.degraded_keys.store(0, Ordering::Relaxed);
         metrics::counter!(SYNC_ROUNDS, "result" => "error").increment(1);
         metrics::gauge!(DEGRADED).set(1.0);
-        if let Ok(mut h) = self.history.lock() {
-            h.keys.clear();
-        }
         self.set_last_error(Some(e.to_string()));
         if !self.degraded.swap(true, Ordering::Relaxed) {
             tracing::warn!(target: "ratelimit", error = %e, "fleet gate: sync failed, limiting locally only until it recovers");
@@ -509,6 +567,7 @@ impl FleetGate {
         timeout: Duration,
     ) -> tokio::task::JoinHandle<()> {
         self.set_round_timeout(timeout);
+        self.mark_fresh(clock.now());
         let weak = Arc::downgrade(self);
         let interval = self.settings.sync_interval;
         let max_backoff = self.settings.max_backoff;
@@ -573,10 +632,10 @@ impl Drop for Watch {
     }
 }
 
-/// Takes a slice's unpushed units for a push: moves them to "unconfirmed"
-/// in one step, so they are counted throughout. Units of a slice older than
-/// the window are dropped.
-fn take_unpushed(slot: &Slot, parity: usize, now: u64, k: u64) -> Option<(u64, u64)> {
+/// Takes a word's unpushed units for a push: moves them to "unconfirmed"
+/// in one step, so they are counted throughout. Returns the slice the word
+/// holds (the open one for the backlog) and the units.
+fn take_unpushed(slot: &Slot, parity: usize, now: u64) -> Option<(u64, u64)> {
     let before = slot.pending[parity]
         .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
             let (tag, unconfirmed, unpushed) = Pending::unpack(v);
@@ -584,15 +643,28 @@ fn take_unpushed(slot: &Slot, parity: usize, now: u64, k: u64) -> Option<(u64, u
         })
         .ok()?;
     let (tag, _, unpushed) = Pending::unpack(before);
+    if parity == BACKLOG {
+        return Some((now, unpushed));
+    }
+    // A word never holds a slice ahead of now (16-bit tags, slots live
+    // three epochs at most).
     let age = Pending::tag(now).wrapping_sub(tag) & 0xffff;
-    (age <= k + 1).then(|| (now - age, unpushed))
+    Some((now - age.min(now), unpushed))
+}
+
+impl Take<'_> {
+    /// Whether the word still holds this take's slice (the backlog always
+    /// does).
+    fn holds(&self, tag: u64) -> bool {
+        self.parity == BACKLOG || tag == Pending::tag(self.word_slice)
+    }
 }
 
 /// Hands a delta that certainly did not apply back to "not yet pushed".
 fn hand_back(t: &Take<'_>) {
     let _ = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
         let (tag, unconfirmed, unpushed) = Pending::unpack(v);
-        (tag == Pending::tag(t.slice))
+        t.holds(tag)
             .then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed + t.delta))
     });
 }

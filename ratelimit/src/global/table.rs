@@ -24,9 +24,14 @@ pub(crate) struct Slot {
     /// `(slice tag, total)`.
     pub(crate) fleet: [AtomicU64; 2],
     /// This instance's own requests in a slice, by slice parity (see
-    /// [`Pending`]).
-    pub(crate) pending: [AtomicU64; 2],
+    /// [`Pending`]), and at [`BACKLOG`] the units of older slices that no
+    /// round took before their word was reused (an outage): still counted,
+    /// and pushed into the slice open when a round takes them.
+    pub(crate) pending: [AtomicU64; 3],
 }
+
+/// The index of the backlog word in `Slot::pending` (its tag is unused).
+pub(crate) const BACKLOG: usize = 2;
 
 pub(crate) const LOW: u64 = 0xffff_ffff;
 
@@ -113,29 +118,33 @@ impl Slot {
 
     /// The estimated consumption of the window at a time in `slice`
     /// (slices `slice - k ..= slice`); `None` when the key is local-only
-    /// (its last round failed, or nothing has been computed for it for
-    /// more than a slice: the sync loop is stalled).
+    /// (its last round failed).
     #[inline(always)]
-    pub(crate) fn used(&self, slice: u64) -> Option<u64> {
+    pub(crate) fn used(&self, slice: u64, k: u64) -> Option<u64> {
         let closed = self.closed.load(Ordering::Relaxed);
         let (tag, sum) = unpack(closed);
         if sum == Closed::DEGRADED {
             return None;
         }
-        let base = if closed == Closed::UNKNOWN {
-            // A fresh key: nothing known yet beyond what this slot holds.
-            self.open_units(slice.wrapping_sub(1))
-        } else if tag == tag32(slice) {
+        let before = slice.wrapping_sub(1);
+        let age = tag32(slice).wrapping_sub(tag) & LOW;
+        let known = if closed == Closed::UNKNOWN || age > k {
+            // A fresh key, or everything the sum counted has left the
+            // window: only what this slot holds.
+            self.open_units(before)
+        } else if age == 0 {
             sum
-        } else if tag == tag32(slice.wrapping_sub(1)) {
-            // Computed before the boundary the sync loop has not seen yet:
-            // it lacks the slice that just closed (and still holds the one
-            // that left the window: conservative).
-            sum + self.open_units(slice.wrapping_sub(1))
         } else {
-            return None;
+            // Computed `age` slices ago (the sync loop has not seen the
+            // boundary yet, or the key is idle here and no longer pulled):
+            // the sum still holds every slice of the window it covered (and
+            // some that left it: conservative), plus the slice it was
+            // computed in and this instance's own units since.
+            let at = slice.wrapping_sub(age);
+            sum + self.open_units(at) + if age >= 2 { self.open_units(before) } else { 0 }
         };
-        Some(base + self.open_units(slice))
+        let (_, unconfirmed, unpushed) = Pending::unpack(self.pending[BACKLOG].load(Ordering::Relaxed));
+        Some(known + self.open_units(slice) + unconfirmed + unpushed)
     }
 }
 
@@ -235,9 +244,11 @@ impl Table {
             if s.key.load(Ordering::Relaxed) != 0 {
                 s.touched.store(0, Ordering::Relaxed);
                 s.closed.store(Closed::UNKNOWN, Ordering::Relaxed);
-                for p in 0..2 {
-                    s.fleet[p].store(0, Ordering::Relaxed);
-                    s.pending[p].store(0, Ordering::Relaxed);
+                for f in &s.fleet {
+                    f.store(0, Ordering::Relaxed);
+                }
+                for p in &s.pending {
+                    p.store(0, Ordering::Relaxed);
                 }
                 s.key.store(0, Ordering::Release);
             }
@@ -283,21 +294,28 @@ mod tests {
     #[test]
     fn the_estimate_of_a_slot() {
         let s = Slot::default();
+        let k = 20;
         // Fresh: only what the slot holds.
-        assert_eq!(s.used(100), Some(0));
+        assert_eq!(s.used(100, k), Some(0));
         s.pending[0].store(Pending::pack(Pending::tag(100), 2, 3), Ordering::Relaxed);
         s.fleet[0].store(pack(tag32(100), 10), Ordering::Relaxed);
-        assert_eq!(s.used(100), Some(15));
+        assert_eq!(s.used(100, k), Some(15));
         // A stale pending word (another slice of the same parity) is not counted.
-        assert_eq!(s.used(102), Some(0));
+        assert_eq!(s.used(102, k), Some(0));
         // Closed sums, current and one boundary late.
         s.closed.store(Closed::word(100, 40), Ordering::Relaxed);
-        assert_eq!(s.used(100), Some(55));
+        assert_eq!(s.used(100, k), Some(55));
         s.fleet[1].store(pack(tag32(101), 4), Ordering::Relaxed);
-        assert_eq!(s.used(101), Some(40 + 15 + 4));
-        // Two boundaries late: the sync loop is stalled, local only.
-        assert_eq!(s.used(102), None);
+        assert_eq!(s.used(101, k), Some(40 + 15 + 4));
+        // Several boundaries late (an idle key): the old sum and what the
+        // slot still holds.
+        assert_eq!(s.used(105, k), Some(40 + 15));
+        // A window later, nothing it knew counts.
+        assert_eq!(s.used(100 + k + 1, k), Some(0));
+        // The backlog always counts.
+        s.pending[BACKLOG].store(Pending::pack(0, 1, 6), Ordering::Relaxed);
+        assert_eq!(s.used(100 + k + 1, k), Some(7));
         s.closed.store(Closed::degraded(100), Ordering::Relaxed);
-        assert_eq!(s.used(100), None);
+        assert_eq!(s.used(100, k), None);
     }
 }

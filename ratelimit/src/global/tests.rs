@@ -249,3 +249,120 @@ async fn a_stalled_sync_loop_is_noticed_by_requests() {
     g.sync_once(&store, &clock).await.unwrap();
     assert!(!g.status().degraded);
 }
+
+/// Moves the clock to `into` past the start of the next epoch.
+fn to_next_epoch(clock: &ManualClock, into: Duration) {
+    let w = 10_000_000_000u64;
+    let rest = w - clock.wall_nanos() % w;
+    clock.advance(Duration::from_nanos(rest) + into);
+}
+
+/// A store that decides a request of its own while a round is in flight:
+/// what requests see between the sync loop claiming slots and the round's
+/// answer.
+struct Probe {
+    inner: MemoryGlobalStore,
+    gate: std::sync::Arc<FleetGate>,
+    limiter: std::sync::Arc<Limiter<MemoryStore, ManualClock>>,
+    allowed_during_round: std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+}
+
+impl GlobalStore for Probe {
+    async fn sync(&self, ops: &[SyncOp], ttl: Duration) -> Result<Vec<OpResult>, GlobalError> {
+        let q = Quota::per_minute(600).with_burst(1000);
+        let d = self.gate.check(&self.limiter, 1, "k", &q, 1);
+        self.allowed_during_round.lock().unwrap().push(d.is_allowed());
+        self.inner.sync(ops, ttl).await
+    }
+}
+
+#[tokio::test]
+async fn the_first_round_of_an_epoch_keeps_the_estimate() {
+    let clock = ManualClock::new();
+    let g = std::sync::Arc::new(gate(&clock));
+    let limiter = std::sync::Arc::new(Limiter::new(MemoryStore::default(), clock.clone()));
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(600).with_burst(1000);
+    // The budget spent late in an epoch.
+    to_next_epoch(&clock, Duration::from_millis(9_000));
+    g.sync_once(&store, &clock).await.unwrap();
+    for _ in 0..100 {
+        assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
+    }
+    g.sync_once(&store, &clock).await.unwrap();
+    // Rounds every 100 ms up to the end of the epoch.
+    for _ in 0..9 {
+        clock.advance(Duration::from_millis(100));
+        g.sync_once(&store, &clock).await.unwrap();
+    }
+    // Into the next epoch: the first round claims the key's new slot; a
+    // request while that round is in flight still sees the 100.
+    to_next_epoch(&clock, Duration::from_millis(10));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let probe = Probe {
+        inner: store.clone(),
+        gate: g.clone(),
+        limiter: limiter.clone(),
+        allowed_during_round: seen.clone(),
+    };
+    g.sync_once(&probe, &clock).await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), [false], "admitted against an empty estimate");
+    assert!(g.check(&limiter, 1, "k", &q, 1).is_denied());
+}
+
+#[tokio::test]
+async fn an_idle_key_is_still_held_by_the_fleet_estimate() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(600).with_burst(1000);
+    to_next_epoch(&clock, Duration::from_millis(1_000));
+    g.sync_once(&store, &clock).await.unwrap();
+    for _ in 0..100 {
+        assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
+    }
+    // Idle for 3 s (past `idle_rounds`, so no longer pulled), the sync loop
+    // running every 100 ms: the window still holds the 100.
+    for _ in 0..30 {
+        clock.advance(Duration::from_millis(100));
+        g.sync_once(&store, &clock).await.unwrap();
+    }
+    let d = g.check(&limiter, 1, "k", &q, 1);
+    assert_eq!(
+        d.denial(),
+        Some(Denial::FleetLimited),
+        "an idle key escaped to its local limit"
+    );
+}
+
+#[tokio::test]
+async fn units_admitted_during_a_long_outage_reach_the_store_afterwards() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(600).with_burst(1000);
+    to_next_epoch(&clock, Duration::from_millis(1_000));
+    g.sync_once(&store, &clock).await.unwrap();
+    // No round for 3 s (Redis down, the loop backing off): 10 per 100 ms,
+    // decided locally, over seven slices.
+    let mut admitted = 0u64;
+    for _ in 0..30 {
+        clock.advance(Duration::from_millis(100));
+        admitted += (0..10)
+            .filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed())
+            .count() as u64;
+    }
+    assert_eq!(admitted, 300);
+    clock.advance(Duration::from_millis(100));
+    g.sync_once(&store, &clock).await.unwrap();
+    let s = g.window.locate(g.wall(clock.now())).slice;
+    let counter = Counter {
+        route: 1,
+        key: g.fleet_id(1, "k"),
+        epoch: g.window.epoch_of(s),
+    };
+    let total: u64 = (0..25).map(|i| store.total(counter, i)).sum();
+    assert_eq!(total, 300, "units admitted during the outage were lost");
+}
