@@ -12,14 +12,40 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
-use ratelimit::global::{FleetGate, GateSettings, RedisSettings, RedisStore};
+use ratelimit::global::{FleetGate, GateSettings, MemoryGlobalStore, RedisSettings, RedisStore};
 use ratelimit::{Limiter, MemoryStore, Quota, SystemClock};
 
 const SECRET: &[u8] = b"bench fleet secret of 32 bytes..";
 
-/// Never limits: the gate's arithmetic and table run in full, and always admit.
+/// The largest burst the gate counts: with a new key every 2^20 checks
+/// (see `key`), it never limits, and the gate's arithmetic and table run in
+/// full.
 fn quota() -> Quota {
-    Quota::per_second(u32::MAX)
+    Quota::per_second(ratelimit::global::MAX_FLEET_BURST).with_burst(ratelimit::global::MAX_FLEET_BURST)
+}
+
+/// The key of the `n`th check: one key (a new one every 2^20 checks, so no
+/// bucket runs dry), or `keys` keys in turn.
+fn key(n: u64, keys: u64) -> u64 {
+    if keys == 1 {
+        n >> 20
+    } else {
+        n % keys
+    }
+}
+
+/// The gate's sync loop on a runtime of its own, against an in-memory
+/// store: a gate whose loop is not running turns local-only after a few
+/// sync intervals, and would measure the wrong path.
+fn run_sync(gate: &std::sync::Arc<FleetGate>) -> tokio::runtime::Runtime {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio: {e}"));
+    let _guard = rt.enter();
+    gate.spawn_sync(MemoryGlobalStore::new(), SystemClock::default(), Duration::from_secs(1));
+    rt
 }
 
 fn gate(max_keys: usize) -> (FleetGate, Limiter<MemoryStore, SystemClock>) {
@@ -41,6 +67,8 @@ fn gate(max_keys: usize) -> (FleetGate, Limiter<MemoryStore, SystemClock>) {
 
 fn bench(c: &mut Criterion) {
     let (g, limiter_gate) = gate(20_000);
+    let g = std::sync::Arc::new(g);
+    let _sync = run_sync(&g);
     let limiter = Limiter::new(MemoryStore::with_max_keys(40_000), SystemClock::default());
     let q = quota();
     let mut group = c.benchmark_group("global");
@@ -48,14 +76,17 @@ fn bench(c: &mut Criterion) {
         let mut i = 0u64;
         group.bench_function(format!("{name}/local only"), |b| {
             b.iter(|| {
-                i = (i + 1) % keys;
-                black_box(limiter.check_n(&i, &q, 1))
+                i += 1;
+                black_box(limiter.check_n(&key(i, keys), &q, 1))
             })
         });
+        let mut i = 0u64;
         group.bench_function(format!("{name}/with the fleet gate"), |b| {
             b.iter(|| {
-                i = (i + 1) % keys;
-                black_box(g.check(&limiter_gate, 0, &i, &q, 1))
+                i += 1;
+                let d = g.check(&limiter_gate, 0, &key(i, keys), &q, 1);
+                debug_assert!(d.is_allowed());
+                black_box(d)
             })
         });
     }
@@ -68,6 +99,8 @@ fn ab() {
     // Separate limiters, sized alike: the two paths hash keys differently,
     // and one store would hold both sets.
     let (g, limiter_gate) = gate(20_000);
+    let g = std::sync::Arc::new(g);
+    let _sync = run_sync(&g);
     let limiter = Limiter::new(MemoryStore::with_max_keys(40_000), SystemClock::default());
     let q = quota();
     println!();
@@ -78,15 +111,18 @@ fn ab() {
     );
     for (name, keys) in [("1 key", 1u64), ("10k keys", 10_000)] {
         let (mut local, mut gated, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..ROUNDS {
+        let mut denied = 0u64;
+        for round in 0..ROUNDS as u64 {
             let start = Instant::now();
             for i in 0..BLOCK {
-                black_box(limiter.check_n(&(i % keys), &q, 1));
+                black_box(limiter.check_n(&key(round << 20 | i, keys), &q, 1));
             }
             let a = start.elapsed().as_nanos() as f64 / BLOCK as f64;
             let start = Instant::now();
             for i in 0..BLOCK {
-                black_box(g.check(&limiter_gate, 0, &(i % keys), &q, 1));
+                let d = g.check(&limiter_gate, 0, &key(round << 20 | i, keys), &q, 1);
+                denied += u64::from(d.is_denied());
+                black_box(d);
             }
             let b = start.elapsed().as_nanos() as f64 / BLOCK as f64;
             local.push(a);
@@ -98,6 +134,14 @@ fn ab() {
             v[v.len() / 2]
         };
         let ratio = median(&mut ratios);
+        // The gate's own path ran: its table holds the keys, and the fleet
+        // estimate admitted every check.
+        assert_eq!(denied, 0, "the bench's quota limited some checks");
+        assert!(
+            g.status().rounds > 0 && !g.status().degraded,
+            "the gate was not in force: {:?}",
+            g.status()
+        );
         println!(
             "{:<14}{:>12.1}{:>16.1}{:>8.2}x{:>9}  {}",
             name,

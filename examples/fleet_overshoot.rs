@@ -1,9 +1,9 @@
 //! Measures the fleet gate's overshoot for 1, 2, 4 and 8 instances and
-//! draws `docs/global-overshoot.svg` (admitted per 10 s window against the
+//! can draw an SVG (admitted per 10 s window against the
 //! budget and the documented bound).
 //!
 //! ```text
-//! cargo run --release --example fleet_overshoot [-- --svg docs/global-overshoot.svg]
+//! cargo run --release --example fleet_overshoot [-- --svg FILE.svg]
 //! ```
 //!
 //! Each instance has its own limiter, gate and sync loop (run by hand here,

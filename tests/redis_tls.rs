@@ -6,10 +6,12 @@
 //! installs its own keeps it). Servers listen on free loopback ports (never
 //! 6379, and no plain-text port); a test that cannot start one fails.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "support/redis.rs"]
+mod redis_support;
 
 use ratelimit::config::Config;
 use ratelimit::global::{FleetGate, GateSettings, GlobalStore, RedisSettings, RedisStore};
@@ -77,20 +79,6 @@ impl Drop for Pki {
     }
 }
 
-fn free_port() -> u16 {
-    // Cluster nodes also listen on port + 10000.
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .expect("bind a free port")
-            .local_addr()
-            .expect("local addr")
-            .port();
-        if port < 55000 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
-            return port;
-        }
-    }
-}
-
 /// A `redis-server` with TLS only (`--port 0`), stopped when dropped.
 struct TlsServer {
     port: u16,
@@ -101,7 +89,7 @@ struct TlsServer {
 
 impl TlsServer {
     fn start(pki: &Pki, cert: &(PathBuf, PathBuf), cluster: bool) -> TlsServer {
-        let port = free_port();
+        let port = redis_support::free_port();
         let dir = pki.dir.join(format!("node-{port}"));
         std::fs::create_dir_all(&dir).expect("node dir");
         let mut cmd = Command::new("redis-server");

@@ -17,7 +17,7 @@ pub(crate) struct RedisServer {
     cluster: bool,
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     // Cluster nodes also listen on port + 10000.
     loop {
         let port = TcpListener::bind("127.0.0.1:0")

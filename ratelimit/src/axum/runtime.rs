@@ -113,6 +113,14 @@ fn start_gate(g: &crate::config::GlobalConfig, clock: &AnyClock) -> Result<Arc<c
     // A round: a connection attempt at most, then the replies.
     let round_timeout = g.connect_timeout.saturating_mul(2).saturating_add(g.timeout);
     gate.spawn_sync(store, clock.clone(), round_timeout);
+    tracing::info!(
+        target: "ratelimit",
+        window = ?g.window,
+        sub_epochs = gate.window().slices(),
+        sync_interval = ?g.sync_interval,
+        "fleet gate on (Redis key prefix {:?}); local-only until the first sync round succeeds if Redis is unreachable",
+        g.key_prefix
+    );
     Ok(gate)
 }
 

@@ -234,6 +234,10 @@ impl FleetGate {
 
     /// A round succeeded at `now`: its totals count for the next
     /// `stale_after`.
+    pub(super) fn mark_stale(&self) {
+        self.fresh_until.store(0, Ordering::Relaxed);
+    }
+
     pub(super) fn mark_fresh(&self, now: u64) {
         let until = now.saturating_add(self.stale_after_ns.load(Ordering::Relaxed));
         self.fresh_until.store(until, Ordering::Relaxed);
@@ -309,12 +313,14 @@ impl FleetGate {
     /// succeeded and is recent. A stall is noticed here, by requests.
     #[inline]
     fn in_force(&self, now: u64) -> bool {
-        if self.degraded.load(Ordering::Relaxed) || self.stalled.load(Ordering::Relaxed) {
-            return false;
-        }
+        // One load on the way through: a degraded or stopped gate sets it to
+        // zero.
         let until = self.fresh_until.load(Ordering::Relaxed);
         if now <= until {
             return true;
+        }
+        if self.degraded.load(Ordering::Relaxed) || self.stalled.load(Ordering::Relaxed) {
+            return false;
         }
         let age = now - until + self.stale_after_ns.load(Ordering::Relaxed);
         if !self.stalled.swap(true, Ordering::Relaxed) {
@@ -435,8 +441,9 @@ impl FleetGate {
     /// over not written yet) counts what the previous epoch's slot knew.
     #[inline]
     fn estimate(&self, slot: &Slot, epoch: u64, fleet_id: u64, slice: u64) -> Option<u64> {
-        let here = slot.used(slice, self.k())?;
-        if slot.closed.load(Ordering::Relaxed) == Closed::UNKNOWN {
+        let closed = slot.closed.load(Ordering::Relaxed);
+        let here = slot.used_with(closed, slice, self.k())?;
+        if closed == Closed::UNKNOWN {
             if let Some(p) = self.previous_slot(epoch, fleet_id) {
                 return p.used(slice, self.k()).map(|before| before + here);
             }

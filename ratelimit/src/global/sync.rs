@@ -549,6 +549,7 @@ impl FleetGate {
         metrics::counter!(SYNC_ROUNDS, "result" => "error").increment(1);
         metrics::gauge!(DEGRADED).set(1.0);
         self.set_last_error(Some(e.to_string()));
+        self.mark_stale();
         if !self.degraded.swap(true, Ordering::Relaxed) {
             tracing::warn!(target: "ratelimit", error = %e, "fleet gate: sync failed, limiting locally only until it recovers");
         }
@@ -624,6 +625,7 @@ impl Drop for Watch {
                 "the sync task stopped"
             };
             gate.stalled.store(true, Ordering::Relaxed);
+            gate.mark_stale();
             gate.failures.fetch_add(1, Ordering::Relaxed);
             gate.set_last_error(Some(why.to_owned()));
             metrics::gauge!(DEGRADED).set(1.0);

@@ -121,7 +121,12 @@ impl Slot {
     /// (its last round failed).
     #[inline(always)]
     pub(crate) fn used(&self, slice: u64, k: u64) -> Option<u64> {
-        let closed = self.closed.load(Ordering::Relaxed);
+        self.used_with(self.closed.load(Ordering::Relaxed), slice, k)
+    }
+
+    /// [`used`](Self::used) with the `closed` word already loaded.
+    #[inline(always)]
+    pub(crate) fn used_with(&self, closed: u64, slice: u64, k: u64) -> Option<u64> {
         let (tag, sum) = unpack(closed);
         if sum == Closed::DEGRADED {
             return None;
