@@ -122,6 +122,7 @@ impl Decision {
     /// Reports the tighter of this decision's room and `slack_ns` (the
     /// fleet's room, in the same nanoseconds of emission interval).
     #[cfg(feature = "redis")]
+    #[inline]
     pub(crate) fn tightened(mut self, slack_ns: u64) -> Decision {
         self.slack_ns = self.slack_ns.min(slack_ns);
         self

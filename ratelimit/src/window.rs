@@ -183,6 +183,7 @@ impl SlidingWindow {
     /// over 10 s is 0.83) would refuse even an idle fleet, so with nothing
     /// used a request always fits. `into_slice` (from [`locate`](Self::locate))
     /// dates the retry estimate.
+    #[inline]
     pub fn fits(&self, used: u64, cost: u32, interval_ns: u64, into_slice: u64) -> Fit {
         let t = u128::from(interval_ns.max(1));
         let w = u128::from(self.window_ns());

@@ -250,8 +250,11 @@ impl FleetGate {
         self.offset.store(offset, Ordering::Relaxed);
     }
 
+    #[inline]
     pub(super) fn wall(&self, now: u64) -> u64 {
-        (now as i128 + i128::from(self.offset.load(Ordering::Relaxed))).clamp(0, i128::from(u64::MAX)) as u64
+        // Two's complement: adding the offset's bits wraps exactly as
+        // adding a signed offset would (clocks are far from either end).
+        now.wrapping_add(self.offset.load(Ordering::Relaxed) as u64)
     }
 
     /// The slice of a wall time, the nanoseconds into it, and its epoch.
@@ -453,6 +456,7 @@ impl FleetGate {
 
     /// The key's slot in the previous epoch's table, if that table still
     /// holds the previous epoch.
+    #[inline]
     pub(super) fn previous_slot(&self, epoch: u64, fleet_id: u64) -> Option<&Slot> {
         let before = epoch.checked_sub(1)?;
         let table = &self.tables[((epoch + 2) % 3) as usize];

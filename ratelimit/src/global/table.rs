@@ -220,6 +220,7 @@ impl Table {
     }
 
     /// The key's slot if present (no claim).
+    #[inline]
     pub(crate) fn find(&self, key: u64) -> Option<&Slot> {
         let start = home(key) & self.mask;
         for i in 0..PROBE {
