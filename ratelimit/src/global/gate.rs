@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::ids::FleetHasher;
 use super::sync::History;
-use super::table::{Closed, Pending, Slot, Table, BACKLOG, LOW};
+use super::table::{Closed, Pending, Slot, Table, LOW};
 use super::{GateError, GateSettings, DEGRADED};
 use crate::store::CellKey;
 use crate::window::{Fit, SlidingWindow};
@@ -116,6 +116,9 @@ impl FleetGate {
         }
         if settings.secret.len() < 16 {
             return Err(GateError::new("secret: at least 16 bytes, the same on every instance"));
+        }
+        if settings.idle_rounds == 0 {
+            return Err(GateError::new("idle_rounds: at least 1"));
         }
         if settings.max_keys == 0 || settings.max_keys > 1 << 26 {
             return Err(GateError::new("max_keys: from 1 to 67108864"));
@@ -228,8 +231,12 @@ impl FleetGate {
         // Others push into a closed slice in their first round after it:
         // a sync interval, plus up to a round's own time, twice (the round
         // that pushes may start late because the one before ran long).
-        self.settle_ns
-            .store(s.saturating_add(ns(timeout).saturating_mul(2)), Ordering::Relaxed);
+        // And one slice for wall clocks that disagree.
+        self.settle_ns.store(
+            s.saturating_add(ns(timeout).saturating_mul(2))
+                .saturating_add(self.window.slice_ns()),
+            Ordering::Relaxed,
+        );
     }
 
     /// A round succeeded at `now`: its totals count for the next
@@ -327,6 +334,11 @@ impl FleetGate {
         }
         let age = now - until + self.stale_after_ns.load(Ordering::Relaxed);
         if !self.stalled.swap(true, Ordering::Relaxed) {
+            if now <= self.fresh_until.load(Ordering::Relaxed) {
+                // A round succeeded meanwhile: not stalled after all.
+                self.stalled.store(false, Ordering::Relaxed);
+                return true;
+            }
             metrics::gauge!(DEGRADED).set(1.0);
             tracing::warn!(
                 target: "ratelimit",
@@ -514,12 +526,9 @@ fn add_pending(slot: &Slot, slice: u64, cost: u32) {
         let (t, _, unpushed) = Pending::unpack(old);
         if t != tag && unpushed > 0 {
             // No round took them (an outage): kept, counted and pushed
-            // later, never lost. (Units a round took and did not confirm are
-            // in flight or lost with their push; they are not moved.)
-            let _ = slot.pending[BACKLOG].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
-                let (_, unconfirmed, backlog) = Pending::unpack(v);
-                Some(Pending::pack(0, unconfirmed, backlog + unpushed))
-            });
+            // later, never lost. (Units a round took are in flight: a push
+            // that comes back unsent hands them to the backlog.)
+            slot.add_backlog(slice.wrapping_sub(Pending::age(slice, t)), unpushed);
         }
     }
 }
@@ -529,7 +538,7 @@ fn add_pending(slot: &Slot, slice: u64, cost: u32) {
 /// the sync loop writes the slot.
 pub(super) fn carry_over(previous: &Slot, fresh: &Slot, slice: u64, k: u64) {
     let carried = match previous.used(slice, k) {
-        Some(used) => Closed::word(slice, used - previous.open_units(slice)),
+        Some(used) => Closed::word(slice, used.saturating_sub(previous.open_units(slice))),
         None => Closed::degraded(slice),
     };
     fresh.closed.store(carried, Ordering::Relaxed);

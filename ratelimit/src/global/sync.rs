@@ -45,6 +45,8 @@ struct KeyHistory {
     final_upto: Option<u64>,
     /// The newest epoch whose counter this instance gave a TTL.
     expire_epoch: Option<u64>,
+    /// A counter to give a TTL again next round (see `Work::recreated`).
+    reexpire: Option<(Counter, u32)>,
 }
 
 impl KeyHistory {
@@ -54,6 +56,7 @@ impl KeyHistory {
             ring: vec![0; len].into_boxed_slice(),
             final_upto: None,
             expire_epoch: None,
+            reexpire: None,
         }
     }
 
@@ -101,6 +104,39 @@ pub(crate) struct History {
     untracked_reported: u64,
 }
 
+/// The history, taken out of its mutex for a round and put back when
+/// dropped.
+struct Taken<'a> {
+    home: &'a std::sync::Mutex<History>,
+    history: History,
+}
+
+impl<'a> Taken<'a> {
+    fn new(home: &'a std::sync::Mutex<History>) -> Taken<'a> {
+        let history = std::mem::take(&mut *home.lock().unwrap_or_else(|e| e.into_inner()));
+        Taken { home, history }
+    }
+}
+
+impl std::ops::Deref for Taken<'_> {
+    type Target = History;
+    fn deref(&self) -> &History {
+        &self.history
+    }
+}
+
+impl std::ops::DerefMut for Taken<'_> {
+    fn deref_mut(&mut self) -> &mut History {
+        &mut self.history
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        *self.home.lock().unwrap_or_else(|e| e.into_inner()) = std::mem::take(&mut self.history);
+    }
+}
+
 impl History {
     /// After a failed round: every key is pulled whole again; this
     /// instance's own units stay.
@@ -141,8 +177,9 @@ struct Work<'a> {
     pushed: [Option<(u64, Option<u64>)>; 2],
     /// The epoch whose counter this round gave a TTL.
     expired: Option<u64>,
-    /// A push found its field empty: the counter may be new.
-    recreated: bool,
+    /// A push without `PEXPIRE` found its field empty: the counter may have
+    /// been created by it (evicted, flushed, lost in a failover).
+    recreated: Option<(Counter, u32)>,
     failed: bool,
 }
 
@@ -184,11 +221,13 @@ impl FleetGate {
         for (table, is_current) in previous.into_iter().map(|t| (t, false)).chain([(current, true)]) {
             for (key, slot) in table.occupied() {
                 for parity in 0..3 {
-                    if let Some((word_slice, delta)) = take_unpushed(slot, parity, s) {
-                        let slice = if parity == BACKLOG || final_slice.is_some_and(|f| word_slice <= f) {
-                            s
-                        } else {
-                            word_slice
+                    if let Some((word_slice, delta)) = take_unpushed(slot, parity, s, k) {
+                        // Into its own slice while the others still read it;
+                        // else into the oldest one they read (later, so
+                        // counted longer, never less).
+                        let slice = match final_slice {
+                            Some(f) if word_slice <= f => f + 1,
+                            _ => word_slice,
                         };
                         takes.push(Take {
                             key,
@@ -210,7 +249,7 @@ impl FleetGate {
                     reads: [None; 2],
                     pushed: [None; 2],
                     expired: None,
-                    recreated: false,
+                    recreated: None,
                     failed: false,
                 });
                 w.active |= active;
@@ -240,7 +279,9 @@ impl FleetGate {
         // 2. The operations: every push first, then the reads (of the same
         // counters, so they include this round's pushes).
         let mut ops: Vec<SyncOp> = Vec::with_capacity(takes.len() + work.len());
-        let mut history = std::mem::take(&mut *self.history.lock().unwrap_or_else(|e| e.into_inner()));
+        // Out of its mutex for the round (requests never lock it); put back
+        // however the round ends, a timeout's cancellation included.
+        let mut history = Taken::new(&self.history);
         for t in &takes {
             let epoch_of_take = self.window.epoch_of(t.slice);
             // One TTL per counter and instance is enough (it covers the
@@ -300,6 +341,20 @@ impl FleetGate {
             }
         }
 
+        // Counters a push may have recreated without a TTL get one now.
+        let mut maintenance: Vec<(u64, usize)> = Vec::new();
+        for (&key, _) in work.iter().filter(|(_, w)| w.active) {
+            if let Some((counter, slice)) = history.keys.get(&key).and_then(|h| h.reexpire) {
+                maintenance.push((key, ops.len()));
+                ops.push(SyncOp::Add {
+                    counter,
+                    slice,
+                    delta: 0,
+                    expire: true,
+                });
+            }
+        }
+
         // 3. One round trip.
         let started = std::time::Instant::now();
         let ttl = self.window.length() * 2 + Duration::from_nanos(slice_ns) + Duration::from_secs(1);
@@ -324,7 +379,7 @@ impl FleetGate {
                 // The next round pulls every key's window afresh; this
                 // instance's own units in the history stay counted.
                 history.forget_pulls();
-                *self.history.lock().unwrap_or_else(|e| e.into_inner()) = history;
+                drop(history);
                 return Err(self.fail(e));
             }
         };
@@ -342,10 +397,23 @@ impl FleetGate {
                 OpResult::Added(Some(total)) => {
                     confirmed.push(t);
                     if let Some(w) = work.get_mut(&t.key) {
-                        // A field that holds only this push: the counter may
-                        // have been created by it (evicted, flushed, a
-                        // failover): give it a TTL again next round.
-                        w.recreated |= *total == t.delta;
+                        if let SyncOp::Add {
+                            expire: false,
+                            counter,
+                            slice,
+                            ..
+                        } = op
+                        {
+                            if *total == t.delta {
+                                w.recreated = Some((*counter, *slice));
+                            }
+                        }
+                        // The slot learns the slice's total now, so the
+                        // confirmation below never leaves it out (idle keys
+                        // included).
+                        if t.slice == t.word_slice {
+                            t.slot.fleet[(t.slice & 1) as usize].store(pack(tag32(t.slice), *total), Ordering::Relaxed);
+                        }
                         for p in w.pushed.iter_mut().flatten() {
                             if p.0 == t.slice {
                                 p.1 = Some(*total);
@@ -388,6 +456,23 @@ impl FleetGate {
                 }
             }
         }
+        for &(key, i) in &maintenance {
+            if let (OpResult::Failed(e), Some(w)) = (&results[i], work.get_mut(&key)) {
+                first_error.get_or_insert_with(|| e.clone());
+                w.failed = true;
+                if let SyncOp::Add { counter, slice, .. } = &ops[i] {
+                    w.recreated = Some((*counter, *slice));
+                }
+            }
+        }
+        if !ops.is_empty() && results.iter().all(|r| matches!(r, OpResult::Failed(_))) {
+            // Every operation failed (deltas already handed back where they
+            // certainly did not apply): the whole gate is local-only.
+            history.forget_pulls();
+            drop(history);
+            let e = first_error.unwrap_or_else(|| GlobalError::new("every operation of the round failed"));
+            return Err(self.fail(e));
+        }
         let len = (k + 2) as usize;
         // Keys that are idle, or failed, keep no history: they are pulled
         // whole when they are active and working again.
@@ -395,7 +480,8 @@ impl FleetGate {
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
-            h.expire_epoch = if w.recreated {
+            h.reexpire = w.recreated;
+            h.expire_epoch = if w.recreated.is_some() {
                 None
             } else {
                 h.expire_epoch.max(w.expired)
@@ -480,7 +566,10 @@ impl FleetGate {
         }
         for (key, h) in history.keys.iter_mut() {
             if work.get(key).is_some_and(|w| w.failed) {
+                // Pulled whole, and its counter given a TTL again (someone
+                // may have replaced it), when it works again.
                 h.final_upto = None;
+                h.expire_epoch = None;
             }
         }
         let failed_now = report.failed_keys > 0;
@@ -492,7 +581,7 @@ impl FleetGate {
             metrics::counter!(UNTRACKED).increment(untracked - history.untracked_reported);
             history.untracked_reported = untracked;
         }
-        *self.history.lock().unwrap_or_else(|e| e.into_inner()) = history;
+        drop(history);
 
         // 5. Health.
         self.degraded_keys.store(report.failed_keys as u64, Ordering::Relaxed);
@@ -549,8 +638,9 @@ impl FleetGate {
         metrics::counter!(SYNC_ROUNDS, "result" => "error").increment(1);
         metrics::gauge!(DEGRADED).set(1.0);
         self.set_last_error(Some(e.to_string()));
+        let was = self.degraded.swap(true, Ordering::Relaxed);
         self.mark_stale();
-        if !self.degraded.swap(true, Ordering::Relaxed) {
+        if !was {
             tracing::warn!(target: "ratelimit", error = %e, "fleet gate: sync failed, limiting locally only until it recovers");
         }
         e
@@ -636,8 +726,16 @@ impl Drop for Watch {
 
 /// Takes a word's unpushed units for a push: moves them to "unconfirmed"
 /// in one step, so they are counted throughout. Returns the slice the word
-/// holds (the open one for the backlog) and the units.
-fn take_unpushed(slot: &Slot, parity: usize, now: u64) -> Option<(u64, u64)> {
+/// holds (for the backlog, the newest slice its units came from) and the
+/// units. A backlog whose newest slice left the window is dropped whole.
+fn take_unpushed(slot: &Slot, parity: usize, now: u64, k: u64) -> Option<(u64, u64)> {
+    if parity == BACKLOG {
+        let v = slot.pending[BACKLOG].load(Ordering::Relaxed);
+        if v != 0 && Pending::age(now, Pending::unpack(v).0) > k {
+            let _ = slot.pending[BACKLOG].compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed);
+            return None;
+        }
+    }
     let before = slot.pending[parity]
         .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
             let (tag, unconfirmed, unpushed) = Pending::unpack(v);
@@ -645,12 +743,9 @@ fn take_unpushed(slot: &Slot, parity: usize, now: u64) -> Option<(u64, u64)> {
         })
         .ok()?;
     let (tag, _, unpushed) = Pending::unpack(before);
-    if parity == BACKLOG {
-        return Some((now, unpushed));
-    }
     // A word never holds a slice ahead of now (16-bit tags, slots live
     // three epochs at most).
-    let age = Pending::tag(now).wrapping_sub(tag) & 0xffff;
+    let age = Pending::age(now, tag);
     Some((now - age.min(now), unpushed))
 }
 
@@ -662,13 +757,17 @@ impl Take<'_> {
     }
 }
 
-/// Hands a delta that certainly did not apply back to "not yet pushed".
+/// Hands a delta that certainly did not apply back to "not yet pushed"
+/// (to the backlog if its word now holds a newer slice).
 fn hand_back(t: &Take<'_>) {
-    let _ = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+    let back = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
         let (tag, unconfirmed, unpushed) = Pending::unpack(v);
         t.holds(tag)
             .then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed + t.delta))
     });
+    if back.is_err() {
+        t.slot.add_backlog(t.word_slice, t.delta);
+    }
 }
 
 /// xorshift jitter for the backoff (no need for a cryptographic RNG).

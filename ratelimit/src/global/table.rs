@@ -93,6 +93,13 @@ impl Pending {
         (tag << 48) | (unconfirmed.min(Self::COUNT) << 24) | unpushed.min(Self::COUNT)
     }
 
+    /// How many slices `tag` lies before `slice` (16-bit tags; a tag ahead
+    /// reads as a large age).
+    #[inline(always)]
+    pub(crate) fn age(slice: u64, tag: u64) -> u64 {
+        Self::tag(slice).wrapping_sub(tag) & 0xffff
+    }
+
     /// This instance's units in `slice` (0 when the word holds another slice).
     #[inline(always)]
     pub(crate) fn units(v: u64, slice: u64) -> u64 {
@@ -133,6 +140,10 @@ impl Slot {
         }
         let before = slice.wrapping_sub(1);
         let age = tag32(slice).wrapping_sub(tag) & LOW;
+        // A sum tagged ahead of this slice (a request that read the clock
+        // just before the sync loop wrote a newer sum, or a wall clock
+        // stepped back) is the freshest there is: use it as current.
+        let age = if age >= 1 << 31 { 0 } else { age };
         let known = if closed == Closed::UNKNOWN || age > k {
             // A fresh key, or everything the sum counted has left the
             // window: only what this slot holds.
@@ -148,8 +159,37 @@ impl Slot {
             let at = slice.wrapping_sub(age);
             sum + self.open_units(at) + if age >= 2 { self.open_units(before) } else { 0 }
         };
-        let (_, unconfirmed, unpushed) = Pending::unpack(self.pending[BACKLOG].load(Ordering::Relaxed));
-        Some(known + self.open_units(slice) + unconfirmed + unpushed)
+        Some(known + self.open_units(slice) + self.backlog_units(slice, k))
+    }
+
+    /// The backlog's units, while the newest slice they came from is still
+    /// in the window at `slice`.
+    #[inline(always)]
+    pub(crate) fn backlog_units(&self, slice: u64, k: u64) -> u64 {
+        let v = self.pending[BACKLOG].load(Ordering::Relaxed);
+        if v == 0 {
+            return 0;
+        }
+        let (tag, unconfirmed, unpushed) = Pending::unpack(v);
+        if Pending::age(slice, tag) <= k {
+            unconfirmed + unpushed
+        } else {
+            0
+        }
+    }
+
+    /// Adds units of `slice` to the backlog (tagged with the newest slice
+    /// it holds: its units count, conservatively, as that slice's).
+    pub(crate) fn add_backlog(&self, slice: u64, units: u64) {
+        let _ = self.pending[BACKLOG].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+            let (tag, unconfirmed, backlog) = Pending::unpack(v);
+            let newest = if v == 0 || Pending::age(slice, tag) < 1 << 15 {
+                Pending::tag(slice)
+            } else {
+                tag
+            };
+            Some(Pending::pack(newest, unconfirmed, backlog + units))
+        });
     }
 }
 
@@ -318,9 +358,14 @@ mod tests {
         assert_eq!(s.used(105, k), Some(40 + 15));
         // A window later, nothing it knew counts.
         assert_eq!(s.used(100 + k + 1, k), Some(0));
-        // The backlog always counts.
-        s.pending[BACKLOG].store(Pending::pack(0, 1, 6), Ordering::Relaxed);
-        assert_eq!(s.used(100 + k + 1, k), Some(7));
+        // The backlog counts while its newest slice is in the window.
+        s.add_backlog(100 + k, 6);
+        assert_eq!(s.used(100 + k + 1, k), Some(6));
+        assert_eq!(s.used(100 + 2 * k + 1, k), Some(0));
+        // A sum tagged one slice ahead of the request counts as current.
+        s.closed.store(Closed::word(101, 40), Ordering::Relaxed);
+        s.pending[BACKLOG].store(0, Ordering::Relaxed);
+        assert_eq!(s.used(100, k), Some(40 + 15));
         s.closed.store(Closed::degraded(100), Ordering::Relaxed);
         assert_eq!(s.used(100, k), None);
     }
