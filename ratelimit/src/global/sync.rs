@@ -29,6 +29,10 @@ pub struct SyncReport {
     pub failed_keys: usize,
     /// Redis operations in the round.
     pub operations: usize,
+    /// Active keys not read this round: rounds ran long (a flood of keys),
+    /// so reads are rationed, busiest keys first. Their estimates stay
+    /// what they were (the last closed sum still counts), never less.
+    pub unread_keys: usize,
 }
 
 /// The fleet's totals of one key per slice, as this instance knows them:
@@ -102,6 +106,8 @@ pub(crate) struct History {
     failed_before: bool,
     /// Untracked keys already exported as a metric.
     untracked_reported: u64,
+    /// Keys read per round, while rounds run long; `None`: all.
+    read_budget: Option<usize>,
 }
 
 /// The history, taken out of its mutex for a round and put back when
@@ -147,6 +153,9 @@ impl History {
     }
 }
 
+/// The fewest keys a rationed round still reads.
+const MIN_READS: usize = 256;
+
 /// A delta taken from a slot for this round.
 struct Take<'a> {
     key: u64,
@@ -172,6 +181,10 @@ struct Work<'a> {
     /// Its reads: (first slice, op index); at most two (the window's
     /// slices span two epochs at most).
     reads: [Option<(u64, usize)>; 2],
+    /// Units taken for a push this round (its priority for reads).
+    units: u64,
+    /// Active, but not read this round (reads rationed).
+    unread: bool,
     /// Slices it pushes into this round (two at most: one per parity), and
     /// their totals once added.
     pushed: [Option<(u64, Option<u64>)>; 2],
@@ -247,6 +260,8 @@ impl FleetGate {
                     current: None,
                     previous: None,
                     reads: [None; 2],
+                    units: 0,
+                    unread: false,
                     pushed: [None; 2],
                     expired: None,
                     recreated: None,
@@ -289,6 +304,7 @@ impl FleetGate {
             let expire = history.keys.get(&t.key).and_then(|h| h.expire_epoch) < Some(epoch_of_take);
             let route = match work.get_mut(&t.key) {
                 Some(w) => {
+                    w.units += t.delta;
                     if let Some(free) = w.pushed.iter_mut().find(|p| p.is_none()) {
                         *free = Some((t.slice, None));
                     }
@@ -307,7 +323,19 @@ impl FleetGate {
                 expire,
             });
         }
-        for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
+        // Reads, rationed while rounds run long: the busiest keys first.
+        if let Some(budget) = history.read_budget {
+            let mut active: Vec<(u64, u64)> = work.iter().filter(|(_, w)| w.active).map(|(&key, w)| (w.units, key)).collect();
+            if active.len() > budget {
+                active.sort_unstable_by(|a, b| b.cmp(a));
+                for &(_, key) in &active[budget..] {
+                    if let Some(w) = work.get_mut(&key) {
+                        w.unread = true;
+                    }
+                }
+            }
+        }
+        for (&key, w) in work.iter_mut().filter(|(_, w)| w.active && !w.unread) {
             let from = history
                 .keys
                 .get(&key)
@@ -478,6 +506,12 @@ impl FleetGate {
         // whole when they are active and working again.
         history.keys.retain(|key, _| work.get(key).is_some_and(|w| w.active));
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
+            if w.unread {
+                // Its slot keeps what it had (an ageing closed sum still
+                // counts); its pushes' totals are already in the slot.
+                report.unread_keys += 1;
+                continue;
+            }
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
             h.reexpire = w.recreated;
@@ -534,7 +568,7 @@ impl FleetGate {
         }
         // The closed sums: pulled totals plus this instance's units not in
         // them (the slice just closed from its slot; older ones as kept).
-        for (&key, w) in work.iter().filter(|(_, w)| w.active) {
+        for (&key, w) in work.iter().filter(|(_, w)| w.active && !w.unread) {
             let Some(slot) = w.current else { continue };
             if w.failed {
                 slot.closed.store(Closed::degraded(s), Ordering::Relaxed);
@@ -574,6 +608,27 @@ impl FleetGate {
         }
         let failed_now = report.failed_keys > 0;
         let failed_before = std::mem::replace(&mut history.failed_before, failed_now);
+        // Rounds that take more than half the interval ration the next
+        // round's reads; fast ones lift the ration again.
+        let took = started.elapsed();
+        let read = report.pulled;
+        let interval = self.settings.sync_interval;
+        history.read_budget = if took * 2 > interval {
+            let budget = (read / 2).max(MIN_READS);
+            if history.read_budget.is_none() {
+                tracing::warn!(
+                    target: "ratelimit",
+                    active = work.len(),
+                    took_ms = took.as_millis() as u64,
+                    "fleet gate: sync rounds run longer than half the interval; reading the busiest {budget} keys per round"
+                );
+            }
+            Some(budget)
+        } else if took * 4 < interval {
+            history.read_budget.and_then(|b| (b.saturating_mul(2) < work.len()).then(|| b.saturating_mul(2)))
+        } else {
+            history.read_budget
+        };
         // Keys the full table could not track, counted by requests in an
         // atomic and exported here (no metrics call on the request path).
         let untracked = self.status().untracked;

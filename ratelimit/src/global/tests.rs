@@ -366,3 +366,53 @@ async fn units_admitted_during_a_long_outage_reach_the_store_afterwards() {
     let total: u64 = (0..25).map(|i| store.total(counter, i)).sum();
     assert_eq!(total, 300, "units admitted during the outage were lost");
 }
+
+/// A store that answers after `delay` (a Redis struggling with a flood).
+struct Slow {
+    inner: MemoryGlobalStore,
+    delay: std::sync::Arc<std::sync::Mutex<Duration>>,
+}
+
+impl GlobalStore for Slow {
+    async fn sync(&self, ops: &[SyncOp], ttl: Duration) -> Result<Vec<OpResult>, GlobalError> {
+        let delay = *self.delay.lock().unwrap();
+        tokio::time::sleep(delay).await;
+        self.inner.sync(ops, ttl).await
+    }
+}
+
+#[tokio::test]
+async fn slow_rounds_ration_reads_busiest_keys_first_and_recover() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let delay = std::sync::Arc::new(std::sync::Mutex::new(Duration::from_millis(60)));
+    let store = Slow {
+        inner: MemoryGlobalStore::new(),
+        delay: delay.clone(),
+    };
+    let q = Quota::per_minute(600).with_burst(1000);
+    // A flood of 1,000 one-request keys, and one busy key.
+    for i in 0..1000u32 {
+        assert!(g.check(&limiter, 1, &i, &q, 1).is_allowed());
+    }
+    let first = g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(first.unread_keys, 0, "the first round reads everything");
+    for _ in 0..90 {
+        assert!(g.check(&limiter, 1, "busy", &q, 1).is_allowed());
+    }
+    // The round took 60 ms of a 100 ms interval: the next reads half.
+    let rationed = g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(rationed.unread_keys, 1001 - 500, "{rationed:?}");
+    // The busy key was read: its fleet estimate holds.
+    let admitted = (0..20).filter(|_| g.check(&limiter, 1, "busy", &q, 1).is_allowed()).count();
+    assert_eq!(admitted, 10);
+    // Fast rounds lift the ration again.
+    *delay.lock().unwrap() = Duration::ZERO;
+    let mut unread = usize::MAX;
+    for _ in 0..4 {
+        clock.advance(Duration::from_millis(10));
+        unread = g.sync_once(&store, &clock).await.unwrap().unread_keys;
+    }
+    assert_eq!(unread, 0);
+}
