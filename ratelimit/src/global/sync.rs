@@ -325,7 +325,11 @@ impl FleetGate {
         }
         // Reads, rationed while rounds run long: the busiest keys first.
         if let Some(budget) = history.read_budget {
-            let mut active: Vec<(u64, u64)> = work.iter().filter(|(_, w)| w.active).map(|(&key, w)| (w.units, key)).collect();
+            let mut active: Vec<(u64, u64)> = work
+                .iter()
+                .filter(|(_, w)| w.active)
+                .map(|(&key, w)| (w.units, key))
+                .collect();
             if active.len() > budget {
                 active.sort_unstable_by(|a, b| b.cmp(a));
                 for &(_, key) in &active[budget..] {
@@ -625,7 +629,9 @@ impl FleetGate {
             }
             Some(budget)
         } else if took * 4 < interval {
-            history.read_budget.and_then(|b| (b.saturating_mul(2) < work.len()).then(|| b.saturating_mul(2)))
+            history
+                .read_budget
+                .and_then(|b| (b.saturating_mul(2) < work.len()).then(|| b.saturating_mul(2)))
         } else {
             history.read_budget
         };

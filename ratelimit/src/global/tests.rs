@@ -405,7 +405,9 @@ async fn slow_rounds_ration_reads_busiest_keys_first_and_recover() {
     let rationed = g.sync_once(&store, &clock).await.unwrap();
     assert_eq!(rationed.unread_keys, 1001 - 500, "{rationed:?}");
     // The busy key was read: its fleet estimate holds.
-    let admitted = (0..20).filter(|_| g.check(&limiter, 1, "busy", &q, 1).is_allowed()).count();
+    let admitted = (0..20)
+        .filter(|_| g.check(&limiter, 1, "busy", &q, 1).is_allowed())
+        .count();
     assert_eq!(admitted, 10);
     // Fast rounds lift the ration again.
     *delay.lock().unwrap() = Duration::ZERO;
