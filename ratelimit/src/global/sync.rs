@@ -51,6 +51,8 @@ struct KeyHistory {
     expire_epoch: Option<u64>,
     /// A counter to give a TTL again next round (see `Work::recreated`).
     reexpire: Option<(Counter, u32)>,
+    /// The last slice in which the key was active (pulled).
+    active_until: u64,
 }
 
 impl KeyHistory {
@@ -61,6 +63,7 @@ impl KeyHistory {
             final_upto: None,
             expire_epoch: None,
             reexpire: None,
+            active_until: slice,
         }
     }
 
@@ -508,7 +511,11 @@ impl FleetGate {
         let len = (k + 2) as usize;
         // Keys that are idle, or failed, keep no history: they are pulled
         // whole when they are active and working again.
-        history.keys.retain(|key, _| work.get(key).is_some_and(|w| w.active));
+        // Idle keys keep their history while it still holds slices of the
+        // window: the loop goes on ageing their closed sums (below).
+        history
+            .keys
+            .retain(|key, h| work.get(key).is_some_and(|w| w.active) || h.active_until + k + 1 >= s);
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
             if w.unread {
                 // Its slot keeps what it had (an ageing closed sum still
@@ -518,6 +525,7 @@ impl FleetGate {
             }
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
+            h.active_until = s;
             h.reexpire = w.recreated;
             h.expire_epoch = if w.recreated.is_some() {
                 None
@@ -569,6 +577,23 @@ impl FleetGate {
                     .then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed))
             });
             report.pushed += t.delta;
+        }
+        // Idle keys (no longer pulled): their closed sums from what this
+        // instance last knew, aged slice by slice, so what left the window
+        // stops counting and what is still in it keeps counting.
+        for (key, h) in history.keys.iter_mut() {
+            let Some(w) = work.get(key).filter(|w| !w.active) else {
+                continue;
+            };
+            let Some(slot) = w.current.or(w.previous) else { continue };
+            h.advance(s);
+            let sum: u64 = (s.saturating_sub(k)..s)
+                .map(|j| {
+                    let (pulled, own) = h.get(j);
+                    pulled + own
+                })
+                .sum();
+            slot.closed.store(Closed::word(s, sum), Ordering::Relaxed);
         }
         // The closed sums: pulled totals plus this instance's units not in
         // them (the slice just closed from its slot; older ones as kept).

@@ -418,3 +418,26 @@ async fn slow_rounds_ration_reads_busiest_keys_first_and_recover() {
     }
     assert_eq!(unread, 0);
 }
+
+#[tokio::test]
+async fn a_key_idle_longer_than_the_window_gets_its_whole_budget_again() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(600).with_burst(1000);
+    to_next_epoch(&clock, Duration::from_millis(1_000));
+    g.sync_once(&store, &clock).await.unwrap();
+    for _ in 0..100 {
+        assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
+    }
+    // 11 s of rounds, the key idle: its 100 have left the window.
+    for _ in 0..110 {
+        clock.advance(Duration::from_millis(100));
+        g.sync_once(&store, &clock).await.unwrap();
+    }
+    let admitted = (0..150)
+        .filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed())
+        .count();
+    assert_eq!(admitted, 100, "old consumption still counted after the window");
+}
