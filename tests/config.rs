@@ -148,6 +148,8 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"redis://x\"\nwindow = \"500ms\"\n", Some(5), "global.window", "from 1s to 1h"),
     ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"redis://x\"\nsync_interval = \"6s\"\n", Some(5), "global.sync_interval", "half the window"),
     ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"redis://x\"\nkey_prefix = \"{x}\"\n", Some(5), "global.key_prefix", "without braces"),
+    ("[profiles.a]\nrate = \"1/s\"\nburst = 5000000\n[global]\nredis_url = \"redis://x\"\n", Some(3), "profiles.a.burst", "largest burst the fleet gate"),
+    ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"redis://x\"\nsub_epochs = 60\n", Some(5), "global.sub_epochs", "two sync intervals"),
     ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"redis://x\"\ntimeout = \"0ms\"\n", Some(5), "global.timeout", "longer than zero"),
     ("[profiles.a]\nrate = \"1/s\"\n[global]\nwindow = \"10s\"\n", Some(3), "global", "missing field `redis_url`"),
 ];

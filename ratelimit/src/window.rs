@@ -46,6 +46,12 @@ use std::time::Duration;
 /// The most slices a window can be cut in.
 pub const MAX_SLICES: u32 = 100;
 
+/// The largest burst the fleet gate counts (its per-slice counters are 24
+/// bits, with room for concurrent adds). A configuration with `[global]`
+/// refuses profiles above it; a quota above it from elsewhere (a limit
+/// service) is limited locally only.
+pub const MAX_FLEET_BURST: u32 = 1 << 22;
+
 /// A window of fixed length cut in slices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingWindow {

@@ -877,6 +877,29 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
         None => None,
         Some(g) => {
             let at = |key: &str, message: String| located(&["global"], key, message);
+            // The fleet gate counts bursts up to MAX_FLEET_BURST: above, a
+            // limit would silently be local only.
+            let most = crate::window::MAX_FLEET_BURST;
+            if let Some((name, p)) = profiles.iter().find(|(_, p)| p.quota.burst() > most) {
+                return Err(located(
+                    &["profiles", name.as_str()],
+                    "burst",
+                    format!(
+                        "{} is above {most}, the largest burst the fleet gate ([global]) counts",
+                        p.quota.burst()
+                    ),
+                ));
+            }
+            if let Some(j) = jwt.as_ref().filter(|j| j.max_burst > most) {
+                return Err(located(
+                    &["jwt"],
+                    "max_burst",
+                    format!(
+                        "{} is above {most}, the largest burst the fleet gate ([global]) counts",
+                        j.max_burst
+                    ),
+                ));
+            }
             let scheme_ok = g.redis_url.starts_with("redis://") || g.redis_url.starts_with("rediss://");
             if !scheme_ok {
                 return Err(at(

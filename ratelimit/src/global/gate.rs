@@ -100,10 +100,7 @@ pub(super) const NONZERO: u64 = 1;
 /// The largest window.
 const MAX_WINDOW: Duration = Duration::from_secs(3600);
 
-/// The largest burst the gate counts (its per-slice counters are 24 bits,
-/// with room for concurrent adds); a profile with a larger one is limited
-/// locally only (documented in docs/global.md).
-pub const MAX_FLEET_BURST: u32 = 1 << 22;
+pub use crate::window::MAX_FLEET_BURST;
 
 /// The default round timeout until `spawn_sync` says otherwise.
 const DEFAULT_ROUND_TIMEOUT: Duration = Duration::from_millis(250);

@@ -90,6 +90,17 @@ impl KeyHistory {
         unpack(self.ring[(slice % len) as usize])
     }
 
+    /// The closed part of the window at `slice`: slices `slice - k ..
+    /// slice`, pulled totals plus this instance's units not in them.
+    fn closed_sum(&self, slice: u64, k: u64) -> u64 {
+        (slice.saturating_sub(k)..slice)
+            .map(|j| {
+                let (pulled, own) = self.get(j);
+                pulled + own
+            })
+            .sum()
+    }
+
     fn set(&mut self, slice: u64, pulled: Option<u64>, own: Option<u64>) {
         let len = self.ring.len() as u64;
         if slice > self.newest || slice + len <= self.newest {
@@ -587,13 +598,8 @@ impl FleetGate {
             };
             let Some(slot) = w.current.or(w.previous) else { continue };
             h.advance(s);
-            let sum: u64 = (s.saturating_sub(k)..s)
-                .map(|j| {
-                    let (pulled, own) = h.get(j);
-                    pulled + own
-                })
-                .sum();
-            slot.closed.store(Closed::word(s, sum), Ordering::Relaxed);
+            slot.closed
+                .store(Closed::word(s, h.closed_sum(s, k)), Ordering::Relaxed);
         }
         // The closed sums: pulled totals plus this instance's units not in
         // them (the slice just closed from its slot; older ones as kept).
@@ -619,13 +625,8 @@ impl FleetGate {
                     )),
                 );
             }
-            let sum: u64 = (s.saturating_sub(k)..s)
-                .map(|j| {
-                    let (pulled, own) = h.get(j);
-                    pulled + own
-                })
-                .sum();
-            slot.closed.store(Closed::word(s, sum), Ordering::Relaxed);
+            slot.closed
+                .store(Closed::word(s, h.closed_sum(s, k)), Ordering::Relaxed);
         }
         for (key, h) in history.keys.iter_mut() {
             if work.get(key).is_some_and(|w| w.failed) {

@@ -312,13 +312,13 @@ async fn the_first_round_of_an_epoch_keeps_the_estimate() {
 
 #[tokio::test]
 async fn an_idle_key_is_still_held_by_the_fleet_estimate() {
-    let clock = ManualClock::new();
-    let g = gate(&clock);
-    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
-    let store = MemoryGlobalStore::new();
-    let q = Quota::per_minute(600).with_burst(1000);
-    to_next_epoch(&clock, Duration::from_millis(1_000));
-    g.sync_once(&store, &clock).await.unwrap();
+    let Fixture {
+        clock,
+        g,
+        limiter,
+        store,
+        q,
+    } = Fixture::synced_one_second_into_an_epoch().await;
     for _ in 0..100 {
         assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
     }
@@ -338,13 +338,13 @@ async fn an_idle_key_is_still_held_by_the_fleet_estimate() {
 
 #[tokio::test]
 async fn units_admitted_during_a_long_outage_reach_the_store_afterwards() {
-    let clock = ManualClock::new();
-    let g = gate(&clock);
-    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
-    let store = MemoryGlobalStore::new();
-    let q = Quota::per_minute(600).with_burst(1000);
-    to_next_epoch(&clock, Duration::from_millis(1_000));
-    g.sync_once(&store, &clock).await.unwrap();
+    let Fixture {
+        clock,
+        g,
+        limiter,
+        store,
+        q,
+    } = Fixture::synced_one_second_into_an_epoch().await;
     // No round for 3 s (Redis down, the loop backing off): 10 per 100 ms,
     // decided locally, over seven slices.
     let mut admitted = 0u64;
@@ -421,13 +421,13 @@ async fn slow_rounds_ration_reads_busiest_keys_first_and_recover() {
 
 #[tokio::test]
 async fn a_key_idle_longer_than_the_window_gets_its_whole_budget_again() {
-    let clock = ManualClock::new();
-    let g = gate(&clock);
-    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
-    let store = MemoryGlobalStore::new();
-    let q = Quota::per_minute(600).with_burst(1000);
-    to_next_epoch(&clock, Duration::from_millis(1_000));
-    g.sync_once(&store, &clock).await.unwrap();
+    let Fixture {
+        clock,
+        g,
+        limiter,
+        store,
+        q,
+    } = Fixture::synced_one_second_into_an_epoch().await;
     for _ in 0..100 {
         assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
     }
@@ -440,4 +440,32 @@ async fn a_key_idle_longer_than_the_window_gets_its_whole_budget_again() {
         .filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed())
         .count();
     assert_eq!(admitted, 100, "old consumption still counted after the window");
+}
+
+/// One gate, its limiter and store, 600/min (100 per window) with a large
+/// local burst, one second into an epoch after a first round.
+struct Fixture {
+    clock: ManualClock,
+    g: FleetGate,
+    limiter: Limiter<MemoryStore, ManualClock>,
+    store: MemoryGlobalStore,
+    q: Quota,
+}
+
+impl Fixture {
+    async fn synced_one_second_into_an_epoch() -> Fixture {
+        let clock = ManualClock::new();
+        let g = gate(&clock);
+        let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+        let store = MemoryGlobalStore::new();
+        to_next_epoch(&clock, Duration::from_millis(1_000));
+        g.sync_once(&store, &clock).await.unwrap();
+        Fixture {
+            clock,
+            g,
+            limiter,
+            store,
+            q: Quota::per_minute(600).with_burst(1000),
+        }
+    }
 }
