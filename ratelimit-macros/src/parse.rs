@@ -6,23 +6,8 @@ use syn::parse::{ParseStream, Parser};
 use syn::spanned::Spanned;
 use syn::{Ident, LitStr, Token};
 
-/// Who is limited.
-pub(crate) enum KeyKind {
-    Ip,
-    /// A lowercased header name.
-    Header(String),
-    /// A dotted claim path.
-    Claim(String),
-}
-
-/// A step of the resolver chain.
-#[derive(PartialEq, Eq)]
-pub(crate) enum Step {
-    Jwt,
-    Service,
-    Profile(String),
-    Default,
-}
+use ratelimit_spec::Surface;
+pub(crate) use ratelimit_spec::{KeyKind, Step};
 
 /// Parsed arguments; options left out are `None`.
 #[derive(Default)]
@@ -39,6 +24,11 @@ pub(crate) struct Args {
 const OPTIONS: &str = "`key`, `resolve`, `name`, `cost` or `shadow`";
 const KEY_KINDS: &str = "`ip`, `header(\"x-api-key\")` or `jwt_claim(\"sub\")`";
 const RESOLVERS: &str = "`jwt`, `service`, `profile(\"name\")` or `default`";
+
+/// A spec error, on `span`, in the attribute's spelling.
+fn spec_error(span: Span, e: &ratelimit_spec::Error) -> syn::Error {
+    syn::Error::new(span, e.describe(Surface::Attribute))
+}
 
 /// Parses the arguments, returning what could be parsed and every error.
 pub(crate) fn parse_args(args: TokenStream) -> (Args, Vec<syn::Error>) {
@@ -155,87 +145,64 @@ fn split_top_level(args: TokenStream) -> Vec<Vec<TokenTree>> {
     segments
 }
 
-fn parse_key(input: ParseStream<'_>) -> syn::Result<KeyKind> {
-    let kind: Ident = input
-        .parse()
-        .map_err(|e| syn::Error::new(e.span(), format!("expected a key kind: {KEY_KINDS}")))?;
-    let key = match kind.to_string().as_str() {
-        "ip" => {
-            if !input.is_empty() {
-                return Err(input.error("`ip` takes no arguments: write `key = ip`"));
-            }
-            KeyKind::Ip
-        }
-        k @ ("header" | "jwt_claim") => {
-            let example = if k == "header" {
-                "header(\"x-api-key\")"
-            } else {
-                "jwt_claim(\"sub\")"
+/// The surface syntax of keys and steps: `kind` or `kind("argument")`.
+/// Which kinds exist, which take an argument and what it may hold is the
+/// spec's: `takes_arg` (`None`: no such kind) and `check` decide, and their
+/// errors are reported on the token they are about.
+fn parse_call<T>(
+    input: ParseStream<'_>,
+    takes_arg: impl Fn(&str) -> Option<bool>,
+    check: impl Fn(&str, Option<&str>) -> Result<T, ratelimit_spec::Error>,
+    example: &str,
+    what: &str,
+) -> syn::Result<T> {
+    let ident: Ident = input.parse()?;
+    let name = ident.to_string();
+    let on = |span: Span| move |e: ratelimit_spec::Error| spec_error(span, &e);
+    match takes_arg(&name) {
+        // Unknown: the spec's error names the kinds there are.
+        None => return check(&name, None).map_err(on(ident.span())),
+        Some(false) if !input.is_empty() => {
+            let message = match check(&name, Some("")) {
+                Err(e) => e.describe(Surface::Attribute),
+                Ok(_) => format!("`{name}` takes no arguments"),
             };
-            if !input.peek(syn::token::Paren) {
-                return Err(syn::Error::new(
-                    kind.span(),
-                    format!("`{k}` needs a name in parentheses: `{example}`"),
-                ));
-            }
-            let content;
-            syn::parenthesized!(content in input);
-            let lit: LitStr = content
-                .parse()
-                .map_err(|e| syn::Error::new(e.span(), format!("expected a string literal: `{example}`")))?;
-            if !content.is_empty() {
-                return Err(content.error(format!("expected one string literal: `{example}`")));
-            }
-            let value = lit.value();
-            if k == "header" {
-                check_header_name(&value).map_err(|m| syn::Error::new(lit.span(), m))?;
-                KeyKind::Header(value.to_ascii_lowercase())
-            } else {
-                check_claim_path(&value).map_err(|m| syn::Error::new(lit.span(), m))?;
-                KeyKind::Claim(value)
-            }
+            return Err(input.error(message));
         }
-        other => {
-            return Err(syn::Error::new(
-                kind.span(),
-                format!("unknown key kind `{other}`; expected {KEY_KINDS}"),
-            ))
-        }
-    };
+        Some(false) => return check(&name, None).map_err(on(ident.span())),
+        Some(true) if !input.peek(syn::token::Paren) => return check(&name, None).map_err(on(ident.span())),
+        Some(true) => {}
+    }
+    let content;
+    syn::parenthesized!(content in input);
+    let lit: LitStr = content
+        .parse()
+        .map_err(|e| syn::Error::new(e.span(), format!("expected a string literal: `{example}`")))?;
+    if !content.is_empty() {
+        return Err(content.error(format!("expected one string literal: `{example}`")));
+    }
     if !input.is_empty() {
-        return Err(input.error("unexpected tokens after the key"));
+        return Err(input.error(format!("unexpected tokens after the {what}")));
     }
-    Ok(key)
+    check(&name, Some(&lit.value())).map_err(on(lit.span()))
 }
 
-fn check_header_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("empty header name; e.g. `header(\"x-api-key\")`".to_owned());
+fn parse_key(input: ParseStream<'_>) -> syn::Result<KeyKind> {
+    if !input.peek(Ident) {
+        return Err(input.error(format!("expected a key kind: {KEY_KINDS}")));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(*c)))
-    {
-        return Err(format!(
-            "invalid header name {name:?}: {c:?} is not allowed; header names are letters, digits and !#$%&'*+-.^_`|~"
-        ));
-    }
-    Ok(())
-}
-
-fn check_claim_path(path: &str) -> Result<(), String> {
-    if path.is_empty() {
-        return Err("empty claim name; e.g. `jwt_claim(\"sub\")` or a dotted path `jwt_claim(\"org.id\")`".to_owned());
-    }
-    if path.split('.').any(str::is_empty) {
-        return Err(format!(
-            "invalid claim path {path:?}: empty segment; a path is names joined by '.', e.g. \"org.id\""
-        ));
-    }
-    if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("invalid claim path {path:?}: claim names have no whitespace"));
-    }
-    Ok(())
+    let example = if input.fork().parse::<Ident>().is_ok_and(|i| i == "header") {
+        "header(\"x-api-key\")"
+    } else {
+        "jwt_claim(\"sub\")"
+    };
+    parse_call(
+        input,
+        ratelimit_spec::key_takes_argument,
+        ratelimit_spec::key,
+        example,
+        "key",
+    )
 }
 
 /// Parses `[step, ...]`, reporting every bad step.
@@ -255,126 +222,52 @@ fn parse_resolve(value: TokenStream, option: Span) -> (Option<Vec<Step>>, Vec<sy
     };
     let items = split_top_level(group.stream());
     if items.is_empty() {
-        errors.push(syn::Error::new(
-            group.span(),
-            format!("empty resolve list: list the steps to try, ending with `default`; steps are {RESOLVERS}"),
-        ));
+        errors.push(spec_error(group.span(), &ratelimit_spec::empty_chain()));
         return (None, errors);
     }
-    let count = items.len();
     let mut steps = Vec::new();
-    let mut last_span = group.span();
-    let mut all_ok = true;
-    for (i, item) in items.into_iter().enumerate() {
+    let mut spans = Vec::new();
+    for item in items {
         let stream: TokenStream = item.into_iter().collect();
         let span = stream.span();
-        last_span = span;
         match parse_step.parse2(stream) {
             Ok(step) => {
-                if steps.contains(&step) {
-                    errors.push(syn::Error::new(span, "duplicate resolver: each step is tried once"));
-                    all_ok = false;
-                    continue;
-                }
-                if step == Step::Default && i + 1 != count {
-                    errors.push(syn::Error::new(
-                        span,
-                        "`default` always answers, so the steps after it would never run: put `default` last",
-                    ));
-                    all_ok = false;
-                }
                 steps.push(step);
+                spans.push(span);
             }
-            Err(e) => {
-                errors.push(e);
-                all_ok = false;
-            }
+            Err(e) => errors.push(e),
         }
     }
-    if all_ok && steps.last() != Some(&Step::Default) {
-        errors.push(syn::Error::new(
-            last_span,
-            "the resolve list must end with `default`, which always answers: every request needs a limit",
-        ));
-        all_ok = false;
+    let parsed_all = errors.is_empty();
+    for (i, problem) in ratelimit_spec::check_chain(&steps) {
+        errors.push(spec_error(spans.get(i).copied().unwrap_or(option), &problem));
     }
-    let _ = option;
-    (all_ok.then_some(steps), errors)
+    // A chain with a step that did not parse is not reported as lacking
+    // `default` too (the unparsed step may have been meant as it).
+    if !parsed_all {
+        errors.retain(|e| !e.to_string().starts_with("the resolve list must end with"));
+    }
+    (errors.is_empty().then_some(steps), errors)
 }
 
 fn parse_step(input: ParseStream<'_>) -> syn::Result<Step> {
-    let ident: Ident = input
-        .parse()
-        .map_err(|e| syn::Error::new(e.span(), format!("expected a resolver: {RESOLVERS}")))?;
-    let name = ident.to_string();
-    let step = match name.as_str() {
-        "jwt" | "service" | "default" => {
-            if !input.is_empty() {
-                return Err(input.error(format!("`{name}` takes no arguments")));
-            }
-            match name.as_str() {
-                "jwt" => Step::Jwt,
-                "service" => Step::Service,
-                _ => Step::Default,
-            }
-        }
-        "profile" => {
-            if !input.peek(syn::token::Paren) {
-                return Err(syn::Error::new(
-                    ident.span(),
-                    "`profile` needs a profile name: `profile(\"standard\")`",
-                ));
-            }
-            let content;
-            syn::parenthesized!(content in input);
-            let lit: LitStr = content
-                .parse()
-                .map_err(|e| syn::Error::new(e.span(), "expected a string literal: `profile(\"standard\")`"))?;
-            if !content.is_empty() {
-                return Err(content.error("expected one string literal: `profile(\"standard\")`"));
-            }
-            let value = lit.value();
-            if value.trim().is_empty() {
-                return Err(syn::Error::new(
-                    lit.span(),
-                    "empty profile name; name a profile of the configuration, e.g. `profile(\"standard\")`",
-                ));
-            }
-            if !input.is_empty() {
-                return Err(input.error("unexpected tokens after the resolver"));
-            }
-            Step::Profile(value)
-        }
-        other => {
-            return Err(syn::Error::new(
-                ident.span(),
-                format!("unknown resolver `{other}`; expected {RESOLVERS}"),
-            ))
-        }
-    };
-    Ok(step)
+    if !input.peek(Ident) {
+        return Err(input.error(format!("expected a resolver: {RESOLVERS}")));
+    }
+    parse_call(
+        input,
+        ratelimit_spec::step_takes_argument,
+        ratelimit_spec::step,
+        "profile(\"standard\")",
+        "resolver",
+    )
 }
 
 fn parse_name(input: ParseStream<'_>) -> syn::Result<LitStr> {
     let lit: LitStr = input
         .parse()
         .map_err(|e| syn::Error::new(e.span(), "expected a string literal: `name = \"users.get\"`"))?;
-    let value = lit.value();
-    if value.is_empty() {
-        return Err(syn::Error::new(
-            lit.span(),
-            "empty route name; e.g. `name = \"users.get\"`",
-        ));
-    }
-    if let Some(c) = value
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "._-:/".contains(*c)))
-    {
-        return Err(syn::Error::new(
-            lit.span(),
-            format!("invalid route name {value:?}: {c:?} is not allowed; use letters, digits and . _ - : /"),
-        ));
-    }
+    ratelimit_spec::route_name(&lit.value()).map_err(|e| spec_error(lit.span(), &e))?;
     if !input.is_empty() {
         return Err(input.error("unexpected tokens after the name"));
     }
@@ -384,10 +277,11 @@ fn parse_name(input: ParseStream<'_>) -> syn::Result<LitStr> {
 fn parse_cost(input: ParseStream<'_>) -> syn::Result<u32> {
     if input.peek(Token![-]) {
         let minus: Token![-] = input.parse()?;
-        return Err(syn::Error::new(
-            minus.span,
-            "cost must be a positive integer: it is how many units of the limit a request uses",
-        ));
+        let message = match ratelimit_spec::cost(-1) {
+            Err(e) => e.describe(Surface::Attribute),
+            Ok(_) => "cost must be a positive integer".to_owned(),
+        };
+        return Err(syn::Error::new(minus.span, message));
     }
     let lit: syn::Lit = input
         .parse()
@@ -397,14 +291,7 @@ fn parse_cost(input: ParseStream<'_>) -> syn::Result<u32> {
             let value: u64 = i
                 .base10_parse()
                 .map_err(|_| syn::Error::new(i.span(), "cost must be an integer that fits in a u32"))?;
-            if value == 0 {
-                return Err(syn::Error::new(
-                    i.span(),
-                    "cost must be at least 1: a request that costs nothing is not limited (remove the attribute instead)",
-                ));
-            }
-            u32::try_from(value)
-                .map_err(|_| syn::Error::new(i.span(), format!("cost must fit in a u32 (at most {})", u32::MAX)))?
+            ratelimit_spec::cost(i128::from(value)).map_err(|e| spec_error(i.span(), &e))?
         }
         syn::Lit::Float(f) => {
             return Err(syn::Error::new(

@@ -24,7 +24,7 @@ use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
-use crate::resolve::VerifiedClaims;
+use crate::claims::VerifiedClaims;
 
 /// The longest token examined; longer ones are anonymous without parsing.
 pub const MAX_TOKEN_LEN: usize = 8 * 1024;

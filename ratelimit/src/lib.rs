@@ -131,6 +131,7 @@
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
+pub mod claims;
 mod clock;
 pub mod config;
 mod decision;
@@ -143,6 +144,7 @@ pub mod global;
 pub mod jwt;
 pub mod key;
 mod limiter;
+pub mod limits;
 mod quota;
 pub mod resolve;
 #[cfg(feature = "service")]
@@ -170,7 +172,8 @@ pub use ratelimit_macros::rate_limit;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::axum::observe::RouteSeries;
-    pub use crate::axum::{Admit, Claim, Header, Ip, Limited, Rule};
+    pub use crate::axum::{Admit, Limited, Rule};
+    pub use crate::key::{Claim, Header, Ip};
     pub use crate::resolve::{Chain, ConfiguredService, DefaultProfile, JwtTier, NamedProfile};
     pub use http::HeaderName;
 }

@@ -34,74 +34,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::config::Config;
+pub use crate::claims::VerifiedClaims;
+use crate::limits::{LimitParts, LimitTable};
 use crate::Quota;
-
-/// Claims of a token whose signature, expiry, issuer and audience have been
-/// verified, by this crate or by an upstream authentication layer that puts
-/// this type in the request's extensions. Claims from anything else (an
-/// unverified or expired token) must never be wrapped in this type: the
-/// limiter trusts it completely.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VerifiedClaims(Arc<serde_json::Map<String, Value>>);
-
-impl VerifiedClaims {
-    /// Wraps verified claims.
-    pub fn new(claims: serde_json::Map<String, Value>) -> Self {
-        VerifiedClaims(Arc::new(claims))
-    }
-
-    /// Parses a JSON object of already verified claims (for tests and for
-    /// layers that hand over the payload as text).
-    pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
-        serde_json::from_str(json).map(Self::new)
-    }
-
-    /// A claim by dotted path (`"org.id"` reads `{"org": {"id": ...}}`).
-    /// A path whose segments are empty yields `None`.
-    pub fn get(&self, path: &str) -> Option<&Value> {
-        let mut segments = path.split('.');
-        let first = segments.next().filter(|s| !s.is_empty())?;
-        let mut value = self.0.get(first)?;
-        for seg in segments {
-            if seg.is_empty() {
-                return None;
-            }
-            value = value.as_object()?.get(seg)?;
-        }
-        Some(value)
-    }
-
-    /// A claim as text: strings as they are, integers in decimal; other
-    /// types (objects, arrays, floats, booleans) are not keys.
-    pub fn get_text(&self, path: &str) -> Option<std::borrow::Cow<'_, str>> {
-        Some(match self.get_key(path)? {
-            ClaimKey::Text(s) => std::borrow::Cow::Borrowed(s),
-            ClaimKey::Integer(i) => std::borrow::Cow::Owned(i.to_string()),
-        })
-    }
-
-    /// A claim usable as a key, without building text: a non-empty string
-    /// or an integer (the same rule as [`get_text`](Self::get_text)).
-    pub(crate) fn get_key(&self, path: &str) -> Option<ClaimKey<'_>> {
-        match self.get(path)? {
-            Value::String(s) if !s.is_empty() => Some(ClaimKey::Text(s)),
-            Value::Number(n) => n
-                .as_i64()
-                .map(i128::from)
-                .or_else(|| n.as_u64().map(i128::from))
-                .map(ClaimKey::Integer),
-            _ => None,
-        }
-    }
-}
-
-/// A claim value that can key a client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum ClaimKey<'a> {
-    Text(&'a str),
-    Integer(i128),
-}
 
 /// What a resolver answers: the quota, and the profile it came from (for
 /// metrics and the `RateLimit-Policy` name), if any.
@@ -116,7 +51,7 @@ pub struct Resolved {
 /// What a resolver sees of a request.
 #[derive(Debug, Clone, Copy)]
 pub struct ResolveContext<'a> {
-    config: &'a Config,
+    limits: LimitParts<'a>,
     route: &'a str,
     claims: Option<&'a VerifiedClaims>,
     client: Option<u64>,
@@ -125,10 +60,11 @@ pub struct ResolveContext<'a> {
 }
 
 impl<'a> ResolveContext<'a> {
-    /// The context of one request on `route`, with its verified claims.
-    pub fn new(config: &'a Config, route: &'a str, claims: Option<&'a VerifiedClaims>) -> Self {
+    /// The context of one request on `route`, with its verified claims,
+    /// resolved against `limits` (the running [`Config`](crate::config::Config)).
+    pub fn new(limits: &'a impl LimitTable, route: &'a str, claims: Option<&'a VerifiedClaims>) -> Self {
         ResolveContext {
-            config,
+            limits: limits.limits(),
             route,
             claims,
             client: None,
@@ -164,7 +100,7 @@ impl<'a> ResolveContext<'a> {
     }
 
     pub(crate) fn profile(&self, name: &str) -> Option<Resolved> {
-        self.config.profile(name).map(|p| Resolved {
+        self.limits.profiles.get(name).map(|p| Resolved {
             quota: p.quota,
             profile: Some(Arc::clone(&p.name)),
         })
@@ -212,9 +148,9 @@ pub struct DefaultProfile;
 
 impl FinalResolver for DefaultProfile {
     fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
-        let route_profile = ctx.config.route(ctx.route).and_then(|r| r.profile.as_deref());
+        let route_profile = ctx.limits.routes.get(ctx.route).and_then(|r| r.profile.as_deref());
         route_profile.and_then(|name| ctx.profile(name)).unwrap_or_else(|| {
-            let p = ctx.config.default_profile_entry();
+            let p = ctx.limits.default;
             Resolved {
                 quota: p.quota,
                 profile: Some(Arc::clone(&p.name)),
@@ -275,7 +211,7 @@ pub struct JwtTier;
 impl Resolver for JwtTier {
     fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
         let claims = ctx.claims?;
-        let jwt = ctx.config.jwt.as_ref()?;
+        let jwt = ctx.limits.jwt?;
         if let Some(tier) = claims.get(&jwt.tier_claim).and_then(Value::as_str) {
             if let Some(found) = ctx.profile(tier) {
                 return Some(found);
@@ -348,9 +284,94 @@ fn service_answer(ctx: &ResolveContext<'_>, answer: crate::service::ServiceAnswe
     }
 }
 
+/// A step of a `[[rules]]` chain: one of the built-in resolvers, chosen by
+/// the configuration, dispatched with a `match` (no trait object).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnyStep {
+    /// `"jwt"`.
+    Jwt(JwtTier),
+    /// `"service"` (answers only with the `service` feature).
+    Service,
+    /// `"profile:<name>"`.
+    Profile(NamedProfile),
+    /// `"default"`.
+    Default(DefaultProfile),
+}
+
+impl AnyStep {
+    /// The resolver a spec step names.
+    pub(crate) fn from_spec(step: &ratelimit_spec::Step) -> AnyStep {
+        use ratelimit_spec::Step;
+        match step {
+            Step::Jwt => AnyStep::Jwt(JwtTier),
+            Step::Service => AnyStep::Service,
+            Step::Profile(name) => AnyStep::Profile(NamedProfile::new(name)),
+            Step::Default => AnyStep::Default(DefaultProfile),
+        }
+    }
+}
+
+impl Resolver for AnyStep {
+    #[inline]
+    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
+        match self {
+            AnyStep::Jwt(r) => r.resolve(ctx),
+            #[cfg(feature = "service")]
+            AnyStep::Service => ConfiguredService.resolve(ctx),
+            #[cfg(not(feature = "service"))]
+            AnyStep::Service => None,
+            AnyStep::Profile(r) => r.resolve(ctx),
+            AnyStep::Default(r) => r.resolve(ctx),
+        }
+    }
+}
+
+/// The chain of a `[[rules]]` entry: its steps in order. It ends with
+/// `default` (the spec checks it when the configuration is loaded), and
+/// answers with the default profile anyway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnyChain {
+    steps: Vec<AnyStep>,
+}
+
+impl AnyChain {
+    /// The chain of validated spec steps.
+    pub(crate) fn from_spec(steps: &[ratelimit_spec::Step]) -> AnyChain {
+        AnyChain {
+            steps: steps.iter().map(AnyStep::from_spec).collect(),
+        }
+    }
+
+    /// The steps, in order.
+    pub fn steps(&self) -> &[AnyStep] {
+        &self.steps
+    }
+
+    /// The chain has a `jwt` step.
+    pub fn wants_claims(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s, AnyStep::Jwt(_)))
+    }
+
+    /// The chain has a `service` step.
+    pub fn wants_service(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s, AnyStep::Service))
+    }
+}
+
+impl FinalResolver for AnyChain {
+    fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
+        self.steps
+            .iter()
+            .find_map(|s| s.resolve(ctx))
+            .unwrap_or_else(|| DefaultProfile.resolve_final(ctx))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     const CONFIG: &str = r#"
         default_profile = "standard"

@@ -15,8 +15,10 @@ use http::request::Parts;
 use super::observe::{Once, RouteSeries};
 use super::respond::Outcome;
 use super::runtime::RouteSpec;
-use super::{KeySource, RateLimit};
-use crate::resolve::{FinalResolver, VerifiedClaims};
+use super::RateLimit;
+use crate::claims::VerifiedClaims;
+use crate::key::KeySource;
+use crate::resolve::FinalResolver;
 
 tokio::task_local! {
     /// The runtime installed by `RateLimitLayer` for the request being

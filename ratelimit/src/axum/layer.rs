@@ -68,7 +68,7 @@ where
         // Claims a rule verified are handed on (to a `#[rate_limit]`
         // handler, or the application), so nothing verifies them twice.
         if let Some(o) = outcome.as_mut() {
-            let upstream = parts.extensions.get::<crate::resolve::VerifiedClaims>().is_some();
+            let upstream = parts.extensions.get::<crate::claims::VerifiedClaims>().is_some();
             match o.claims.take() {
                 Some(claims) if !upstream => {
                     parts.extensions.insert(claims);
@@ -76,7 +76,7 @@ where
                 // Looked at and found wanting: say so (a zero-sized marker,
                 // no allocation), so nothing verifies the token again.
                 None if o.claims_checked => {
-                    parts.extensions.insert(super::runtime::NoVerifiedClaims);
+                    parts.extensions.insert(crate::claims::NotVerified);
                 }
                 _ => {}
             }

@@ -77,17 +77,14 @@
 //! `custom`), never by client.
 
 mod handler;
-mod keys;
 mod layer;
 pub mod observe;
 mod respond;
-mod rules;
 mod runtime;
 
 use std::sync::Arc;
 
 pub use handler::{Admit, Limited, Rule};
-pub use keys::{Claim, Header, Ip, KeyContext, KeySource};
 pub use layer::{LimitBody, RateLimitLayer, RateLimitService, ResponseFuture};
 pub use respond::{Outcome, RATELIMIT, RATELIMIT_LIMIT, RATELIMIT_POLICY, RATELIMIT_REMAINING, RATELIMIT_RESET};
 pub use runtime::{route_id, RouteSpec, SetupError};

@@ -38,7 +38,7 @@ pub struct Outcome {
     pub(crate) shadow: bool,
     pub(crate) style: HeaderStyle,
     /// Claims this crate verified for the request, handed to the handler.
-    pub(crate) claims: Option<crate::resolve::VerifiedClaims>,
+    pub(crate) claims: Option<crate::claims::VerifiedClaims>,
     /// Whether the token was looked at for this decision.
     pub(crate) claims_checked: bool,
 }

@@ -3,28 +3,19 @@
 //! verifier and the limit service.
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::request::Parts;
 
-use super::keys::{KeyContext, KeySource, RuleKey};
 use super::observe::{LogGate, Metrics, Once, RouteSeries, Series};
 use super::respond::Outcome;
-use super::rules::RuleChain;
 use crate::config::{Config, ConfigHandle, RuleConfig};
 use crate::jwt::JwtVerifier;
-use crate::key::{ClientKey, HeaderKey, PeerAddr};
-use crate::resolve::{FinalResolver, ResolveContext, VerifiedClaims};
+use crate::key::{ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
+use crate::resolve::{FinalResolver, ResolveContext};
 use crate::service::{CacheSettings, HttpLimitService, ServiceCache};
 use crate::{AnyClock, Clock, Denial, Limiter, MemoryStore};
-
-/// Marks a request whose token a rule of the runtime already found
-/// unverifiable (or without claims), so a `#[rate_limit]` handler beneath
-/// does not verify it again. Zero-sized: inserting it does not box.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct NoVerifiedClaims;
 
 /// A route as the runtime sees it: its name, cell namespace and defaults
 /// (a `[routes."name"]` section overrides `cost` and `shadow`).
@@ -134,8 +125,8 @@ pub(crate) fn rule_route_id(name: &str) -> u32 {
 pub(crate) struct Runtime {
     pub(crate) config: ConfigHandle,
     pub(crate) limiter: Arc<Limiter<MemoryStore, AnyClock>>,
-    pub(crate) header_keys: HeaderKey<AnyClock>,
-    pub(crate) claim_hasher: ahash::RandomState,
+    pub(crate) header_budget: HeaderBudget<AnyClock>,
+    pub(crate) key_hasher: KeyHasher,
     pub(crate) jwt: Option<JwtVerifier>,
     pub(crate) service: Option<ServiceCache<HttpLimitService>>,
     pub(crate) metrics: Metrics,
@@ -177,7 +168,7 @@ impl Runtime {
         sweep: bool,
     ) -> Result<Runtime, SetupError> {
         let store = config.build_store().map_err(|e| SetupError(format!("[store]: {e}")))?;
-        let header_keys = HeaderKey::new("x-unused", config.ip.clone(), config.header_keys, clock.clone())
+        let header_budget = HeaderBudget::new(config.header_keys, clock.clone())
             .map_err(|e| SetupError(format!("[header_keys]: {e}")))?;
         let jwt = match jwt {
             Some(v) => Some(v),
@@ -219,8 +210,8 @@ impl Runtime {
         Ok(Runtime {
             config: ConfigHandle::new(config),
             limiter,
-            header_keys,
-            claim_hasher: ahash::RandomState::new(),
+            header_budget,
+            key_hasher: KeyHasher::new(),
             jwt,
             service,
             metrics: Metrics::default(),
@@ -237,29 +228,10 @@ impl Runtime {
         self.config.store(config);
     }
 
-    /// Verified claims of a request: from an upstream authentication layer
-    /// ([`VerifiedClaims`] in the extensions), else from the bearer token if
-    /// a verifier is configured. Anything unverified is `None`, and a
-    /// request a rule of this runtime already found without verified claims
-    /// ([`NoVerifiedClaims`]) is not verified again.
-    pub(crate) fn claims(&self, parts: &Parts) -> Option<VerifiedClaims> {
-        if let Some(upstream) = parts.extensions.get::<VerifiedClaims>() {
-            return Some(upstream.clone());
-        }
-        if parts.extensions.get::<NoVerifiedClaims>().is_some() {
-            return None;
-        }
-        self.jwt.as_ref()?.verify_request(parts)
-    }
-
-    fn ip_key(&self, config: &Config, parts: &Parts, route: &str) -> ClientKey {
-        // axum's `ConnectInfo` first: it is what `axum::serve` provides.
-        let peer = parts
-            .extensions
-            .get::<::axum::extract::ConnectInfo<SocketAddr>>()
-            .map(|c| c.0)
-            .or_else(|| parts.extensions.get::<PeerAddr>().map(|p| p.0));
-        let Some(peer) = peer else {
+    /// The client's address key, warning once when the server gives no
+    /// peer address.
+    fn address(&self, config: &Config, parts: &Parts, route: &str) -> ClientKey {
+        let Some(peer) = crate::key::peer(parts) else {
             if self.log_no_peer.first() {
                 tracing::warn!(
                     target: "ratelimit",
@@ -287,22 +259,17 @@ impl Runtime {
                 self.check_route(&config, route);
             }
         }
-        let ip = self.ip_key(&config, parts, route.name);
-        let mut cx = KeyContext {
-            rt: self,
-            parts,
-            ip,
-            claims: None,
-            claims_checked: false,
-        };
+        let address = self.address(&config, parts, route.name);
+        let mut cx = KeyContext::with_address(parts, address, &self.key_hasher)
+            .verifier(self.jwt.as_ref())
+            .header_values(&self.header_budget);
         let client = key.extract(&mut cx);
         // Verify at most once per decision: a claim key that found no
         // (usable) claims leaves the request anonymous for the chain too.
-        if !cx.claims_checked && route.wants_claims {
-            cx.claims = self.claims(parts);
-            cx.claims_checked = true;
+        if !cx.claims_checked() && route.wants_claims {
+            cx.claims();
         }
-        let mut ctx = ResolveContext::new(&config, route.name, cx.claims.as_ref()).with_service(self.service.as_ref());
+        let mut ctx = ResolveContext::new(&**config, route.name, cx.found_claims()).with_service(self.service.as_ref());
         if route.wants_service {
             ctx = ctx.with_client(key.client_id(&cx, &client));
         }
@@ -331,8 +298,8 @@ impl Runtime {
             profile: resolved.profile,
             shadow,
             style: config.headers,
-            claims_checked: cx.claims_checked,
-            claims: cx.claims,
+            claims_checked: cx.claims_checked(),
+            claims: cx.take_claims(),
         };
         self.observe(route, &outcome);
         outcome
@@ -376,18 +343,17 @@ impl Runtime {
             .rules
             .iter()
             .find(|r| r.matches(&parts.method, parts.uri.path()))?;
-        let chain = RuleChain(&rule.resolve);
         let route = RouteSpec {
             name: &rule.name,
             id: rule_route_id(&rule.name),
             cost: rule.cost,
             shadow: rule.shadow,
-            wants_claims: chain.wants_claims(),
-            wants_service: chain.wants_service(),
+            wants_claims: rule.resolve.wants_claims(),
+            wants_service: rule.resolve.wants_service(),
             series: None,
             profiles: &[],
         };
-        Some(self.decide(parts, &route, &RuleKey(&rule.key), &chain))
+        Some(self.decide(parts, &route, &rule.key, &rule.resolve))
     }
 
     fn observe(&self, route: &RouteSpec<'_>, outcome: &Outcome) {

@@ -34,11 +34,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+pub use crate::limits::{JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig};
 pub use error::ConfigError;
 pub use reload::ConfigHandle;
-pub use rules::{KeySpec, PathPattern, ResolverSpec, RuleConfig};
+pub use rules::{PathPattern, RuleConfig};
 
 use crate::key::ClientIpConfig;
+use crate::limits::{LimitParts, LimitTable};
 use crate::store::{MemoryStore, OverflowPolicy};
 use crate::Quota;
 
@@ -58,30 +60,6 @@ pub enum HeaderStyle {
     None,
 }
 
-/// A named limit: a rate and a burst.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Profile {
-    /// The profile's name, shared (cloning it does not allocate), so a
-    /// resolution can report it on the request path for free.
-    pub name: std::sync::Arc<str>,
-    /// The profile's quota (its burst defaults to the rate's count).
-    pub quota: Quota,
-}
-
-/// Per-route settings, by stable route name (`#[rate_limit(name = ...)]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteConfig {
-    /// The profile this route uses instead of what its resolver chain says
-    /// when no earlier resolver answers (see `docs/config.md`).
-    pub profile: Option<String>,
-    /// `Some(true)`: decide, send headers and count, but never reject;
-    /// `Some(false)`: enforce even a route declared `shadow`; `None`: as the
-    /// route declares.
-    pub shadow: Option<bool>,
-    /// Units each request costs, replacing the route's own `cost`.
-    pub cost: Option<u32>,
-}
-
 /// Store settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
@@ -91,57 +69,6 @@ pub struct StoreConfig {
     pub sweep_interval: Duration,
     /// What happens to new keys when the store is full of live ones.
     pub overflow: OverflowPolicy,
-}
-
-/// Where the keys that verify tokens come from (exactly one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum JwtKeySource {
-    /// An HMAC secret in this environment variable.
-    HmacSecretEnv(String),
-    /// A PEM public key file.
-    PemFile(String),
-    /// A JWKS document file.
-    JwksFile(String),
-    /// A JWKS URL (feature `service`).
-    JwksUrl(String),
-}
-
-/// How tokens are verified (`[jwt]` with a key source).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JwtVerification {
-    /// The key source.
-    pub keys: JwtKeySource,
-    /// The pinned algorithm, for an HMAC secret or a PEM key.
-    pub algorithm: Option<String>,
-    /// Accepted issuers (empty: not checked).
-    pub issuer: Vec<String>,
-    /// Accepted audiences (empty: not checked).
-    pub audience: Vec<String>,
-    /// Clock skew tolerated on `exp`.
-    pub leeway: Duration,
-    /// JWKS URL refresh interval.
-    pub jwks_refresh: Duration,
-    /// Least time between JWKS URL fetches.
-    pub jwks_cooldown: Duration,
-}
-
-/// How JWT claims set a client's limit, and how tokens are verified.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JwtLimits {
-    /// Claim naming a profile (`"premium"`).
-    pub tier_claim: String,
-    /// Claim with requests per minute.
-    pub rate_claim: String,
-    /// Claim with the burst.
-    pub burst_claim: String,
-    /// The largest rate a token may ask for.
-    pub max_rate: Quota,
-    /// The largest burst a token may ask for.
-    pub max_burst: u32,
-    /// Verification by this crate; `None` when an upstream layer verifies
-    /// tokens and passes `VerifiedClaims`.
-    pub verification: Option<JwtVerification>,
 }
 
 /// Settings of the external limit service.
@@ -291,10 +218,6 @@ impl Config {
         &self.default_profile
     }
 
-    pub(crate) fn default_profile_entry(&self) -> &Profile {
-        &self.default
-    }
-
     /// The default profile's quota.
     pub fn default_quota(&self) -> Quota {
         // Validation guarantees the default profile exists.
@@ -375,5 +298,16 @@ impl Config {
             .max_keys(self.store.max_keys)
             .overflow(self.store.overflow)
             .try_build()
+    }
+}
+
+impl LimitTable for Config {
+    fn limits(&self) -> LimitParts<'_> {
+        LimitParts {
+            profiles: &self.profiles,
+            default: &self.default,
+            routes: &self.routes,
+            jwt: self.jwt.as_ref(),
+        }
     }
 }

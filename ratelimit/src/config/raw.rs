@@ -9,13 +9,14 @@ use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
 use super::error::{field_at_line, line_col, locate_key};
-use super::rules::{self, PathPattern, ResolverSpec, RuleConfig};
+use super::rules::{self, PathPattern, RuleConfig};
 use super::GlobalConfig;
 use super::{
     Config, ConfigError, HeaderStyle, JwtKeySource, JwtLimits, JwtVerification, Profile, ResponseConfig, RouteConfig,
     ServiceConfig, StoreConfig, ENV_PREFIX,
 };
 use crate::key::{ClientIpConfig, ForwardedHeader};
+use crate::resolve::AnyStep;
 use crate::store::OverflowPolicy;
 use crate::Quota;
 
@@ -794,9 +795,7 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
                 None => err,
             }
         };
-        if r.name.trim().is_empty() {
-            return Err(at("name", "empty rule name".to_owned()));
-        }
+        ratelimit_spec::route_name(&r.name).map_err(|e| at("name", e.to_string()))?;
         if !names.insert(r.name.clone()) {
             return Err(at("name", format!("rule name {:?} is used twice", r.name)));
         }
@@ -809,23 +808,23 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
                     .map_err(|_| at("methods", format!("invalid method {m:?}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let key = rules::parse_key(&r.key).map_err(|e| at("key", e))?;
-        let resolve = rules::parse_chain(&r.resolve).map_err(|e| at("resolve", e))?;
-        for step in &resolve {
+        let key = rules::parse_key(&r.key).map_err(|e| at("key", e.to_string()))?;
+        let resolve = rules::parse_chain(&r.resolve).map_err(|e| at("resolve", e.to_string()))?;
+        for step in resolve.steps() {
             match step {
-                ResolverSpec::Profile(p) if !profiles.contains_key(&**p) => {
+                AnyStep::Profile(p) if !profiles.contains_key(p.name()) => {
                     return Err(at(
                         "resolve",
-                        format!("unknown profile {p:?}; defined profiles: {}", known()),
+                        format!("unknown profile {:?}; defined profiles: {}", p.name(), known()),
                     ));
                 }
-                ResolverSpec::Jwt if jwt.is_none() => {
+                AnyStep::Jwt(_) if jwt.is_none() => {
                     return Err(at(
                         "resolve",
                         "\"jwt\" needs a [jwt] section (claim names and caps)".to_owned(),
                     ));
                 }
-                ResolverSpec::Service if raw.service.is_none() => {
+                AnyStep::Service if raw.service.is_none() => {
                     return Err(at("resolve", "\"service\" needs a [service] section".to_owned()));
                 }
                 _ => {}
@@ -843,9 +842,9 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, ConfigEr
             .get(&r.name)
             .and_then(|rc: &RouteConfig| rc.profile.clone())
             .unwrap_or_else(|| default_profile.clone());
-        let named = resolve.iter().filter_map(|step| match step {
-            ResolverSpec::Profile(p) => Some(p.to_string()),
-            ResolverSpec::Default => Some(route_profile.clone()),
+        let named = resolve.steps().iter().filter_map(|step| match step {
+            AnyStep::Profile(p) => Some(p.name().to_owned()),
+            AnyStep::Default(_) => Some(route_profile.clone()),
             _ => None,
         });
         for name in named {

@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use http::{HeaderName, Method};
+use http::Method;
+
+use crate::key::AnyKey;
+use crate::resolve::AnyChain;
 
 /// One `[[rules]]` entry, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,10 +19,11 @@ pub struct RuleConfig {
     pub path: PathPattern,
     /// Which methods; empty means every method.
     pub methods: Vec<Method>,
-    /// Who is limited.
-    pub key: KeySpec,
-    /// How much: tried in order, ends with [`ResolverSpec::Default`].
-    pub resolve: Vec<ResolverSpec>,
+    /// Who is limited: the same key sources `#[rate_limit(key = ...)]` uses.
+    pub key: AnyKey,
+    /// How much: the same resolvers `#[rate_limit(resolve = [...])]` uses,
+    /// tried in order; ends with `default`.
+    pub resolve: AnyChain,
     /// Units each request costs.
     pub cost: u32,
     /// Decide, send headers and count, but never reject.
@@ -35,33 +39,6 @@ impl RuleConfig {
             || (method == Method::HEAD && self.methods.contains(&Method::GET));
         method_ok && self.path.matches(path)
     }
-}
-
-/// Who a rule limits: `"ip"`, `"header:x-api-key"`, `"jwt_claim:sub"`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeySpec {
-    /// The client's address (see `[ip]`).
-    Ip,
-    /// A header's value, hashed, with the per-address cap of `[header_keys]`.
-    Header(HeaderName),
-    /// A claim of a verified JWT (a dotted path).
-    JwtClaim(Arc<str>),
-}
-
-/// A step of a rule's resolver chain: `"jwt"`, `"service"`,
-/// `"profile:standard"`, `"default"`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ResolverSpec {
-    /// Limits carried by the verified token (`[jwt]`).
-    Jwt,
-    /// The limit service (`[service]`).
-    Service,
-    /// A named profile.
-    Profile(Arc<str>),
-    /// The route's profile override, else the default profile.
-    Default,
 }
 
 /// A path pattern: literal segments, `{name}` for any one segment, and a
@@ -182,88 +159,28 @@ fn hex(b: u8) -> Option<u8> {
     }
 }
 
-/// Parses a rule's `key`.
-pub(crate) fn parse_key(text: &str) -> Result<KeySpec, String> {
-    match text.split_once(':') {
-        None if text == "ip" => Ok(KeySpec::Ip),
-        Some(("header", name)) => {
-            check_header_name(name)?;
-            HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
-                .map(KeySpec::Header)
-                .map_err(|_| format!("invalid header name {name:?}"))
-        }
-        Some(("jwt_claim", path)) => {
-            check_claim_path(path)?;
-            Ok(KeySpec::JwtClaim(Arc::from(path)))
-        }
-        _ => Err(format!(
-            "unknown key {text:?}; expected \"ip\", \"header:<name>\" or \"jwt_claim:<claim>\""
-        )),
+/// Parses a rule's `key` (`"ip"`, `"header:<name>"`, `"jwt_claim:<path>"`):
+/// the language of `ratelimit_spec`, the attribute's too.
+pub(crate) fn parse_key(text: &str) -> Result<AnyKey, ratelimit_spec::Error> {
+    ratelimit_spec::key_text(text).map(|k| AnyKey::from_spec(&k))
+}
+
+/// Parses a rule's `resolve` list (`["jwt", "profile:<name>", "default"]`)
+/// and checks its shape, reporting the first problem.
+pub(crate) fn parse_chain(items: &[String]) -> Result<AnyChain, ratelimit_spec::Error> {
+    let steps = items
+        .iter()
+        .map(|item| ratelimit_spec::step_text(item))
+        .collect::<Result<Vec<_>, _>>()?;
+    match ratelimit_spec::check_chain(&steps).into_iter().next() {
+        Some((_, problem)) => Err(problem),
+        None => Ok(AnyChain::from_spec(&steps)),
     }
 }
 
-/// Parses a rule's `resolve` list and checks its shape.
-pub(crate) fn parse_chain(items: &[String]) -> Result<Vec<ResolverSpec>, String> {
-    if items.is_empty() {
-        return Err("empty: list the resolvers to try, ending with \"default\"".to_owned());
-    }
-    let mut chain: Vec<ResolverSpec> = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let step = match (item.as_str(), item.split_once(':')) {
-            ("jwt", _) => ResolverSpec::Jwt,
-            ("service", _) => ResolverSpec::Service,
-            ("default", _) => ResolverSpec::Default,
-            (_, Some(("profile", name))) if !name.trim().is_empty() => ResolverSpec::Profile(Arc::from(name)),
-            _ => {
-                return Err(format!(
-                    "unknown resolver {item:?}; expected \"jwt\", \"service\", \"profile:<name>\" or \"default\""
-                ))
-            }
-        };
-        if chain.contains(&step) {
-            return Err(format!("{item:?} is listed twice"));
-        }
-        if step == ResolverSpec::Default && i + 1 != items.len() {
-            return Err("\"default\" always answers, so it must be last".to_owned());
-        }
-        chain.push(step);
-    }
-    if chain.last() != Some(&ResolverSpec::Default) {
-        return Err("must end with \"default\", which always answers (every request needs a limit)".to_owned());
-    }
-    Ok(chain)
-}
-
-pub(crate) fn check_header_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("empty header name".to_owned());
-    }
-    if let Some(c) = name.chars().find(|c| !is_token_char(*c)) {
-        return Err(format!(
-            "header name {name:?} contains {c:?}; header names are letters, digits and !#$%&'*+-.^_`|~"
-        ));
-    }
-    Ok(())
-}
-
-fn is_token_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
-}
-
-/// The claim names of `[jwt]` and `jwt_claim:` keys: letters, digits, `_`
-/// or `-`, with `.` between nested names.
-pub(crate) fn check_claim_path(path: &str) -> Result<(), String> {
-    let valid = !path.is_empty()
-        && path
-            .split('.')
-            .all(|seg| !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid claim name {path:?}: expected letters, digits, '_' or '-', with '.' between nested names"
-        ))
-    }
+/// The claim names of `[jwt]`: the spec's rule for `jwt_claim` paths.
+pub(crate) fn check_claim_path(path: &str) -> Result<(), ratelimit_spec::Error> {
+    ratelimit_spec::claim_path(path)
 }
 
 #[cfg(test)]
@@ -307,10 +224,11 @@ mod tests {
 
     #[test]
     fn keys_and_chains() {
-        assert_eq!(parse_key("ip"), Ok(KeySpec::Ip));
+        use crate::key::{Header, Ip};
+        assert_eq!(parse_key("ip"), Ok(AnyKey::Ip(Ip)));
         assert_eq!(
             parse_key("header:X-Api-Key"),
-            Ok(KeySpec::Header(HeaderName::from_static("x-api-key")))
+            Ok(AnyKey::Header(Header(http::HeaderName::from_static("x-api-key"))))
         );
         assert!(parse_key("header:").is_err());
         assert!(parse_key("header:x y").is_err());

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use http::HeaderName;
 
-use super::{ClientIpConfig, ClientKey, IpKey};
+use super::{ClientIpConfig, ClientKey, Header, IpKey, KeyContext, KeyHasher, KeySource};
 use crate::{Clock, Limiter, MemoryStore, Quota, SystemClock};
 
 /// Routes of the internal limiter that tracks header values.
@@ -86,12 +86,10 @@ impl std::error::Error for HeaderKeyError {}
 /// ```
 #[derive(Debug)]
 pub struct HeaderKey<C: Clock = SystemClock> {
-    name: HeaderName,
+    source: Header,
     ip: IpKey,
-    hasher: ahash::RandomState,
-    tracker: Limiter<MemoryStore, C>,
-    seen: Quota,
-    budget: Quota,
+    hasher: KeyHasher,
+    budget: HeaderBudget<C>,
 }
 
 impl<C: Clock> HeaderKey<C> {
@@ -105,6 +103,48 @@ impl<C: Clock> HeaderKey<C> {
     ) -> Result<Self, HeaderKeyError> {
         let name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| HeaderKeyError(format!("invalid header name {name:?}")))?;
+        Ok(HeaderKey {
+            source: Header(name),
+            ip: IpKey::new(ip),
+            hasher: KeyHasher::new(),
+            budget: HeaderBudget::new(cardinality, clock)?,
+        })
+    }
+
+    /// The header read.
+    pub fn header_name(&self) -> &HeaderName {
+        &self.source.0
+    }
+
+    /// The key of a request: what [`Header`] answers with this extractor's
+    /// budget.
+    pub fn extract(&self, parts: &http::request::Parts) -> ClientKey {
+        let mut cx = KeyContext::with_address(parts, self.ip.extract(parts), &self.hasher).header_values(&self.budget);
+        self.source.extract(&mut cx)
+    }
+}
+
+/// The bound on how many distinct header values one client address may
+/// introduce (see [`HeaderKey`]), shared by every `header(...)` key of a
+/// runtime so the per-address cap spans all of them.
+#[derive(Debug)]
+pub(crate) struct HeaderBudget<C: Clock = SystemClock> {
+    hasher: ahash::RandomState,
+    tracker: Limiter<MemoryStore, C>,
+    seen: Quota,
+    budget: Quota,
+}
+
+/// What a [`KeyContext`] asks of a header budget (a trait object there, so
+/// the context need not know the budget's clock).
+pub(crate) trait HeaderValues: Send + Sync {
+    /// The key of `name`'s value on a request from `ip_key`: the value's
+    /// own bucket while the address's budget allows, else the address.
+    fn key(&self, name: &HeaderName, parts: &http::request::Parts, ip_key: ClientKey) -> ClientKey;
+}
+
+impl<C: Clock> HeaderBudget<C> {
+    pub(crate) fn new(cardinality: HeaderCardinality, clock: C) -> Result<Self, HeaderKeyError> {
         let seen =
             Quota::new(1, cardinality.window).map_err(|e| HeaderKeyError(format!("header cardinality window: {e}")))?;
         let budget = Quota::new(cardinality.per_ip, cardinality.window)
@@ -113,40 +153,17 @@ impl<C: Clock> HeaderKey<C> {
             .max_keys(cardinality.max_tracked)
             .try_build()
             .map_err(|e| HeaderKeyError(format!("header cardinality max_tracked: {e}")))?;
-        Ok(HeaderKey {
-            name,
-            ip: IpKey::new(ip),
+        Ok(HeaderBudget {
             hasher: ahash::RandomState::new(),
             tracker: Limiter::new(store, clock),
             seen,
             budget,
         })
     }
+}
 
-    /// The header read.
-    pub fn header_name(&self) -> &HeaderName {
-        &self.name
-    }
-
-    /// The key of a request.
-    pub fn extract(&self, parts: &http::request::Parts) -> ClientKey {
-        self.extract_header(&self.name, parts)
-    }
-
-    /// The key of a request by another header, sharing this extractor's
-    /// cardinality tracking (the HTTP runtime keeps one tracker for every
-    /// `header(...)` rule, so the per-address cap spans all of them).
-    pub(crate) fn extract_header(&self, name: &HeaderName, parts: &http::request::Parts) -> ClientKey {
-        let ip_key = self.ip.extract(parts);
-        self.extract_after_ip(name, parts, ip_key)
-    }
-
-    pub(crate) fn extract_after_ip(
-        &self,
-        name: &HeaderName,
-        parts: &http::request::Parts,
-        ip_key: ClientKey,
-    ) -> ClientKey {
+impl<C: Clock> HeaderValues for HeaderBudget<C> {
+    fn key(&self, name: &HeaderName, parts: &http::request::Parts, ip_key: ClientKey) -> ClientKey {
         let mut values = parts.headers.get_all(name).iter();
         let (Some(value), None) = (values.next(), values.next()) else {
             return ip_key;

@@ -8,11 +8,15 @@
 
 mod header;
 mod ip;
+mod source;
 
 use std::net::{IpAddr, SocketAddr};
 
+#[cfg(feature = "axum")]
+pub(crate) use header::HeaderBudget;
 pub use header::{HeaderCardinality, HeaderKey, HeaderKeyError};
 pub use ip::{ClientIpConfig, ForwardedHeader, PrefixError};
+pub use source::{write_address_id, AnyKey, Claim, Header, Ip, KeyContext, KeyHasher, KeySource};
 
 /// The TCP peer of a request, put in the request's extensions by the server
 /// integration (or by you, for a custom server). Without it, requests are
@@ -33,6 +37,19 @@ pub enum ClientKey {
     Header(u64),
     /// A verified claim's keyed hash (see `JwtClaimKey`, feature `jwt`).
     Claim(u64),
+    /// A key computed by a [`KeySource`] of the application's (a seeded
+    /// hash: [`KeyContext::hash`]).
+    Custom(u64),
+}
+
+/// The TCP peer of a request: axum's `ConnectInfo` (what `axum::serve`
+/// provides, feature `axum`), else a [`PeerAddr`].
+pub(crate) fn peer(parts: &http::request::Parts) -> Option<SocketAddr> {
+    #[cfg(feature = "axum")]
+    if let Some(info) = parts.extensions.get::<::axum::extract::ConnectInfo<SocketAddr>>() {
+        return Some(info.0);
+    }
+    parts.extensions.get::<PeerAddr>().map(|p| p.0)
 }
 
 /// Keys requests by client address (see [`ClientIpConfig`] for what is
@@ -68,12 +85,13 @@ impl IpKey {
         &self.config
     }
 
-    /// The key of a request.
+    /// The key of a request: its peer's address (a [`PeerAddr`], or axum's
+    /// `ConnectInfo`), or the forwarded client a trusted proxy names.
     pub fn extract(&self, parts: &http::request::Parts) -> ClientKey {
-        let Some(PeerAddr(peer)) = parts.extensions.get::<PeerAddr>() else {
-            return ClientKey::UnknownPeer;
-        };
-        ClientKey::Ip(self.config.client_key(peer.ip(), &parts.headers))
+        match peer(parts) {
+            Some(peer) => ClientKey::Ip(self.config.client_key(peer.ip(), &parts.headers)),
+            None => ClientKey::UnknownPeer,
+        }
     }
 }
 
@@ -111,10 +129,10 @@ impl IpKey {
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 #[derive(Debug)]
 pub struct JwtClaimKey {
-    claim: String,
+    source: Claim<String>,
     verifier: std::sync::Arc<crate::jwt::JwtVerifier>,
     ip: IpKey,
-    hasher: ahash::RandomState,
+    hasher: KeyHasher,
 }
 
 #[cfg(feature = "jwt")]
@@ -122,27 +140,20 @@ impl JwtClaimKey {
     /// Keys by `claim` (a dotted path such as `"org.id"`).
     pub fn new(claim: &str, verifier: std::sync::Arc<crate::jwt::JwtVerifier>, ip: ClientIpConfig) -> Self {
         JwtClaimKey {
-            claim: claim.to_owned(),
+            source: Claim(claim.to_owned()),
             verifier,
             ip: IpKey::new(ip),
-            hasher: ahash::RandomState::new(),
+            hasher: KeyHasher::new(),
         }
     }
 
     /// The key, and the verified claims (for the `jwt` resolver) when the
-    /// request carries a verified token with the claim.
-    pub fn extract(&self, parts: &http::request::Parts) -> (ClientKey, Option<crate::resolve::VerifiedClaims>) {
-        let claims = match parts.extensions.get::<crate::resolve::VerifiedClaims>() {
-            Some(upstream) => Some(upstream.clone()),
-            None => self.verifier.verify_request(parts),
-        };
-        // Hash the claim as it is: no text is built for a numeric claim.
-        let key = claims
-            .as_ref()
-            .and_then(|c| c.get_key(&self.claim).map(|k| self.hasher.hash_one(k)));
-        match key {
-            Some(hash) => (ClientKey::Claim(hash), claims),
-            None => (self.ip.extract(parts), None),
-        }
+    /// request carries a verified token with the claim: what [`Claim`]
+    /// answers with this extractor's verifier.
+    pub fn extract(&self, parts: &http::request::Parts) -> (ClientKey, Option<crate::claims::VerifiedClaims>) {
+        let mut cx =
+            KeyContext::with_address(parts, self.ip.extract(parts), &self.hasher).verifier(Some(&self.verifier));
+        let key = self.source.extract(&mut cx);
+        (key, cx.take_claims())
     }
 }

@@ -1,0 +1,456 @@
+//! The rule language of `ratelimit`: who is limited ([`KeyKind`]), how much
+//! ([`Step`]s of a resolver chain), a route's name and its cost, described
+//! once, with one validator and one set of errors.
+//!
+//! Two surfaces spell the same language:
+//!
+//! | | attribute (`#[rate_limit(...)]`) | configuration (`[[rules]]`) |
+//! |---|---|---|
+//! | key | `ip`, `header("x-api-key")`, `jwt_claim("sub")` | `"ip"`, `"header:x-api-key"`, `"jwt_claim:sub"` |
+//! | steps | `jwt`, `service`, `profile("standard")`, `default` | `"jwt"`, `"service"`, `"profile:standard"`, `"default"` |
+//! | name | `name = "users.get"` | `name = "users.get"` |
+//! | cost | `cost = 5` | `cost = 5` |
+//! | shadow | `shadow` | `shadow = true` |
+//!
+//! Each surface only splits its syntax into a kind and an optional argument
+//! (`header("x")` and `"header:x"` both become `("header", Some("x"))`) and
+//! calls [`key`] or [`step`]; everything else — which kinds exist, what their
+//! arguments may contain, how a chain must be shaped — is decided here, so the
+//! two cannot disagree. [`Error`] renders itself in the spelling of the
+//! surface that reported it ([`Error::describe`]).
+//!
+//! This crate has no dependencies: the proc-macro crate and the runtime crate
+//! both build on it. It is not a stable API of its own; use it through
+//! `ratelimit`.
+//!
+//! ```
+//! use ratelimit_spec::{key, key_text, step_text, check_chain, KeyKind, Step};
+//!
+//! // The attribute's `header("X-Api-Key")` and the config's "header:X-Api-Key":
+//! assert_eq!(key("header", Some("X-Api-Key")), key_text("header:X-Api-Key"));
+//! assert_eq!(key_text("header:X-Api-Key").unwrap(), KeyKind::Header("x-api-key".into()));
+//!
+//! let chain = ["jwt", "profile:standard", "default"].map(|s| step_text(s).unwrap());
+//! assert_eq!(chain[1], Step::Profile("standard".into()));
+//! assert!(check_chain(&chain).is_empty());
+//! assert!(!check_chain(&[Step::Default, Step::Jwt]).is_empty());
+//! ```
+
+use std::fmt;
+
+/// Who a rule limits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// The client's address.
+    Ip,
+    /// A request header's value; the name is lowercased.
+    Header(String),
+    /// A claim of a verified token, by dotted path (`org.id`).
+    Claim(String),
+}
+
+/// A step of a resolver chain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Limits carried by the verified token.
+    Jwt,
+    /// The limit service's answer for the client.
+    Service,
+    /// A named profile of the configuration.
+    Profile(String),
+    /// The route's profile, else the default profile; always answers.
+    Default,
+}
+
+/// The key kinds, as the attribute spells them and as the configuration
+/// does.
+pub const KEY_KINDS: [&str; 3] = ["ip", "header", "jwt_claim"];
+
+/// The resolver steps.
+pub const STEPS: [&str; 4] = ["jwt", "service", "profile", "default"];
+
+/// A request costs this many units unless the rule says otherwise.
+pub const DEFAULT_COST: u32 = 1;
+
+/// Which surface an error is shown on: it decides how kinds and steps are
+/// spelled in the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// `#[rate_limit(key = header("x-api-key"), resolve = [default])]`.
+    Attribute,
+    /// `key = "header:x-api-key"`, `resolve = ["default"]`.
+    Config,
+}
+
+/// What is wrong with a rule. Opaque: read it with [`describe`](Self::describe)
+/// (or `Display`, which is the configuration's spelling).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ErrorKind {
+    UnknownKeyKind(String),
+    KeyTakesNoArgument(&'static str),
+    KeyNeedsArgument(&'static str),
+    EmptyHeaderName,
+    HeaderNameChar(String, char),
+    EmptyClaim,
+    ClaimEmptySegment(String),
+    ClaimWhitespace(String),
+    UnknownStep(String),
+    StepTakesNoArgument(&'static str),
+    ProfileNeedsName,
+    EmptyProfileName,
+    EmptyChain,
+    DuplicateStep(Step),
+    DefaultNotLast,
+    MissingDefault,
+    EmptyRouteName,
+    RouteNameChar(String, char),
+    CostZero,
+    CostNegative,
+    CostTooLarge,
+}
+
+impl Error {
+    fn new(kind: ErrorKind) -> Error {
+        Error { kind }
+    }
+
+    /// The message, with kinds and steps spelled as `surface` writes them.
+    pub fn describe(&self, surface: Surface) -> String {
+        use ErrorKind as K;
+        let attr = surface == Surface::Attribute;
+        match &self.kind {
+            K::UnknownKeyKind(k) if attr => {
+                format!("unknown key kind `{k}`; expected `ip`, `header(\"x-api-key\")` or `jwt_claim(\"sub\")`")
+            }
+            K::UnknownKeyKind(k) => {
+                format!("unknown key {k:?}; expected \"ip\", \"header:<name>\" or \"jwt_claim:<claim>\"")
+            }
+            K::KeyTakesNoArgument(k) if attr => format!("`{k}` takes no arguments: write `key = {k}`"),
+            K::KeyTakesNoArgument(k) => format!("\"{k}\" takes no argument: write \"{k}\""),
+            K::KeyNeedsArgument(k) if attr => {
+                format!("`{k}` needs a name in parentheses: `{}`", key_example(k, surface))
+            }
+            K::KeyNeedsArgument(k) => format!("\"{k}\" needs a name: \"{}\"", key_example(k, surface)),
+            K::EmptyHeaderName if attr => "empty header name; e.g. `header(\"x-api-key\")`".to_owned(),
+            K::EmptyHeaderName => "empty header name; e.g. \"header:x-api-key\"".to_owned(),
+            K::HeaderNameChar(name, c) => format!(
+                "invalid header name {name:?}: {c:?} is not allowed; header names are letters, digits and \
+                 !#$%&'*+-.^_`|~"
+            ),
+            K::EmptyClaim if attr => {
+                "empty claim name; e.g. `jwt_claim(\"sub\")` or a dotted path `jwt_claim(\"org.id\")`".to_owned()
+            }
+            K::EmptyClaim => "invalid claim name \"\": empty; e.g. \"sub\" or a dotted path \"org.id\"".to_owned(),
+            K::ClaimEmptySegment(p) if attr => {
+                format!("invalid claim path {p:?}: empty segment; a path is names joined by '.', e.g. \"org.id\"")
+            }
+            K::ClaimEmptySegment(p) => {
+                format!("invalid claim name {p:?}: empty segment; a path is names joined by '.', e.g. \"org.id\"")
+            }
+            K::ClaimWhitespace(p) if attr => {
+                format!("invalid claim path {p:?}: claim names have no whitespace")
+            }
+            K::ClaimWhitespace(p) => format!("invalid claim name {p:?}: claim names have no whitespace"),
+            K::UnknownStep(s) if attr => {
+                format!("unknown resolver `{s}`; expected `jwt`, `service`, `profile(\"name\")` or `default`")
+            }
+            K::UnknownStep(s) => {
+                format!("unknown resolver {s:?}; expected \"jwt\", \"service\", \"profile:<name>\" or \"default\"")
+            }
+            K::StepTakesNoArgument(s) if attr => format!("`{s}` takes no arguments"),
+            K::StepTakesNoArgument(s) => format!("\"{s}\" takes no argument: write \"{s}\""),
+            K::ProfileNeedsName if attr => "`profile` needs a profile name: `profile(\"standard\")`".to_owned(),
+            K::ProfileNeedsName => "\"profile\" needs a profile name: \"profile:standard\"".to_owned(),
+            K::EmptyProfileName if attr => {
+                "empty profile name; name a profile of the configuration, e.g. `profile(\"standard\")`".to_owned()
+            }
+            K::EmptyProfileName => {
+                "empty profile name; name a profile of the configuration, e.g. \"profile:standard\"".to_owned()
+            }
+            K::EmptyChain if attr => "empty resolve list: list the steps to try, ending with `default`; steps are \
+                                      `jwt`, `service`, `profile(\"name\")` or `default`"
+                .to_owned(),
+            K::EmptyChain => "empty: list the resolvers to try, ending with \"default\"".to_owned(),
+            K::DuplicateStep(_) if attr => "duplicate resolver: each step is tried once".to_owned(),
+            K::DuplicateStep(s) => format!("{:?} is listed twice: each step is tried once", step_spelling(s)),
+            K::DefaultNotLast if attr => {
+                "`default` always answers, so the steps after it would never run: put `default` last".to_owned()
+            }
+            K::DefaultNotLast => "\"default\" always answers, so it must be last".to_owned(),
+            K::MissingDefault if attr => {
+                "the resolve list must end with `default`, which always answers: every request needs a limit".to_owned()
+            }
+            K::MissingDefault => {
+                "must end with \"default\", which always answers (every request needs a limit)".to_owned()
+            }
+            K::EmptyRouteName => "empty route name; e.g. `name = \"users.get\"`".to_owned(),
+            K::RouteNameChar(name, c) => {
+                format!("invalid route name {name:?}: {c:?} is not allowed; use letters, digits and . _ - : /")
+            }
+            K::CostZero => "cost must be at least 1: a request that costs nothing is not limited (remove the \
+                            attribute instead)"
+                .to_owned(),
+            K::CostNegative => {
+                "cost must be a positive integer: it is how many units of the limit a request uses".to_owned()
+            }
+            K::CostTooLarge => format!("cost must fit in a u32 (at most {})", u32::MAX),
+        }
+    }
+}
+
+fn key_example(kind: &str, surface: Surface) -> &'static str {
+    match (kind, surface) {
+        ("header", Surface::Attribute) => "header(\"x-api-key\")",
+        ("header", Surface::Config) => "header:x-api-key",
+        (_, Surface::Attribute) => "jwt_claim(\"sub\")",
+        (_, Surface::Config) => "jwt_claim:sub",
+    }
+}
+
+/// A step as the configuration writes it.
+fn step_spelling(step: &Step) -> String {
+    match step {
+        Step::Jwt => "jwt".to_owned(),
+        Step::Service => "service".to_owned(),
+        Step::Profile(p) => format!("profile:{p}"),
+        Step::Default => "default".to_owned(),
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe(Surface::Config))
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// A key from its kind and argument: `("ip", None)`,
+/// `("header", Some("x-api-key"))`, `("jwt_claim", Some("sub"))`.
+pub fn key(kind: &str, arg: Option<&str>) -> Result<KeyKind, Error> {
+    let fixed = match KEY_KINDS.iter().find(|k| **k == kind) {
+        Some(k) => *k,
+        None => return Err(Error::new(ErrorKind::UnknownKeyKind(kind.to_owned()))),
+    };
+    match (fixed, arg) {
+        ("ip", None) => Ok(KeyKind::Ip),
+        ("ip", Some(_)) => Err(Error::new(ErrorKind::KeyTakesNoArgument(fixed))),
+        (_, None) => Err(Error::new(ErrorKind::KeyNeedsArgument(fixed))),
+        ("header", Some(name)) => header_name(name).map(KeyKind::Header),
+        (_, Some(path)) => claim_path(path).map(|()| KeyKind::Claim(path.to_owned())),
+    }
+}
+
+/// Whether a key kind takes an argument; `None` when there is no such kind.
+pub fn key_takes_argument(kind: &str) -> Option<bool> {
+    match kind {
+        "ip" => Some(false),
+        "header" | "jwt_claim" => Some(true),
+        _ => None,
+    }
+}
+
+/// Whether a step takes an argument; `None` when there is no such step.
+pub fn step_takes_argument(name: &str) -> Option<bool> {
+    match name {
+        "jwt" | "service" | "default" => Some(false),
+        "profile" => Some(true),
+        _ => None,
+    }
+}
+
+/// A key as the configuration writes it: `"ip"`, `"header:x-api-key"`,
+/// `"jwt_claim:sub"`.
+pub fn key_text(text: &str) -> Result<KeyKind, Error> {
+    match text.split_once(':') {
+        Some((kind, arg)) => key(kind, Some(arg)),
+        None => key(text, None),
+    }
+}
+
+/// A step from its name and argument: `("jwt", None)`,
+/// `("profile", Some("standard"))`.
+pub fn step(name: &str, arg: Option<&str>) -> Result<Step, Error> {
+    let fixed = match STEPS.iter().find(|s| **s == name) {
+        Some(s) => *s,
+        None => return Err(Error::new(ErrorKind::UnknownStep(name.to_owned()))),
+    };
+    match (fixed, arg) {
+        ("profile", None) => Err(Error::new(ErrorKind::ProfileNeedsName)),
+        ("profile", Some(p)) if p.trim().is_empty() => Err(Error::new(ErrorKind::EmptyProfileName)),
+        ("profile", Some(p)) => Ok(Step::Profile(p.to_owned())),
+        (_, Some(_)) => Err(Error::new(ErrorKind::StepTakesNoArgument(fixed))),
+        ("jwt", None) => Ok(Step::Jwt),
+        ("service", None) => Ok(Step::Service),
+        _ => Ok(Step::Default),
+    }
+}
+
+/// A step as the configuration writes it: `"jwt"`, `"profile:standard"`.
+pub fn step_text(text: &str) -> Result<Step, Error> {
+    match text.split_once(':') {
+        Some((name, arg)) => step(name, Some(arg)),
+        None => step(text, None),
+    }
+}
+
+/// Every problem with the shape of a chain, each with the index of the step
+/// it is about: listed twice, `default` before the end, and (when the steps
+/// are otherwise fine) no `default` at the end. Empty when the chain is
+/// valid.
+pub fn check_chain(steps: &[Step]) -> Vec<(usize, Error)> {
+    if steps.is_empty() {
+        return vec![(0, Error::new(ErrorKind::EmptyChain))];
+    }
+    let mut problems = Vec::new();
+    for (i, s) in steps.iter().enumerate() {
+        if steps[..i].contains(s) {
+            problems.push((i, Error::new(ErrorKind::DuplicateStep(s.clone()))));
+        } else if *s == Step::Default && i + 1 != steps.len() {
+            problems.push((i, Error::new(ErrorKind::DefaultNotLast)));
+        }
+    }
+    if problems.is_empty() && steps.last() != Some(&Step::Default) {
+        problems.push((steps.len() - 1, Error::new(ErrorKind::MissingDefault)));
+    }
+    problems
+}
+
+/// An empty step list (for surfaces that parse steps one by one and find
+/// none usable).
+pub fn empty_chain() -> Error {
+    Error::new(ErrorKind::EmptyChain)
+}
+
+/// A header name, lowercased: letters, digits and `!#$%&'*+-.^_`|~`.
+pub fn header_name(name: &str) -> Result<String, Error> {
+    if name.is_empty() {
+        return Err(Error::new(ErrorKind::EmptyHeaderName));
+    }
+    if let Some(c) = name.chars().find(|c| !is_token_char(*c)) {
+        return Err(Error::new(ErrorKind::HeaderNameChar(name.to_owned(), c)));
+    }
+    Ok(name.to_ascii_lowercase())
+}
+
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+/// A claim by dotted path (`sub`, `org.id`): non-empty names joined by `.`,
+/// without whitespace or control characters. Also the rule for the claim
+/// names of the configuration's `[jwt]` section.
+pub fn claim_path(path: &str) -> Result<(), Error> {
+    if path.is_empty() {
+        return Err(Error::new(ErrorKind::EmptyClaim));
+    }
+    if path.split('.').any(str::is_empty) {
+        return Err(Error::new(ErrorKind::ClaimEmptySegment(path.to_owned())));
+    }
+    if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(Error::new(ErrorKind::ClaimWhitespace(path.to_owned())));
+    }
+    Ok(())
+}
+
+/// A stable route name: letters, digits and `. _ - : /` (it appears in
+/// metrics labels and in the `RateLimit-Policy` header).
+pub fn route_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::new(ErrorKind::EmptyRouteName));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-:/".contains(*c)))
+    {
+        return Err(Error::new(ErrorKind::RouteNameChar(name.to_owned(), c)));
+    }
+    Ok(())
+}
+
+/// A cost: a whole number of units from 1 to `u32::MAX`.
+pub fn cost(value: i128) -> Result<u32, Error> {
+    match value {
+        v if v < 0 => Err(Error::new(ErrorKind::CostNegative)),
+        0 => Err(Error::new(ErrorKind::CostZero)),
+        v => u32::try_from(v).map_err(|_| Error::new(ErrorKind::CostTooLarge)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        assert_eq!(key_text("ip"), Ok(KeyKind::Ip));
+        assert_eq!(key_text("header:X-Api-Key"), Ok(KeyKind::Header("x-api-key".into())));
+        assert_eq!(key_text("jwt_claim:org.id"), Ok(KeyKind::Claim("org.id".into())));
+        assert_eq!(
+            key_text("jwt_claim:https://x/y"),
+            Ok(KeyKind::Claim("https://x/y".into()))
+        );
+        for bad in [
+            "",
+            "IP",
+            "ip:",
+            "ip:x",
+            "header",
+            "header:",
+            "header:x y",
+            "header:x:y",
+            "jwt_claim",
+            "jwt_claim:",
+            "jwt_claim:a..b",
+            "jwt_claim:.a",
+            "jwt_claim:a b",
+            "jwt_claim:a\u{7}",
+            "cookie:x",
+        ] {
+            assert!(key_text(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(key("header", Some("A")), key_text("header:A"));
+    }
+
+    #[test]
+    fn steps_and_chains() {
+        let chain = |v: &[&str]| v.iter().map(|s| step_text(s)).collect::<Result<Vec<_>, _>>();
+        assert!(check_chain(&chain(&["jwt", "profile:a", "default"]).unwrap()).is_empty());
+        assert!(check_chain(&[]).len() == 1);
+        assert_eq!(check_chain(&chain(&["default", "jwt"]).unwrap())[0].0, 0);
+        assert_eq!(check_chain(&chain(&["jwt", "jwt", "default"]).unwrap())[0].0, 1);
+        assert_eq!(check_chain(&chain(&["jwt"]).unwrap())[0].0, 0);
+        assert!(chain(&["profile:", "default"]).is_err());
+        assert!(chain(&["profile: ", "default"]).is_err());
+        assert!(chain(&["profile", "default"]).is_err());
+        assert!(chain(&["jwt:x", "default"]).is_err());
+        assert_eq!(step_text("profile:a:b"), Ok(Step::Profile("a:b".into())));
+    }
+
+    #[test]
+    fn names_and_costs() {
+        assert!(route_name("users.get").is_ok());
+        assert!(route_name("crate::users/get-1").is_ok());
+        assert!(route_name("").is_err());
+        assert!(route_name("a b").is_err());
+        assert!(route_name("a\"b").is_err());
+        assert_eq!(cost(1), Ok(1));
+        assert_eq!(cost(i128::from(u32::MAX)), Ok(u32::MAX));
+        assert!(cost(0).is_err() && cost(-1).is_err() && cost(1 << 32).is_err());
+    }
+
+    #[test]
+    fn messages_name_the_surface_spelling() {
+        let e = key_text("cookie:x").unwrap_err();
+        assert!(e.describe(Surface::Attribute).contains("`header(\"x-api-key\")`"));
+        assert!(e.to_string().contains("\"header:<name>\""));
+        let e = step_text("profile").unwrap_err();
+        assert!(e.describe(Surface::Attribute).contains("profile(\"standard\")"));
+        assert!(e.to_string().contains("profile:standard"));
+    }
+}

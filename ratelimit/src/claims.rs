@@ -1,0 +1,99 @@
+//! Claims: what a verified token says about its bearer, and how a request's
+//! claims are found (an upstream layer's, else the bearer token's, verified
+//! once per request).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// Claims of a token whose signature, expiry, issuer and audience have been
+/// verified, by this crate or by an upstream authentication layer that puts
+/// this type in the request's extensions. Claims from anything else (an
+/// unverified or expired token) must never be wrapped in this type: the
+/// limiter trusts it completely.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedClaims(Arc<serde_json::Map<String, Value>>);
+
+impl VerifiedClaims {
+    /// Wraps verified claims.
+    pub fn new(claims: serde_json::Map<String, Value>) -> Self {
+        VerifiedClaims(Arc::new(claims))
+    }
+
+    /// Parses a JSON object of already verified claims (for tests and for
+    /// layers that hand over the payload as text).
+    pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(json).map(Self::new)
+    }
+
+    /// A claim by dotted path (`"org.id"` reads `{"org": {"id": ...}}`).
+    /// A path whose segments are empty yields `None`.
+    pub fn get(&self, path: &str) -> Option<&Value> {
+        let mut segments = path.split('.');
+        let first = segments.next().filter(|s| !s.is_empty())?;
+        let mut value = self.0.get(first)?;
+        for seg in segments {
+            if seg.is_empty() {
+                return None;
+            }
+            value = value.as_object()?.get(seg)?;
+        }
+        Some(value)
+    }
+
+    /// A claim as text: strings as they are, integers in decimal; other
+    /// types (objects, arrays, floats, booleans) are not keys.
+    pub fn get_text(&self, path: &str) -> Option<std::borrow::Cow<'_, str>> {
+        Some(match self.get_key(path)? {
+            ClaimKey::Text(s) => std::borrow::Cow::Borrowed(s),
+            ClaimKey::Integer(i) => std::borrow::Cow::Owned(i.to_string()),
+        })
+    }
+
+    /// A claim usable as a key, without building text: a non-empty string
+    /// or an integer (the same rule as [`get_text`](Self::get_text)).
+    pub(crate) fn get_key(&self, path: &str) -> Option<ClaimKey<'_>> {
+        match self.get(path)? {
+            Value::String(s) if !s.is_empty() => Some(ClaimKey::Text(s)),
+            Value::Number(n) => n
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| n.as_u64().map(i128::from))
+                .map(ClaimKey::Integer),
+            _ => None,
+        }
+    }
+}
+
+/// A claim value that can key a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ClaimKey<'a> {
+    Text(&'a str),
+    Integer(i128),
+}
+
+/// Marks a request whose token was already found unverifiable (or without
+/// claims) by a rule of the runtime, so nothing beneath verifies it again.
+/// Zero-sized: inserting it does not box.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NotVerified;
+
+/// The verified claims of a request: an upstream authentication layer's
+/// ([`VerifiedClaims`] in the extensions), else the bearer token's if a
+/// verifier is given. Anything unverified is `None`, and so is a request
+/// already marked [`NotVerified`].
+pub(crate) fn of_request(
+    parts: &http::request::Parts,
+    #[cfg(feature = "jwt")] verifier: Option<&crate::jwt::JwtVerifier>,
+) -> Option<VerifiedClaims> {
+    if let Some(upstream) = parts.extensions.get::<VerifiedClaims>() {
+        return Some(upstream.clone());
+    }
+    if parts.extensions.get::<NotVerified>().is_some() {
+        return None;
+    }
+    #[cfg(feature = "jwt")]
+    return verifier?.verify_request(parts);
+    #[cfg(not(feature = "jwt"))]
+    None
+}

@@ -1,0 +1,439 @@
+//! [`KeySource`]: how a rule turns a request into the key it is limited by,
+//! the one path every key takes. `#[rate_limit(key = ...)]` compiles to one
+//! concrete source per route ([`Ip`], [`Header`], [`Claim`]); a `[[rules]]`
+//! entry holds an [`AnyKey`], which dispatches to the same types; the
+//! standalone extractors ([`IpKey`](super::IpKey),
+//! [`HeaderKey`](super::HeaderKey), `JwtClaimKey`) run them too.
+
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::request::Parts;
+use http::HeaderName;
+
+use super::header::HeaderValues;
+use super::ClientKey;
+use crate::claims::{ClaimKey, VerifiedClaims};
+
+/// A way to key requests. The built-in sources are [`Ip`], [`Header`] and
+/// [`Claim`]; implement it for your own type to key by anything a request
+/// carries (an extension an authentication layer set, a tenant header it
+/// checked).
+///
+/// A source must never return a key a client can mint freely without a
+/// bound (a raw header value, say), or a client gets a fresh bucket per
+/// request; when the value it keys by is missing, return
+/// [`KeyContext::address`], the client's address key.
+///
+/// ```
+/// use std::hash::Hasher;
+/// use ratelimit::key::{ClientKey, KeyContext, KeySource, PeerAddr};
+///
+/// /// A tenant an upstream layer verified and put in the extensions.
+/// #[derive(Clone)]
+/// struct Tenant(u64);
+///
+/// struct ByTenant;
+///
+/// impl KeySource for ByTenant {
+///     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
+///         match cx.parts().extensions.get::<Tenant>() {
+///             Some(t) => ClientKey::Custom(cx.hash(&t.0)),
+///             None => cx.address(),
+///         }
+///     }
+///     fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
+///         match (key, cx.parts().extensions.get::<Tenant>()) {
+///             (ClientKey::Custom(_), Some(t)) => {
+///                 h.write(b"tenant:");
+///                 h.write(&t.0.to_be_bytes());
+///             }
+///             _ => ratelimit::key::write_address_id(key, h),
+///         }
+///     }
+/// }
+///
+/// let (mut parts, ()) = http::Request::new(()).into_parts();
+/// parts.extensions.insert(PeerAddr("192.0.2.7:1".parse().unwrap()));
+/// let hasher = ratelimit::key::KeyHasher::new();
+/// let mut cx = KeyContext::new(&parts, &hasher);
+/// assert_eq!(ByTenant.extract(&mut cx), ClientKey::Ip("192.0.2.7".parse().unwrap()));
+/// parts.extensions.insert(Tenant(7));
+/// let mut cx = KeyContext::new(&parts, &hasher);
+/// assert!(matches!(ByTenant.extract(&mut cx), ClientKey::Custom(_)));
+/// ```
+pub trait KeySource: Send + Sync {
+    /// The key of the request.
+    fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey;
+
+    /// Writes the key's identity into `h`: a kind tag and the raw value
+    /// (the address bytes, the header value, the claim), the same on every
+    /// instance. Hashed with the fleet secret for the fleet gate, and with
+    /// FNV-1a for the limit service's client id. When `key` is the address
+    /// fallback, write [`write_address_id`].
+    fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher);
+
+    /// A stable identifier of the client for the limit service: FNV-1a
+    /// (64-bit) of [`write_id`](Self::write_id) (see `docs/http.md`), so the
+    /// service can compute it for its clients. Only computed for chains that
+    /// ask the service.
+    fn client_id(&self, cx: &KeyContext<'_>, key: &ClientKey) -> u64 {
+        let mut f = Fnv::new(b"");
+        self.write_id(cx, key, &mut f);
+        f.finish()
+    }
+}
+
+/// The process's seeded hash of key values: raw values are hashed once,
+/// here, and never stored.
+#[derive(Debug, Clone, Default)]
+pub struct KeyHasher(ahash::RandomState);
+
+impl KeyHasher {
+    /// A hasher with a fresh random seed.
+    pub fn new() -> Self {
+        KeyHasher(ahash::RandomState::new())
+    }
+
+    /// The hash of `value`.
+    pub fn hash_one(&self, value: impl Hash) -> u64 {
+        self.0.hash_one(value)
+    }
+}
+
+/// What a key source sees of a request: the request itself, the client's
+/// address key (every kind falls back to it), the verified claims (looked
+/// up at most once per request), and the runtime's header-value budget.
+pub struct KeyContext<'a> {
+    parts: &'a Parts,
+    address: ClientKey,
+    hasher: &'a KeyHasher,
+    headers: Option<&'a dyn HeaderValues>,
+    #[cfg(feature = "jwt")]
+    verifier: Option<&'a crate::jwt::JwtVerifier>,
+    claims: Option<VerifiedClaims>,
+    claims_checked: bool,
+}
+
+impl std::fmt::Debug for KeyContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyContext")
+            .field("address", &self.address)
+            .field("claims_checked", &self.claims_checked)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> KeyContext<'a> {
+    /// The context of a request, its address taken from the peer
+    /// ([`PeerAddr`](super::PeerAddr) or axum's `ConnectInfo`) as it is, with
+    /// no proxy trusted; no claims, no header budget (a [`Header`] source
+    /// then keys by address).
+    pub fn new(parts: &'a Parts, hasher: &'a KeyHasher) -> Self {
+        let address = match super::peer(parts) {
+            Some(peer) => ClientKey::Ip(super::ClientIpConfig::default().client_key(peer.ip(), &parts.headers)),
+            None => ClientKey::UnknownPeer,
+        };
+        Self::with_address(parts, address, hasher)
+    }
+
+    /// The context of a request whose address key is already known.
+    pub fn with_address(parts: &'a Parts, address: ClientKey, hasher: &'a KeyHasher) -> Self {
+        KeyContext {
+            parts,
+            address,
+            hasher,
+            headers: None,
+            #[cfg(feature = "jwt")]
+            verifier: None,
+            claims: None,
+            claims_checked: false,
+        }
+    }
+
+    /// Verifies bearer tokens with `verifier` when claims are asked for.
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
+    #[must_use]
+    pub fn verifier(mut self, verifier: Option<&'a crate::jwt::JwtVerifier>) -> Self {
+        self.verifier = verifier;
+        self
+    }
+
+    /// Bounds header keys with this budget.
+    #[must_use]
+    pub(crate) fn header_values(mut self, headers: &'a dyn HeaderValues) -> Self {
+        self.headers = Some(headers);
+        self
+    }
+
+    /// The request.
+    pub fn parts(&self) -> &'a Parts {
+        self.parts
+    }
+
+    /// The client's address key: the fallback of every other kind.
+    pub fn address(&self) -> ClientKey {
+        self.address
+    }
+
+    /// The process's seeded hash of `value` (for [`ClientKey::Custom`]).
+    pub fn hash(&self, value: impl Hash) -> u64 {
+        self.hasher.hash_one(value)
+    }
+
+    /// The request's verified claims (an upstream layer's, else the bearer
+    /// token's), verified at most once per request.
+    pub fn claims(&mut self) -> Option<&VerifiedClaims> {
+        if !self.claims_checked {
+            self.claims_checked = true;
+            self.claims = crate::claims::of_request(
+                self.parts,
+                #[cfg(feature = "jwt")]
+                self.verifier,
+            );
+        }
+        self.claims.as_ref()
+    }
+
+    /// The claims found so far, without looking.
+    #[cfg(feature = "axum")]
+    pub(crate) fn found_claims(&self) -> Option<&VerifiedClaims> {
+        self.claims.as_ref()
+    }
+
+    /// Whether the token was looked at (whatever the result).
+    #[cfg(feature = "axum")]
+    pub(crate) fn claims_checked(&self) -> bool {
+        self.claims_checked
+    }
+
+    /// Takes the claims found (to hand them to the handler).
+    #[cfg(any(feature = "axum", feature = "jwt"))]
+    pub(crate) fn take_claims(&mut self) -> Option<VerifiedClaims> {
+        self.claims.take()
+    }
+
+    /// Forgets the claims found: the request is anonymous for the chain.
+    fn drop_claims(&mut self) {
+        self.claims = None;
+    }
+}
+
+/// `key = ip`: the client's address (see [`ClientIpConfig`](super::ClientIpConfig)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ip;
+
+/// `key = header("x-api-key")`: a header's value, hashed, with the bound on
+/// how many values one address may introduce ([`HeaderKey`](super::HeaderKey)
+/// describes it). Without a budget in the context, the address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header(pub HeaderName);
+
+/// `key = jwt_claim("sub")`: a claim of a verified token, by dotted path.
+/// `N` is `&'static str` from the attribute, or a shared string from a
+/// config rule. No verified token, or no such claim: the address, and the
+/// request is anonymous for the resolver chain too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim<N>(pub N);
+
+impl KeySource for Ip {
+    #[inline]
+    fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
+        cx.address
+    }
+    fn write_id(&self, _cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
+        write_address_id(key, h);
+    }
+}
+
+impl KeySource for Header {
+    fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
+        match cx.headers {
+            Some(budget) => budget.key(&self.0, cx.parts, cx.address),
+            None => cx.address,
+        }
+    }
+    fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
+        match (key, cx.parts.headers.get(&self.0)) {
+            (ClientKey::Header(_), Some(v)) => {
+                h.write(b"header:");
+                h.write(v.as_bytes().trim_ascii());
+            }
+            _ => write_address_id(key, h),
+        }
+    }
+}
+
+impl<N: AsRef<str> + Send + Sync> KeySource for Claim<N> {
+    fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
+        let hasher = cx.hasher;
+        let hash = cx
+            .claims()
+            .and_then(|c| c.get_key(self.0.as_ref()).map(|k| hasher.hash_one(k)));
+        match hash {
+            Some(hash) => ClientKey::Claim(hash),
+            // No verified claim: anonymous, by address, and no claims for
+            // the resolvers either.
+            None => {
+                cx.drop_claims();
+                cx.address
+            }
+        }
+    }
+    fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
+        let claim = cx.claims.as_ref().and_then(|c| c.get_key(self.0.as_ref()));
+        match (key, claim) {
+            (ClientKey::Claim(_), Some(ClaimKey::Text(t))) => {
+                h.write(b"claim:");
+                h.write(t.as_bytes());
+            }
+            (ClientKey::Claim(_), Some(ClaimKey::Integer(n))) => {
+                h.write(b"claim:");
+                write_decimal(n, h);
+            }
+            _ => write_address_id(key, h),
+        }
+    }
+}
+
+/// The key of a `[[rules]]` entry: one of the built-in sources, chosen by
+/// the configuration, dispatched with a `match` (no trait object).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnyKey {
+    /// `"ip"`.
+    Ip(Ip),
+    /// `"header:<name>"`.
+    Header(Header),
+    /// `"jwt_claim:<path>"`.
+    Claim(Claim<Arc<str>>),
+}
+
+impl AnyKey {
+    /// The source a spec names (the spec has validated the name or path).
+    pub(crate) fn from_spec(spec: &ratelimit_spec::KeyKind) -> AnyKey {
+        use ratelimit_spec::KeyKind;
+        match spec {
+            KeyKind::Ip => AnyKey::Ip(Ip),
+            KeyKind::Header(name) => match HeaderName::from_bytes(name.as_bytes()) {
+                Ok(name) => AnyKey::Header(Header(name)),
+                // The spec admits exactly the token characters `http` does.
+                Err(_) => AnyKey::Ip(Ip),
+            },
+            KeyKind::Claim(path) => AnyKey::Claim(Claim(Arc::from(path.as_str()))),
+        }
+    }
+}
+
+impl KeySource for AnyKey {
+    #[inline]
+    fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
+        match self {
+            AnyKey::Ip(k) => k.extract(cx),
+            AnyKey::Header(k) => k.extract(cx),
+            AnyKey::Claim(k) => k.extract(cx),
+        }
+    }
+    fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
+        match self {
+            AnyKey::Ip(k) => k.write_id(cx, key, h),
+            AnyKey::Header(k) => k.write_id(cx, key, h),
+            AnyKey::Claim(k) => k.write_id(cx, key, h),
+        }
+    }
+}
+
+/// The identity of an address key (`ip:` and the address bytes, or
+/// `unknown`): what every source writes for its address fallback.
+pub fn write_address_id(key: &ClientKey, h: &mut dyn Hasher) {
+    match key {
+        ClientKey::Ip(IpAddr::V4(a)) => {
+            h.write(b"ip:");
+            h.write(&a.octets());
+        }
+        ClientKey::Ip(IpAddr::V6(a)) => {
+            h.write(b"ip:");
+            h.write(&a.octets());
+        }
+        _ => h.write(b"unknown"),
+    }
+}
+
+fn write_decimal(n: i128, h: &mut dyn Hasher) {
+    let mut buf = [0u8; 40];
+    let mut i = buf.len();
+    let negative = n < 0;
+    let mut m = n.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if negative {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    h.write(&buf[i..]);
+}
+
+/// FNV-1a, 64-bit: simple enough for a limit service in any language to
+/// reproduce.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new(tag: &[u8]) -> Fnv {
+        let mut f = Fnv(0xcbf2_9ce4_8422_2325);
+        f.write(tag);
+        f
+    }
+    #[cfg(test)]
+    fn bytes(mut self, bytes: &[u8]) -> Fnv {
+        self.write(bytes);
+        self
+    }
+    #[cfg(test)]
+    fn decimal(mut self, n: i128) -> Fnv {
+        write_decimal(n, &mut self);
+        self
+    }
+}
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Fnv;
+    use std::hash::Hasher;
+
+    #[test]
+    fn fnv_reference_values() {
+        // Published FNV-1a 64 test vectors.
+        assert_eq!(Fnv::new(b"").finish(), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(Fnv::new(b"a").finish(), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(
+            Fnv::new(b"claim:").decimal(-42).finish(),
+            Fnv::new(b"claim:-42").finish()
+        );
+        assert_eq!(Fnv::new(b"claim:").decimal(0).finish(), Fnv::new(b"claim:0").finish());
+        // The ids docs/http.md lists, so a limit service can check its code.
+        assert_eq!(Fnv::new(b"claim:").bytes(b"alice").finish(), 0xd7e4_f80e_e79e_a819);
+        assert_eq!(Fnv::new(b"claim:").decimal(42).finish(), 0x0b3d_6955_e691_baa9);
+        assert_eq!(Fnv::new(b"ip:").bytes(&[192, 0, 2, 1]).finish(), 0x37b8_fda7_ceec_5af3);
+        assert_eq!(Fnv::new(b"header:").bytes(b"key-a").finish(), 0xc86b_3ef2_3b67_6fcb);
+        assert_eq!(Fnv::new(b"unknown").finish(), 0x4988_65c7_bd1f_3959);
+    }
+}

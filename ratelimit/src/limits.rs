@@ -1,0 +1,110 @@
+//! Limits as plain data: profiles, per-route settings, the caps on limits
+//! carried by tokens. The configuration owns them; resolvers read them
+//! through [`LimitTable`] without knowing the configuration (which sits above
+//! them).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::Quota;
+
+/// A named limit: a rate and a burst.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// The profile's name, shared (cloning it does not allocate), so a
+    /// resolution can report it on the request path for free.
+    pub name: std::sync::Arc<str>,
+    /// The profile's quota (its burst defaults to the rate's count).
+    pub quota: Quota,
+}
+
+/// Per-route settings, by stable route name (`#[rate_limit(name = ...)]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteConfig {
+    /// The profile this route uses instead of what its resolver chain says
+    /// when no earlier resolver answers (see `docs/config.md`).
+    pub profile: Option<String>,
+    /// `Some(true)`: decide, send headers and count, but never reject;
+    /// `Some(false)`: enforce even a route declared `shadow`; `None`: as the
+    /// route declares.
+    pub shadow: Option<bool>,
+    /// Units each request costs, replacing the route's own `cost`.
+    pub cost: Option<u32>,
+}
+
+/// Where the keys that verify tokens come from (exactly one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JwtKeySource {
+    /// An HMAC secret in this environment variable.
+    HmacSecretEnv(String),
+    /// A PEM public key file.
+    PemFile(String),
+    /// A JWKS document file.
+    JwksFile(String),
+    /// A JWKS URL (feature `service`).
+    JwksUrl(String),
+}
+
+/// How tokens are verified (`[jwt]` with a key source).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtVerification {
+    /// The key source.
+    pub keys: JwtKeySource,
+    /// The pinned algorithm, for an HMAC secret or a PEM key.
+    pub algorithm: Option<String>,
+    /// Accepted issuers (empty: not checked).
+    pub issuer: Vec<String>,
+    /// Accepted audiences (empty: not checked).
+    pub audience: Vec<String>,
+    /// Clock skew tolerated on `exp`.
+    pub leeway: Duration,
+    /// JWKS URL refresh interval.
+    pub jwks_refresh: Duration,
+    /// Least time between JWKS URL fetches.
+    pub jwks_cooldown: Duration,
+}
+
+/// How JWT claims set a client's limit, and how tokens are verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtLimits {
+    /// Claim naming a profile (`"premium"`).
+    pub tier_claim: String,
+    /// Claim with requests per minute.
+    pub rate_claim: String,
+    /// Claim with the burst.
+    pub burst_claim: String,
+    /// The largest rate a token may ask for.
+    pub max_rate: Quota,
+    /// The largest burst a token may ask for.
+    pub max_burst: u32,
+    /// Verification by this crate; `None` when an upstream layer verifies
+    /// tokens and passes `VerifiedClaims`.
+    pub verification: Option<JwtVerification>,
+}
+
+/// What resolvers read of a configuration: borrowed views, taken once per
+/// request. Implemented by [`Config`](crate::config::Config).
+#[derive(Debug, Clone, Copy)]
+pub struct LimitParts<'a> {
+    /// Profiles by name.
+    pub profiles: &'a BTreeMap<String, Profile>,
+    /// The default profile.
+    pub default: &'a Profile,
+    /// Per-route settings by route name.
+    pub routes: &'a BTreeMap<String, RouteConfig>,
+    /// The caps on limits carried by tokens (`[jwt]`).
+    pub jwt: Option<&'a JwtLimits>,
+}
+
+/// A source of [`LimitParts`]: the running configuration.
+pub trait LimitTable {
+    /// The parts resolvers read.
+    fn limits(&self) -> LimitParts<'_>;
+}
+
+impl LimitTable for LimitParts<'_> {
+    fn limits(&self) -> LimitParts<'_> {
+        *self
+    }
+}
