@@ -7,6 +7,8 @@
 //! there is any, the function is emitted unchanged after the errors, so the
 //! rest of the crate and the IDE keep working.
 
+#[cfg(test)]
+mod differential;
 mod expand;
 mod parse;
 
