@@ -131,7 +131,7 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"10.0.0.0/8\", \"::/0\"]\n", Some(4), "ip.trusted_proxies", "trusts every address"),
     ("[profiles.a]\nrate = \"10/s\"\nburst = 3\n[routes.x]\ncost = 4\n", Some(5), "routes.x.cost", "above the burst 3"),
     // [[rules]] for the config-driven layer
-    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"cookie:x\"\nresolve = [\"default\"]\n", Some(6), "rules[0].key", "unknown key \"cookie:x\""),
+    ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"cookie:x\"\nresolve = [\"default\"]\n", Some(6), "rules[0].key", "unknown key \"cookie\""),
     ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"x\"\nkey = \"ip\"\nresolve = [\"default\"]\n", Some(5), "rules[0].path", "must start with '/'"),
     ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"default\", \"jwt\"]\n", Some(7), "rules[0].resolve", "must be last"),
     ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = [\"jwt\"]\n", Some(7), "rules[0].resolve", "must end with \"default\""),
