@@ -35,26 +35,51 @@ const CACHE_SHARDS: usize = 16;
 /// the generation of the key set that verified them.
 type TokenCacheShard = Mutex<HashMap<(u64, u64), (VerifiedClaims, u64, usize)>>;
 
-/// Why a verifier could not be built.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JwtConfigError(String);
+/// Why a verifier could not be built: the key material, the settings, or
+/// a JWKS URL that could not be fetched. Opaque: its message, and the
+/// underlying error as [`source`](std::error::Error::source) where there is
+/// one (an I/O error reading a key file).
+#[derive(Debug, Clone)]
+pub struct JwtConfigError {
+    message: String,
+    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+}
 
 impl std::fmt::Display for JwtConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for JwtConfigError {}
+impl std::error::Error for JwtConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl PartialEq for JwtConfigError {
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message
+    }
+}
 
 impl JwtConfigError {
     pub(crate) fn new(message: impl Into<String>) -> Self {
-        JwtConfigError(message.into())
+        JwtConfigError {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error, caused by `source`.
+    pub(crate) fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(std::sync::Arc::new(source));
+        self
     }
 }
 
 fn err(message: impl Into<String>) -> JwtConfigError {
-    JwtConfigError(message.into())
+    JwtConfigError::new(message)
 }
 
 struct PinnedKey {
@@ -162,7 +187,7 @@ impl JwtVerifier {
     /// A PEM public key from a file.
     pub fn pem_file(path: impl AsRef<Path>, alg: Algorithm) -> Result<Self, JwtConfigError> {
         let path = path.as_ref();
-        let pem = std::fs::read(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+        let pem = std::fs::read(path).map_err(|e| err(format!("{}: {e}", path.display())).caused_by(e))?;
         Self::pem(&pem, alg).map_err(|e| err(format!("{}: {e}", path.display())))
     }
 
@@ -175,7 +200,7 @@ impl JwtVerifier {
     /// A JWKS document from a file.
     pub fn jwks_file(path: impl AsRef<Path>) -> Result<Self, JwtConfigError> {
         let path = path.as_ref();
-        let json = std::fs::read_to_string(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+        let json = std::fs::read_to_string(path).map_err(|e| err(format!("{}: {e}", path.display())).caused_by(e))?;
         Self::jwks(&json).map_err(|e| err(format!("{}: {e}", path.display())))
     }
 

@@ -49,17 +49,73 @@ pub enum ServiceAnswer {
     },
 }
 
-/// A failed lookup (the cache treats it as "no answer").
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceError(pub String);
+/// A failed lookup (the cache treats it as "no answer"), or a service or
+/// cache that cannot be built. Opaque: its message, and the underlying error
+/// as [`source`](std::error::Error::source) where there is one.
+#[derive(Debug, Clone)]
+pub struct ServiceError {
+    kind: ServiceErrorKind,
+    message: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
 
-impl std::fmt::Display for ServiceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServiceErrorKind {
+    /// The service's URL or settings.
+    Setup,
+    /// The exchange failed (connection, timeout, body).
+    Exchange,
+    /// The service answered with something other than an answer.
+    Answer,
+    /// Raised by a [`LimitService`] of the application's.
+    Other,
+}
+
+impl ServiceError {
+    /// An error of a [`LimitService`] implementation.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self::of(ServiceErrorKind::Other, message)
+    }
+
+    /// An error of a [`LimitService`] implementation, caused by `source`.
+    pub fn with_source(message: impl Into<String>, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let mut e = Self::new(message);
+        e.source = Some(Arc::new(source));
+        e
+    }
+
+    fn of(kind: ServiceErrorKind, message: impl Into<String>) -> Self {
+        ServiceError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Whether the service could not be reached or did not answer in time
+    /// (as opposed to answering badly).
+    pub fn is_exchange(&self) -> bool {
+        self.kind == ServiceErrorKind::Exchange
     }
 }
 
-impl std::error::Error for ServiceError {}
+impl PartialEq for ServiceError {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl std::fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ServiceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// A source of per-client limits. `key` is the client key's hash: the raw
 /// client value never leaves the process.
@@ -118,11 +174,14 @@ impl HttpLimitService {
     /// A client of the service at `base_url` (`http://host:port/path`).
     pub fn new(base_url: &str) -> Result<Self, ServiceError> {
         if !base_url.starts_with("http://") {
-            return Err(ServiceError(format!("{base_url:?}: expected an http:// URL")));
+            return Err(ServiceError::of(
+                ServiceErrorKind::Setup,
+                format!("{base_url:?}: expected an http:// URL"),
+            ));
         }
         let base = base_url.trim_end_matches('/').to_owned();
         base.parse::<http::Uri>()
-            .map_err(|e| ServiceError(format!("{base_url:?}: {e}")))?;
+            .map_err(|e| ServiceError::of(ServiceErrorKind::Setup, format!("{base_url:?}: {e}")))?;
         Ok(HttpLimitService {
             base,
             client: http_client(),
@@ -134,18 +193,20 @@ impl LimitService for HttpLimitService {
     async fn lookup(&self, key: u64) -> Result<Option<ServiceAnswer>, ServiceError> {
         let uri: http::Uri = format!("{}/{key:016x}", self.base)
             .parse()
-            .map_err(|e| ServiceError(format!("bad URI: {e}")))?;
+            .map_err(|e| ServiceError::of(ServiceErrorKind::Setup, format!("bad URI: {e}")))?;
         // The cache bounds each lookup with its own timeout; this one only
         // keeps a stuck exchange from outliving it by much.
         let (status, body) = http_get(&self.client, uri, MAX_BODY, std::time::Duration::from_secs(60))
             .await
-            .map_err(ServiceError)?;
+            .map_err(|m| ServiceError::of(ServiceErrorKind::Exchange, m))?;
         match status {
-            http::StatusCode::OK => serde_json::from_slice(&body)
-                .map(Some)
-                .map_err(|e| ServiceError(format!("answer: {e}"))),
+            http::StatusCode::OK => serde_json::from_slice(&body).map(Some).map_err(|e| {
+                let mut err = ServiceError::of(ServiceErrorKind::Answer, format!("answer: {e}"));
+                err.source = Some(Arc::new(e));
+                err
+            }),
             http::StatusCode::NOT_FOUND => Ok(None),
-            other => Err(ServiceError(format!("status {other}"))),
+            other => Err(ServiceError::of(ServiceErrorKind::Answer, format!("status {other}"))),
         }
     }
 }
@@ -211,8 +272,11 @@ impl<S: LimitService> ServiceCache<S> {
     /// A cache over `service`; fetches run on the current tokio runtime.
     /// Fails outside a runtime.
     pub fn new(service: S, settings: CacheSettings) -> Result<Self, ServiceError> {
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| ServiceError("the limit service cache needs a tokio runtime".into()))?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+            let mut err = ServiceError::of(ServiceErrorKind::Setup, "the limit service cache needs a tokio runtime");
+            err.source = Some(Arc::new(e));
+            err
+        })?;
         Ok(ServiceCache {
             service: Arc::new(service),
             settings,

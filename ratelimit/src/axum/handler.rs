@@ -14,7 +14,7 @@ use http::request::Parts;
 
 use super::observe::{Once, RouteSeries};
 use super::respond::Outcome;
-use super::runtime::RouteSpec;
+use super::route::RouteSpec;
 use super::RateLimit;
 use crate::claims::VerifiedClaims;
 use crate::key::KeySource;

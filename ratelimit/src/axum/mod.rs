@@ -76,18 +76,23 @@
 //! [`observe::RETRY_AFTER`], labelled by `route` and `tier` (the profile, or
 //! `custom`), never by client.
 
+mod error;
+#[cfg(feature = "redis")]
+mod gate;
 mod handler;
 mod layer;
 pub mod observe;
 mod respond;
+mod route;
 mod runtime;
 
 use std::sync::Arc;
 
+pub use error::SetupError;
 pub use handler::{Admit, Limited, Rule};
 pub use layer::{LimitBody, RateLimitLayer, RateLimitService, ResponseFuture};
 pub use respond::{Outcome, RATELIMIT, RATELIMIT_LIMIT, RATELIMIT_POLICY, RATELIMIT_REMAINING, RATELIMIT_RESET};
-pub use runtime::{route_id, RouteSpec, SetupError};
+pub use route::{route_id, RouteSpec};
 
 use crate::config::{Config, ConfigError};
 use crate::jwt::JwtVerifier;

@@ -38,17 +38,42 @@ impl Default for HeaderCardinality {
     }
 }
 
-/// Why a [`HeaderKey`] cannot be built.
+/// Why a [`HeaderKey`] cannot be built: an invalid header name, or
+/// cardinality settings the engine refuses (the engine's error is the
+/// [`source`](std::error::Error::source)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeaderKeyError(String);
+pub struct HeaderKeyError {
+    message: String,
+    source: Option<HeaderKeySource>,
+}
 
-impl std::fmt::Display for HeaderKeyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HeaderKeySource {
+    Quota(crate::QuotaError),
+    Store(crate::StoreConfigError),
+}
+
+impl HeaderKeyError {
+    fn new(message: String, source: Option<HeaderKeySource>) -> Self {
+        HeaderKeyError { message, source }
     }
 }
 
-impl std::error::Error for HeaderKeyError {}
+impl std::fmt::Display for HeaderKeyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for HeaderKeyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.source {
+            Some(HeaderKeySource::Quota(e)) => Some(e),
+            Some(HeaderKeySource::Store(e)) => Some(e),
+            None => None,
+        }
+    }
+}
 
 /// Keys requests by a header's value (hashed; the value is never stored).
 ///
@@ -102,7 +127,7 @@ impl<C: Clock> HeaderKey<C> {
         clock: C,
     ) -> Result<Self, HeaderKeyError> {
         let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| HeaderKeyError(format!("invalid header name {name:?}")))?;
+            .map_err(|_| HeaderKeyError::new(format!("invalid header name {name:?}"), None))?;
         Ok(HeaderKey {
             source: Header(name),
             ip: IpKey::new(ip),
@@ -145,14 +170,27 @@ pub(crate) trait HeaderValues: Send + Sync {
 
 impl<C: Clock> HeaderBudget<C> {
     pub(crate) fn new(cardinality: HeaderCardinality, clock: C) -> Result<Self, HeaderKeyError> {
-        let seen =
-            Quota::new(1, cardinality.window).map_err(|e| HeaderKeyError(format!("header cardinality window: {e}")))?;
-        let budget = Quota::new(cardinality.per_ip, cardinality.window)
-            .map_err(|e| HeaderKeyError(format!("header cardinality per_ip: {e}")))?;
+        let seen = Quota::new(1, cardinality.window).map_err(|e| {
+            HeaderKeyError::new(
+                format!("header cardinality window: {e}"),
+                Some(HeaderKeySource::Quota(e)),
+            )
+        })?;
+        let budget = Quota::new(cardinality.per_ip, cardinality.window).map_err(|e| {
+            HeaderKeyError::new(
+                format!("header cardinality per_ip: {e}"),
+                Some(HeaderKeySource::Quota(e)),
+            )
+        })?;
         let store = MemoryStore::builder()
             .max_keys(cardinality.max_tracked)
             .try_build()
-            .map_err(|e| HeaderKeyError(format!("header cardinality max_tracked: {e}")))?;
+            .map_err(|e| {
+                HeaderKeyError::new(
+                    format!("header cardinality max_tracked: {e}"),
+                    Some(HeaderKeySource::Store(e)),
+                )
+            })?;
         Ok(HeaderBudget {
             hasher: ahash::RandomState::new(),
             tracker: Limiter::new(store, clock),

@@ -1,0 +1,68 @@
+//! `[global]`: building the fleet gate and starting its sync loop.
+
+use std::sync::Arc;
+
+use super::error::SetupError;
+use crate::AnyClock;
+
+/// Builds the fleet gate of `[global]` and spawns its sync loop.
+pub(crate) fn start_gate(
+    g: &crate::config::GlobalConfig,
+    clock: &AnyClock,
+) -> Result<Arc<crate::global::FleetGate>, SetupError> {
+    use crate::global::{FleetGate, GateSettings, RedisSettings, RedisStore};
+    let secret = match (&g.key_secret, &g.key_secret_env) {
+        (Some(s), _) => s.0.clone(),
+        (None, Some(var)) => std::env::var(var)
+            .map_err(|_| {
+                SetupError::new(
+                    "global",
+                    format!(
+                        "[global] key_secret_env: the environment variable {var} is not set (the fleet secret: \
+                     at least 16 bytes, the same on every instance)"
+                    ),
+                )
+            })?
+            .into_bytes(),
+        (None, None) => {
+            return Err(SetupError::new(
+                "global",
+                "[global] key_secret_env: name the environment variable holding the fleet secret (at least \
+                 16 bytes, the same on every instance; Redis keys are keyed hashes under it)"
+                    .to_owned(),
+            ))
+        }
+    };
+    let settings = GateSettings {
+        window: g.window,
+        sync_interval: g.sync_interval,
+        max_keys: g.max_keys,
+        sub_epochs: g.sub_epochs,
+        ..GateSettings::new(&secret)
+    };
+    let gate = Arc::new(FleetGate::new(settings, clock).map_err(|e| SetupError::caused_by("global", "[global] ", e))?);
+    let store = RedisStore::new(
+        &g.redis_url,
+        RedisSettings {
+            prefix: g.key_prefix.clone(),
+            cluster: g.cluster,
+            connect_timeout: g.connect_timeout,
+            response_timeout: g.timeout,
+            ca_file: g.ca_file.clone(),
+            ..RedisSettings::default()
+        },
+    )
+    .map_err(|e| SetupError::caused_by("global", "[global] ", e))?;
+    // A round: a connection attempt at most, then the replies.
+    let round_timeout = g.connect_timeout.saturating_mul(2).saturating_add(g.timeout);
+    gate.spawn_sync(store, clock.clone(), round_timeout);
+    tracing::info!(
+        target: "ratelimit",
+        window = ?g.window,
+        sub_epochs = gate.window().slices(),
+        sync_interval = ?g.sync_interval,
+        "fleet gate on (Redis key prefix {:?}); local-only until the first sync round succeeds if Redis is unreachable",
+        g.key_prefix
+    );
+    Ok(gate)
+}
