@@ -89,7 +89,10 @@ async fn an_application_key_source_limits_each_tenant_apart() {
         }
         async move {
             let response = app.oneshot(r).await.unwrap();
-            (response.status(), response.headers().get("ratelimit-remaining").cloned())
+            (
+                response.status(),
+                response.headers().get("ratelimit-remaining").cloned(),
+            )
         }
     };
     // Tenant a: its burst of 2, then refused.

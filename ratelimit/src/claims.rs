@@ -1,6 +1,6 @@
-//! Claims: what a verified token says about its bearer, and how a request's
-//! claims are found (an upstream layer's, else the bearer token's, verified
-//! once per request).
+//! Claims: what a verified token says about its bearer. Found for a request
+//! by [`KeyContext::claims`](crate::key::KeyContext::claims): an upstream
+//! layer's, else the bearer token's, verified once per request.
 
 use std::sync::Arc;
 
@@ -77,23 +77,3 @@ pub(crate) enum ClaimKey<'a> {
 /// Zero-sized: inserting it does not box.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NotVerified;
-
-/// The verified claims of a request: an upstream authentication layer's
-/// ([`VerifiedClaims`] in the extensions), else the bearer token's if a
-/// verifier is given. Anything unverified is `None`, and so is a request
-/// already marked [`NotVerified`].
-pub(crate) fn of_request(
-    parts: &http::request::Parts,
-    #[cfg(feature = "jwt")] verifier: Option<&crate::jwt::JwtVerifier>,
-) -> Option<VerifiedClaims> {
-    if let Some(upstream) = parts.extensions.get::<VerifiedClaims>() {
-        return Some(upstream.clone());
-    }
-    if parts.extensions.get::<NotVerified>().is_some() {
-        return None;
-    }
-    #[cfg(feature = "jwt")]
-    return verifier?.verify_request(parts);
-    #[cfg(not(feature = "jwt"))]
-    None
-}

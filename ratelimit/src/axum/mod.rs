@@ -82,6 +82,7 @@ mod gate;
 mod handler;
 mod layer;
 pub mod observe;
+mod report;
 mod respond;
 mod route;
 mod runtime;

@@ -10,11 +10,6 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::ArcSwap;
 use metrics::{Counter, Histogram};
 
-use super::respond::Outcome;
-use super::route::RouteSpec;
-use crate::config::Config;
-use crate::Denial;
-
 /// Allowed requests, by `route` and `tier`.
 pub const ALLOWED: &str = "ratelimit_allowed_total";
 /// Rejected requests (429), by `route` and `tier`.
@@ -258,111 +253,6 @@ impl Metrics {
         });
         if let Some(s) = created {
             f(&s);
-        }
-    }
-}
-
-/// What the runtime reports: metric series and the gates of its log events.
-#[derive(Debug, Default)]
-pub(crate) struct Observer {
-    metrics: Metrics,
-    log_rejected: LogGate,
-    log_misconfigured: LogGate,
-    log_no_peer: Once,
-}
-
-impl Observer {
-    /// Warns once that a request came without a peer address.
-    pub(crate) fn no_peer(&self, route: &str) {
-        if self.log_no_peer.first() {
-            tracing::warn!(
-                target: "ratelimit",
-                route,
-                "no peer address on the request: every client shares one bucket. Serve with \
-                 `into_make_service_with_connect_info::<SocketAddr>()` or insert `ratelimit::key::PeerAddr`"
-            );
-        }
-    }
-
-    /// Warns (once per configuration) about an attribute route whose chain
-    /// has steps that can never answer: a silent fall-through would hide a
-    /// typo or a missing section.
-    pub(crate) fn check_route(&self, config: &Config, route: &RouteSpec<'_>, has_service: bool) {
-        for name in route.profiles.iter().filter(|n| config.profile(n).is_none()) {
-            tracing::warn!(
-                target: "ratelimit",
-                route = route.name,
-                profile = *name,
-                "the route's resolve chain names a profile the configuration does not define: the step is skipped"
-            );
-        }
-        if route.wants_claims && config.jwt.is_none() {
-            tracing::warn!(
-                target: "ratelimit",
-                route = route.name,
-                "the route's `jwt` step needs a [jwt] section (claim names and caps): it never answers"
-            );
-        }
-        if route.wants_service && !has_service {
-            tracing::warn!(
-                target: "ratelimit",
-                route = route.name,
-                "the route's `service` step needs a [service] section: it never answers"
-            );
-        }
-    }
-
-    /// Counts a decision and logs a refusal (rate-gated).
-    pub(crate) fn record(&self, route: &RouteSpec<'_>, outcome: &Outcome, now: u64) {
-        let d = &outcome.decision;
-        let record = |s: &Series| match (d.is_allowed(), outcome.shadow) {
-            (true, _) => s.allowed.increment(1),
-            (false, true) => {
-                s.shadow_rejected.increment(1);
-                s.allowed.increment(1);
-            }
-            (false, false) => {
-                s.rejected.increment(1);
-                s.retry_after.record(outcome.retry_after_secs() as f64);
-            }
-        };
-        let tier = outcome.profile.as_ref();
-        match route.series {
-            Some(cache) => cache.with(&self.metrics, route.id, route.name, tier, record),
-            None => self.metrics.with(route.id, route.name, tier, record),
-        }
-        if d.is_allowed() {
-            return;
-        }
-        match d.denial() {
-            Some(Denial::CostExceedsBurst) => {
-                if let Some(suppressed) = self.log_misconfigured.pass(now) {
-                    tracing::error!(
-                        target: "ratelimit",
-                        route = route.name,
-                        tier = outcome.profile.as_deref().unwrap_or("custom"),
-                        burst = d.limit(),
-                        suppressed,
-                        "the route's cost is above the burst of the limit that applies: every request is refused; \
-                         lower the cost or raise the profile's burst"
-                    );
-                }
-            }
-            _ => {
-                if let Some(suppressed) = self.log_rejected.pass(now) {
-                    tracing::info!(
-                        target: "ratelimit",
-                        route = route.name,
-                        tier = outcome.profile.as_deref().unwrap_or("custom"),
-                        shadow = outcome.shadow,
-                        store_full = d.denial() == Some(Denial::StoreFull),
-                        fleet = d.denial() == Some(Denial::FleetLimited),
-                        retry_after_s = outcome.retry_after_secs(),
-                        suppressed,
-                        "request over its limit"
-                    );
-                }
-            }
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use http::request::Parts;
 
 use super::error::SetupError;
-use super::observe::Observer;
+use super::report::Observer;
 use super::respond::Outcome;
 use super::route::{rule_route_id, RouteSpec};
 use crate::config::{Config, ConfigHandle, RuleConfig};

@@ -14,7 +14,7 @@ use http::HeaderName;
 
 use super::header::HeaderValues;
 use super::ClientKey;
-use crate::claims::{ClaimKey, VerifiedClaims};
+use crate::claims::{ClaimKey, NotVerified, VerifiedClaims};
 
 /// A way to key requests. The built-in sources are [`Ip`], [`Header`] and
 /// [`Claim`]; implement it for your own type to key by anything a request
@@ -188,13 +188,26 @@ impl<'a> KeyContext<'a> {
     pub fn claims(&mut self) -> Option<&VerifiedClaims> {
         if !self.claims_checked {
             self.claims_checked = true;
-            self.claims = crate::claims::of_request(
-                self.parts,
-                #[cfg(feature = "jwt")]
-                self.verifier,
-            );
+            self.claims = self.find_claims();
         }
         self.claims.as_ref()
+    }
+
+    /// An upstream authentication layer's claims ([`VerifiedClaims`] in the
+    /// extensions), else the bearer token's if a verifier is given; `None`
+    /// for anything unverified, and for a request a rule of the runtime
+    /// already found without verified claims ([`NotVerified`]).
+    fn find_claims(&self) -> Option<VerifiedClaims> {
+        if let Some(upstream) = self.parts.extensions.get::<VerifiedClaims>() {
+            return Some(upstream.clone());
+        }
+        if self.parts.extensions.get::<NotVerified>().is_some() {
+            return None;
+        }
+        #[cfg(feature = "jwt")]
+        return self.verifier?.verify_request(self.parts);
+        #[cfg(not(feature = "jwt"))]
+        None
     }
 
     /// The claims found so far, without looking.
