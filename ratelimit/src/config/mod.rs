@@ -25,6 +25,7 @@
 //!
 //! The full reference is `docs/config.md`.
 
+mod defaults;
 mod error;
 mod raw;
 mod reload;

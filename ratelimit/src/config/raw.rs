@@ -68,22 +68,22 @@ struct RawGlobal {
 }
 
 fn hundred_ms() -> Duration {
-    Duration::from_millis(100)
+    GlobalConfig::DEFAULT_SYNC_INTERVAL
 }
 fn ten_seconds() -> Duration {
-    Duration::from_secs(10)
+    GlobalConfig::DEFAULT_WINDOW
 }
 fn two_hundred_fifty_ms() -> Duration {
-    Duration::from_millis(250)
+    GlobalConfig::DEFAULT_TIMEOUT
 }
 fn one_second() -> Duration {
-    Duration::from_secs(1)
+    GlobalConfig::DEFAULT_CONNECT_TIMEOUT
 }
 fn fifty_thousand() -> usize {
-    50_000
+    GlobalConfig::DEFAULT_MAX_KEYS
 }
 fn default_prefix() -> String {
-    "rl".to_owned()
+    GlobalConfig::DEFAULT_KEY_PREFIX.to_owned()
 }
 
 #[derive(Deserialize)]
@@ -110,9 +110,10 @@ struct RawResponses {
 
 impl Default for RawResponses {
     fn default() -> Self {
+        let d = ResponseConfig::default();
         RawResponses {
-            problem_type: "about:blank".to_owned(),
-            problem_title: "Too Many Requests".to_owned(),
+            problem_type: d.problem_type,
+            problem_title: d.problem_title,
         }
     }
 }
@@ -148,10 +149,11 @@ struct RawStore {
 
 impl Default for RawStore {
     fn default() -> Self {
+        let d = StoreConfig::default();
         RawStore {
-            max_keys: 100_000,
-            sweep_interval: Duration::from_secs(10),
-            overflow: OverflowPolicy::SharedBucket,
+            max_keys: d.max_keys,
+            sweep_interval: d.sweep_interval,
+            overflow: d.overflow,
         }
     }
 }
@@ -200,19 +202,22 @@ struct RawJwt {
     issuer: Vec<String>,
     #[serde(default)]
     audience: Vec<String>,
-    #[serde(default = "thirty_seconds", deserialize_with = "duration")]
+    #[serde(default = "leeway", deserialize_with = "duration")]
     leeway: Duration,
     #[serde(default = "ten_minutes", deserialize_with = "duration")]
     jwks_refresh: Duration,
-    #[serde(default = "thirty_seconds", deserialize_with = "duration")]
+    #[serde(default = "jwks_cooldown", deserialize_with = "duration")]
     jwks_cooldown: Duration,
 }
 
-fn thirty_seconds() -> Duration {
-    Duration::from_secs(30)
+fn leeway() -> Duration {
+    JwtVerification::DEFAULT_LEEWAY
+}
+fn jwks_cooldown() -> Duration {
+    JwtVerification::DEFAULT_JWKS_COOLDOWN
 }
 fn ten_minutes() -> Duration {
-    Duration::from_secs(600)
+    JwtVerification::DEFAULT_JWKS_REFRESH
 }
 
 const ALGORITHMS: &[&str] = &[
@@ -257,13 +262,13 @@ impl Default for RawHeaderKeys {
 }
 
 fn tier_claim() -> String {
-    "ratelimit_tier".to_owned()
+    JwtLimits::DEFAULT_TIER_CLAIM.to_owned()
 }
 fn rate_claim() -> String {
-    "ratelimit_rpm".to_owned()
+    JwtLimits::DEFAULT_RATE_CLAIM.to_owned()
 }
 fn burst_claim() -> String {
-    "ratelimit_burst".to_owned()
+    JwtLimits::DEFAULT_BURST_CLAIM.to_owned()
 }
 
 #[derive(Deserialize)]
@@ -282,16 +287,16 @@ struct RawService {
 }
 
 fn sixty_seconds() -> Duration {
-    Duration::from_secs(60)
+    ServiceConfig::DEFAULT_TTL
 }
 fn five_seconds() -> Duration {
-    Duration::from_secs(5)
+    ServiceConfig::DEFAULT_NEGATIVE_TTL
 }
 fn two_hundred_ms() -> Duration {
-    Duration::from_millis(200)
+    ServiceConfig::DEFAULT_TIMEOUT
 }
 fn ten_thousand() -> usize {
-    10_000
+    ServiceConfig::DEFAULT_MAX_ENTRIES
 }
 
 // ---- field deserializers: each error lands on the field's span ---------------
