@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A configuration that was refused, with where and why: the source (file
 /// path, `<config>` for text, or the environment variables applied), the line
@@ -22,7 +23,23 @@ pub struct ConfigError {
     column: Option<usize>,
     field: Option<String>,
     message: String,
+    /// The I/O error that made the file unreadable, as `source()`.
+    cause: Option<IoCause>,
 }
+
+/// An I/O error shared by the clones of a `ConfigError`; two are equal when
+/// they are of the same kind and say the same.
+#[derive(Debug, Clone)]
+struct IoCause(Arc<std::io::Error>);
+
+impl PartialEq for IoCause {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.kind() == other.0.kind() && self.0.to_string() == other.0.to_string())
+    }
+}
+
+impl Eq for IoCause {}
 
 impl ConfigError {
     pub(crate) fn new(source_name: &str, message: impl Into<String>) -> Self {
@@ -32,11 +49,15 @@ impl ConfigError {
             column: None,
             field: None,
             message: message.into(),
+            cause: None,
         }
     }
 
-    pub(crate) fn io(path: &Path, e: &std::io::Error) -> Self {
-        Self::new(&path.display().to_string(), format!("cannot read the file: {e}"))
+    /// The file could not be read; `e` stays available as `source()`.
+    pub(crate) fn io(path: &Path, e: std::io::Error) -> Self {
+        let mut err = Self::new(&path.display().to_string(), format!("cannot read the file: {e}"));
+        err.cause = Some(IoCause(Arc::new(e)));
+        err
     }
 
     pub(crate) fn at(mut self, line: usize, column: usize) -> Self {
@@ -92,7 +113,11 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.as_ref().map(|c| &*c.0 as _)
+    }
+}
 
 /// 1-based (line, column) of a byte offset.
 pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -196,5 +221,18 @@ mod tests {
         assert_eq!(locate_key(text, &["routes", "users.get"], "profile"), Some((5, 1)));
         assert_eq!(line_col(text, 0), (1, 1));
         assert_eq!(line_col(text, 6), (2, 1));
+    }
+
+    #[test]
+    fn an_io_error_is_the_source_and_the_text_is_unchanged() {
+        use std::error::Error as _;
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let err = ConfigError::io(Path::new("limits.toml"), io);
+        assert_eq!(err.to_string(), "limits.toml: cannot read the file: no such file");
+        let source = err.source().expect("the I/O error");
+        let io = source.downcast_ref::<std::io::Error>().expect("an io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(err.clone(), err);
+        assert!(ConfigError::new("x", "y").source().is_none());
     }
 }
