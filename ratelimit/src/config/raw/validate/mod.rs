@@ -40,7 +40,8 @@ impl Ctx<'_> {
     }
 }
 
-/// Checks every section, in the order of the file's reference, and builds the
+/// Checks every section, in the order the checks have always run (the first
+/// error found is the one reported), and builds the
 /// configuration.
 pub(super) fn validate(raw: RawConfig, ctx: &Ctx<'_>) -> Result<Config, ConfigError> {
     let profiles = profiles::profiles(raw.profiles, ctx)?;
