@@ -370,3 +370,107 @@ async fn a_verifier_is_built_from_the_configuration() {
     let err = missing.jwt_verifier().await.unwrap_err().to_string();
     assert!(err.contains("RATELIMIT_TEST_NOT_SET_ANYWHERE"), "{err}");
 }
+
+/// The line, column and field of the error `text` is refused with.
+fn position(text: &str) -> (Option<usize>, Option<usize>, Option<String>, String) {
+    let e = Config::from_toml_str(text).unwrap_err();
+    (
+        e.line(),
+        e.column(),
+        e.field().map(str::to_owned),
+        e.message().to_owned(),
+    )
+}
+
+#[test]
+fn errors_inside_inline_tables_are_located_at_the_key_or_value() {
+    // Found after parsing: at the key `profile`, inside the inline table.
+    let text =
+        "default_profile = \"a\"\nprofiles = { a = { rate = \"1/s\" } }\nroutes = { x = { profile = \"nope\" } }\n";
+    let (line, col, field, message) = position(text);
+    assert_eq!(
+        (line, col, field.as_deref()),
+        (Some(3), Some(18), Some("routes.x.profile")),
+        "{message}"
+    );
+    assert!(message.contains("unknown profile \"nope\""), "{message}");
+    // Found by deserialization: at the value, with the inner field.
+    let (line, col, field, message) = position("profiles = { a = { rate = \"0/s\" } }\n");
+    assert_eq!(
+        (line, col, field.as_deref()),
+        (Some(1), Some(27), Some("profiles.a.rate")),
+        "{message}"
+    );
+}
+
+#[test]
+fn errors_on_dotted_keys_at_top_level_are_located_at_the_key_or_value() {
+    let text = "default_profile = \"a\"\nprofiles.a.rate = \"1/s\"\nroutes.x.profile = \"nope\"\n";
+    let (line, col, field, message) = position(text);
+    assert_eq!(
+        (line, col, field.as_deref()),
+        (Some(3), Some(10), Some("routes.x.profile")),
+        "{message}"
+    );
+    let (line, col, field, message) = position("default_profile = \"a\"\nprofiles.a.rate = \"0/s\"\n");
+    assert_eq!(
+        (line, col, field.as_deref()),
+        (Some(2), Some(19), Some("profiles.a.rate")),
+        "{message}"
+    );
+    assert!(message.contains("at least 1"), "{message}");
+}
+
+#[test]
+fn errors_in_the_second_rule_are_located_in_that_rule() {
+    let rule = |name: &str, body: &str| {
+        format!("[[rules]]\nname = \"{name}\"\npath = \"/{name}\"\nkey = \"ip\"\nresolve = [\"default\"]\n{body}")
+    };
+    let base = "[profiles.a]\nrate = \"1/s\"\n";
+    // A bad value, refused by deserialization: line 13 is `cost = 0`.
+    let text = format!("{base}{}{}", rule("r", ""), rule("s", "cost = 0\n"));
+    let (line, col, field, message) = position(&text);
+    assert_eq!(
+        (line, col, field.as_deref()),
+        (Some(13), Some(8), Some("rules[1].cost")),
+        "{message}"
+    );
+    assert!(message.contains("from 1"), "{message}");
+    // A bad value, refused by validation: at the key, line 13 again.
+    let text = format!("{base}{}{}", rule("r", ""), rule("s", "methods = [\"G T\"]\n"));
+    let (line, col, field, message) = position(&text);
+    assert_eq!(
+        (line, col, field.as_deref()),
+        (Some(13), Some(1), Some("rules[1].methods")),
+        "{message}"
+    );
+    // The same in an inline array of tables (before any header, so that it
+    // is the top level's `rules`).
+    let text = format!(
+        "rules = [\n  {{ name = \"r\", path = \"/x\", key = \"ip\", resolve = [\"default\"] }},\n  {{ name = \"s\", path = \"y\", key = \"ip\", resolve = [\"default\"] }},\n]\n{base}"
+    );
+    let (line, col, field, message) = position(&text);
+    assert_eq!(
+        (line, col, field.as_deref()),
+        (Some(3), Some(17), Some("rules[1].path")),
+        "{message}"
+    );
+    assert!(message.contains("must start with '/'"), "{message}");
+}
+
+#[test]
+fn an_unreadable_file_keeps_the_io_error_as_the_source() {
+    use std::error::Error as _;
+    let path = std::env::temp_dir().join(format!("ratelimit-missing-{}.toml", std::process::id()));
+    let err = Config::from_file(&path).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{}: cannot read the file: ", path.display())),
+        "{err}"
+    );
+    let io = err
+        .source()
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .expect("the I/O error");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+}

@@ -99,47 +99,30 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
         Some(lit) => quote!(#lit),
         None => quote!(::core::concat!(::core::module_path!(), "::", #fn_name)),
     };
-    let cost = args.cost.unwrap_or(1);
+    let cost = args.cost.unwrap_or(ratelimit_spec::DEFAULT_COST);
     let shadow = args.shadow;
 
-    let (key_ty, key_value) = match &args.key {
-        Some(KeyKind::Header(name)) => (
-            quote!(::ratelimit::__private::Header),
-            quote!(::ratelimit::__private::Header(::ratelimit::__private::HeaderName::from_static(#name))),
-        ),
-        Some(KeyKind::Claim(path)) => (
-            quote!(::ratelimit::__private::Claim<&'static str>),
-            quote!(::ratelimit::__private::Claim(#path)),
-        ),
-        _ => (quote!(::ratelimit::__private::Ip), quote!(::ratelimit::__private::Ip)),
+    // What runs each key kind and step is the spec's (`runtime()`): the
+    // expansion only names the type and passes the argument.
+    let runtime = |(ty, arg): (&str, Option<&str>)| {
+        let ty = format_ident!("{}", ty);
+        let value = match arg {
+            Some(arg) => quote!(::ratelimit::__private::#ty::from_static(#arg)),
+            None => quote!(::ratelimit::__private::#ty),
+        };
+        (quote!(::ratelimit::__private::#ty), value)
     };
+    let (key_ty, key_value) = runtime(args.key.as_ref().map_or(("Ip", None), KeyKind::runtime));
 
     let steps = args.resolve.as_deref().unwrap_or(&[]);
-    let wants_claims = steps.contains(&Step::Jwt);
-    let wants_service = steps.contains(&Step::Service);
-    let profiles = steps.iter().filter_map(|s| match s {
-        Step::Profile(name) => Some(name.as_str()),
-        _ => None,
-    });
+    let wants_claims = steps.iter().any(Step::needs_claims);
+    let wants_service = steps.iter().any(Step::needs_service);
+    let profiles = steps.iter().filter_map(Step::profile);
     // The chain, folded from the right: Chain<A, Chain<B, DefaultProfile>>.
-    let mut chain_ty = quote!(::ratelimit::__private::DefaultProfile);
-    let mut chain_value = quote!(::ratelimit::__private::DefaultProfile);
+    // The last step is `default` (the spec checked it).
+    let (mut chain_ty, mut chain_value) = runtime(Step::Default.runtime());
     for step in steps.iter().rev().skip(1) {
-        let (ty, value) = match step {
-            Step::Jwt => (
-                quote!(::ratelimit::__private::JwtTier),
-                quote!(::ratelimit::__private::JwtTier),
-            ),
-            Step::Service => (
-                quote!(::ratelimit::__private::ConfiguredService),
-                quote!(::ratelimit::__private::ConfiguredService),
-            ),
-            Step::Profile(name) => (
-                quote!(::ratelimit::__private::NamedProfile),
-                quote!(::ratelimit::__private::NamedProfile::from_static(#name)),
-            ),
-            Step::Default => continue,
-        };
+        let (ty, value) = runtime(step.runtime());
         chain_ty = quote!(::ratelimit::__private::Chain<#ty, #chain_ty>);
         chain_value = quote!(::ratelimit::__private::Chain(#value, #chain_value));
     }

@@ -49,6 +49,19 @@ pub enum KeyKind {
     Claim(String),
 }
 
+impl KeyKind {
+    /// The type that runs this kind, in `ratelimit::__private` (what the
+    /// attribute expands to), and its argument: a unit value when `None`,
+    /// else `Type::from_static(argument)`.
+    pub fn runtime(&self) -> (&'static str, Option<&str>) {
+        match self {
+            KeyKind::Ip => ("Ip", None),
+            KeyKind::Header(name) => ("Header", Some(name)),
+            KeyKind::Claim(path) => ("Claim", Some(path)),
+        }
+    }
+}
+
 /// A step of a resolver chain.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Step {
@@ -60,6 +73,39 @@ pub enum Step {
     Profile(String),
     /// The route's profile, else the default profile; always answers.
     Default,
+}
+
+impl Step {
+    /// The resolver type that runs this step, in `ratelimit::__private`, and
+    /// its argument (as [`KeyKind::runtime`]).
+    pub fn runtime(&self) -> (&'static str, Option<&str>) {
+        match self {
+            Step::Jwt => ("JwtTier", None),
+            Step::Service => ("ConfiguredService", None),
+            Step::Profile(name) => ("NamedProfile", Some(name)),
+            Step::Default => ("DefaultProfile", None),
+        }
+    }
+
+    /// The step reads verified claims (the runtime verifies the token even
+    /// when the key is not a claim).
+    pub fn needs_claims(&self) -> bool {
+        *self == Step::Jwt
+    }
+
+    /// The step asks the limit service (the runtime computes the client id).
+    pub fn needs_service(&self) -> bool {
+        *self == Step::Service
+    }
+
+    /// The profile the step names, if any (checked against the
+    /// configuration).
+    pub fn profile(&self) -> Option<&str> {
+        match self {
+            Step::Profile(name) => Some(name),
+            _ => None,
+        }
+    }
 }
 
 /// The key kinds, as the attribute spells them and as the configuration

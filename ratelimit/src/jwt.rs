@@ -142,7 +142,7 @@ impl JwtVerifier {
             keys,
             issuer: None,
             audience: None,
-            leeway: Duration::from_secs(30),
+            leeway: crate::config::JwtVerification::DEFAULT_LEEWAY,
             hasher: (ahash::RandomState::new(), ahash::RandomState::new()),
             cache: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             cache_per_shard: 10_000 / CACHE_SHARDS,
@@ -477,8 +477,8 @@ pub struct JwksSettings {
 impl Default for JwksSettings {
     fn default() -> Self {
         JwksSettings {
-            refresh_every: Duration::from_secs(600),
-            cooldown: Duration::from_secs(30),
+            refresh_every: crate::config::JwtVerification::DEFAULT_JWKS_REFRESH,
+            cooldown: crate::config::JwtVerification::DEFAULT_JWKS_COOLDOWN,
             timeout: Duration::from_secs(2),
         }
     }

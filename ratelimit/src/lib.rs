@@ -173,7 +173,8 @@ pub use ratelimit_macros::rate_limit;
 pub mod __private {
     pub use crate::axum::observe::RouteSeries;
     pub use crate::axum::{Admit, Limited, Rule};
-    pub use crate::key::{Claim, Header, Ip};
+    pub use crate::key::{Header, Ip};
+    /// `jwt_claim("path")`: the attribute's paths are `&'static str`.
+    pub type Claim = crate::key::Claim<&'static str>;
     pub use crate::resolve::{Chain, ConfiguredService, DefaultProfile, JwtTier, NamedProfile};
-    pub use http::HeaderName;
 }

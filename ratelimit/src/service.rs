@@ -231,11 +231,11 @@ pub struct CacheSettings {
 impl Default for CacheSettings {
     fn default() -> Self {
         CacheSettings {
-            ttl: Duration::from_secs(60),
-            negative_ttl: Duration::from_secs(5),
+            ttl: crate::config::ServiceConfig::DEFAULT_TTL,
+            negative_ttl: crate::config::ServiceConfig::DEFAULT_NEGATIVE_TTL,
             max_stale: Duration::from_secs(600),
-            timeout: Duration::from_millis(200),
-            max_entries: 10_000,
+            timeout: crate::config::ServiceConfig::DEFAULT_TIMEOUT,
+            max_entries: crate::config::ServiceConfig::DEFAULT_MAX_ENTRIES,
             max_in_flight: 256,
         }
     }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A configuration that was refused, with where and why: the source (file
 /// path, `<config>` for text, or the environment variables applied), the line
@@ -22,7 +23,22 @@ pub struct ConfigError {
     column: Option<usize>,
     field: Option<String>,
     message: String,
+    /// The I/O error that made the file unreadable, as `source()`.
+    cause: Option<IoCause>,
 }
+
+/// An I/O error shared by the clones of a `ConfigError`; two are equal when
+/// they are of the same kind and say the same.
+#[derive(Debug, Clone)]
+struct IoCause(Arc<std::io::Error>);
+
+impl PartialEq for IoCause {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || (self.0.kind() == other.0.kind() && self.0.to_string() == other.0.to_string())
+    }
+}
+
+impl Eq for IoCause {}
 
 impl ConfigError {
     pub(crate) fn new(source_name: &str, message: impl Into<String>) -> Self {
@@ -32,11 +48,15 @@ impl ConfigError {
             column: None,
             field: None,
             message: message.into(),
+            cause: None,
         }
     }
 
-    pub(crate) fn io(path: &Path, e: &std::io::Error) -> Self {
-        Self::new(&path.display().to_string(), format!("cannot read the file: {e}"))
+    /// The file could not be read; `e` stays available as `source()`.
+    pub(crate) fn io(path: &Path, e: std::io::Error) -> Self {
+        let mut err = Self::new(&path.display().to_string(), format!("cannot read the file: {e}"));
+        err.cause = Some(IoCause(Arc::new(e)));
+        err
     }
 
     pub(crate) fn at(mut self, line: usize, column: usize) -> Self {
@@ -92,7 +112,11 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.as_ref().map(|c| &*c.0 as _)
+    }
+}
 
 /// 1-based (line, column) of a byte offset.
 pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
@@ -101,77 +125,6 @@ pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, col)
-}
-
-/// The dotted path of the key on `line` (1-based): the last `[table]` header
-/// above it, plus the key before `=` on that line.
-pub(crate) fn field_at_line(text: &str, line: usize) -> Option<String> {
-    let mut table: Vec<String> = Vec::new();
-    for (i, l) in text.lines().enumerate() {
-        let t = l.trim();
-        if i + 1 == line {
-            if let Some(header) = t.strip_prefix('[') {
-                let inner = header.trim_start_matches('[').split(']').next().unwrap_or("");
-                let path = split_key(inner).join(".");
-                return (!path.is_empty()).then_some(path);
-            }
-            let key = t.split('=').next()?.trim();
-            if key.is_empty() {
-                return None;
-            }
-            let mut path = table.clone();
-            path.extend(split_key(key));
-            return Some(path.join("."));
-        }
-        if let Some(header) = t.strip_prefix('[') {
-            let header = header.trim_start_matches('[');
-            let inner = header.split(']').next().unwrap_or("");
-            table = split_key(inner);
-        }
-    }
-    None
-}
-
-/// The 1-based line and column of `key` inside table `[path]`, for errors
-/// found after parsing (a reference to an unknown profile, say).
-pub(crate) fn locate_key(text: &str, path: &[&str], key: &str) -> Option<(usize, usize)> {
-    let want: Vec<String> = path.iter().map(|s| (*s).to_owned()).collect();
-    let mut table: Vec<String> = Vec::new();
-    for (i, l) in text.lines().enumerate() {
-        let t = l.trim();
-        if let Some(header) = t.strip_prefix('[') {
-            let inner = header.trim_start_matches('[').split(']').next().unwrap_or("");
-            table = split_key(inner);
-            continue;
-        }
-        if table == want {
-            if let Some((k, _)) = t.split_once('=') {
-                if split_key(k.trim()) == [key.to_owned()] {
-                    // Columns count characters, as in `line_col`.
-                    let col = l.chars().count() - l.trim_start().chars().count() + 1;
-                    return Some((i + 1, col));
-                }
-            }
-        }
-    }
-    None
-}
-
-/// Splits a dotted TOML key, honouring quotes: `routes."users.get"`.
-fn split_key(key: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let mut quote: Option<char> = None;
-    for c in key.chars() {
-        match (quote, c) {
-            (None, '"' | '\'') => quote = Some(c),
-            (Some(q), c) if c == q => quote = None,
-            (None, '.') => parts.push(std::mem::take(&mut current).trim().to_owned()),
-            (_, c) => current.push(c),
-        }
-    }
-    parts.push(current.trim().to_owned());
-    parts
 }
 
 /// The largest char boundary `<= i` (`str::floor_char_boundary` needs a
@@ -187,14 +140,26 @@ fn floor_char_boundary(text: &str, mut i: usize) -> usize {
 mod tests {
     use super::*;
 
+    /// Fields and key positions moved to `raw::spans` with the parser's spans
+    /// (`fields_and_positions_under_headers` there); lines and columns stay.
     #[test]
-    fn fields_and_positions() {
+    fn positions() {
         let text = "a = 1\n[profiles.std]\nrate = \"x\"\n[routes.\"users.get\"]\nprofile = \"p\"\n";
-        assert_eq!(field_at_line(text, 1).as_deref(), Some("a"));
-        assert_eq!(field_at_line(text, 3).as_deref(), Some("profiles.std.rate"));
-        assert_eq!(field_at_line(text, 5).as_deref(), Some("routes.users.get.profile"));
-        assert_eq!(locate_key(text, &["routes", "users.get"], "profile"), Some((5, 1)));
         assert_eq!(line_col(text, 0), (1, 1));
         assert_eq!(line_col(text, 6), (2, 1));
+        assert_eq!(line_col("é = 1", 3), (1, 3), "columns count characters");
+    }
+
+    #[test]
+    fn an_io_error_is_the_source_and_the_text_is_unchanged() {
+        use std::error::Error as _;
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let err = ConfigError::io(Path::new("limits.toml"), io);
+        assert_eq!(err.to_string(), "limits.toml: cannot read the file: no such file");
+        let source = err.source().expect("the I/O error");
+        let io = source.downcast_ref::<std::io::Error>().expect("an io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(err.clone(), err);
+        assert!(ConfigError::new("x", "y").source().is_none());
     }
 }

@@ -25,6 +25,7 @@
 //!
 //! The full reference is `docs/config.md`.
 
+mod defaults;
 mod error;
 mod raw;
 mod reload;
@@ -182,7 +183,7 @@ impl Config {
     /// Errors name the file, the line and column, and the field.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, &e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, e))?;
         raw::load(&text, Some(path), raw::env_overrides()?)
     }
 

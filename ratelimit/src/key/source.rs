@@ -251,6 +251,21 @@ pub struct Header(pub HeaderName);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim<N>(pub N);
 
+impl Header {
+    /// `header("name")` of the attribute (a lowercase, valid name: the
+    /// spec checked it at compile time).
+    pub const fn from_static(name: &'static str) -> Self {
+        Header(HeaderName::from_static(name))
+    }
+}
+
+impl Claim<&'static str> {
+    /// `jwt_claim("path")` of the attribute.
+    pub const fn from_static(path: &'static str) -> Self {
+        Claim(path)
+    }
+}
+
 impl KeySource for Ip {
     #[inline]
     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {

@@ -71,7 +71,6 @@ const SLOTS_PER_KEY_NUM: usize = 2;
 const SLOTS_PER_KEY_DEN: usize = 1;
 /// Per-route overflow cells; routes beyond this share cells by `route % N`.
 const OVERFLOW_CELLS: usize = 256;
-const DEFAULT_MAX_KEYS: usize = 100_000;
 /// The largest `max_keys` a store accepts (128 GiB of table).
 const MAX_SUPPORTED_KEYS: usize = 1 << 32;
 /// Buckets an insert at the bound may sweep (one 2 KiB stretch of memory), so
@@ -453,10 +452,13 @@ impl Shard {
 }
 
 impl MemoryStore {
+    /// Most keys held at once, by default.
+    pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
     /// A builder with the defaults: 100,000 keys, shared overflow bucket.
     pub fn builder() -> MemoryStoreBuilder {
         MemoryStoreBuilder {
-            max_keys: DEFAULT_MAX_KEYS,
+            max_keys: Self::DEFAULT_MAX_KEYS,
             policy: OverflowPolicy::default(),
             shards: None,
         }

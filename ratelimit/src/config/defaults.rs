@@ -1,0 +1,102 @@
+//! The defaults of the configuration's settings, each defined once.
+//!
+//! A default owned by a type that is always compiled comes from that type
+//! (`MemoryStore::DEFAULT_MAX_KEYS`, `HeaderCardinality::default()`,
+//! `OverflowPolicy::default()`). The settings of feature-gated parts (`jwt`,
+//! `service`, `global`) have their defaults here, on the configuration type
+//! that describes them: `jwt` and `service` take them from here, and a test
+//! pins `global`'s own to them.
+
+use std::time::Duration;
+
+use super::{GlobalConfig, JwtLimits, JwtVerification, ResponseConfig, ServiceConfig, StoreConfig};
+use crate::store::{MemoryStore, OverflowPolicy};
+
+impl StoreConfig {
+    /// How often recovered cells are swept, by default.
+    pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
+}
+
+impl Default for StoreConfig {
+    /// [`MemoryStore`]'s defaults, swept every 10 s.
+    fn default() -> Self {
+        StoreConfig {
+            max_keys: MemoryStore::DEFAULT_MAX_KEYS,
+            sweep_interval: StoreConfig::DEFAULT_SWEEP_INTERVAL,
+            overflow: OverflowPolicy::default(),
+        }
+    }
+}
+
+impl JwtLimits {
+    /// The claim naming a profile, by default.
+    pub const DEFAULT_TIER_CLAIM: &'static str = "ratelimit_tier";
+    /// The claim with requests per minute, by default.
+    pub const DEFAULT_RATE_CLAIM: &'static str = "ratelimit_rpm";
+    /// The claim with the burst, by default.
+    pub const DEFAULT_BURST_CLAIM: &'static str = "ratelimit_burst";
+}
+
+impl JwtVerification {
+    /// Clock skew tolerated on `exp`, by default (also `JwtVerifier`'s).
+    pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
+    /// JWKS URL refresh interval, by default (also `JwksSettings`').
+    pub const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(600);
+    /// Least time between JWKS URL fetches, by default (also `JwksSettings`').
+    pub const DEFAULT_JWKS_COOLDOWN: Duration = Duration::from_secs(30);
+}
+
+impl ServiceConfig {
+    /// How long an answer is used, by default (also `CacheSettings`').
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
+    /// How long a "no answer" is remembered, by default.
+    pub const DEFAULT_NEGATIVE_TTL: Duration = Duration::from_secs(5);
+    /// Per-call timeout, by default.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(200);
+    /// Most answers cached, by default.
+    pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
+}
+
+impl GlobalConfig {
+    /// How often each instance reconciles, by default (`GateSettings::new`'s).
+    pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(100);
+    /// The sliding window, by default (`GateSettings::new`'s).
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
+    /// Prefix of every Redis key, by default (`RedisSettings::default()`'s).
+    pub const DEFAULT_KEY_PREFIX: &'static str = "rl";
+    /// Time for one sync round's replies, by default (`RedisSettings::default()`'s).
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+    /// Time to connect, by default (`RedisSettings::default()`'s).
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+    /// Keys tracked per epoch, by default (`GateSettings::new`'s).
+    pub const DEFAULT_MAX_KEYS: usize = 50_000;
+}
+
+impl Default for ResponseConfig {
+    /// `about:blank`, `Too Many Requests`.
+    fn default() -> Self {
+        ResponseConfig {
+            problem_type: "about:blank".to_owned(),
+            problem_title: "Too Many Requests".to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `crate::global` keeps its own literals (it is not changed here): this
+    /// pins them to the configuration's, so the two cannot drift apart.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn the_fleet_gate_defaults_are_the_configurations() {
+        use super::GlobalConfig;
+        let gate = crate::global::GateSettings::new(&[0; 16]);
+        assert_eq!(gate.sync_interval, GlobalConfig::DEFAULT_SYNC_INTERVAL);
+        assert_eq!(gate.window, GlobalConfig::DEFAULT_WINDOW);
+        assert_eq!(gate.max_keys, GlobalConfig::DEFAULT_MAX_KEYS);
+        let redis = crate::global::RedisSettings::default();
+        assert_eq!(redis.prefix, GlobalConfig::DEFAULT_KEY_PREFIX);
+        assert_eq!(redis.response_timeout, GlobalConfig::DEFAULT_TIMEOUT);
+        assert_eq!(redis.connect_timeout, GlobalConfig::DEFAULT_CONNECT_TIMEOUT);
+    }
+}

@@ -1,0 +1,166 @@
+//! Field deserializers: each parses and checks one value, so that serde
+//! reports a mistake at that value's span.
+
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Deserializer};
+
+use crate::config::rules;
+use crate::config::HeaderStyle;
+use crate::key::ForwardedHeader;
+use crate::store::OverflowPolicy;
+use crate::Quota;
+
+const ALGORITHMS: &[&str] = &[
+    "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+];
+
+pub(super) fn opt_algorithm<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let alg = String::deserialize(d)?;
+    if !ALGORITHMS.contains(&alg.as_str()) {
+        return Err(serde::de::Error::custom(format!(
+            "unknown algorithm {alg:?}: expected one of {}",
+            ALGORITHMS.join(", ")
+        )));
+    }
+    Ok(Some(alg))
+}
+
+pub(super) fn opt_http_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    http_url(d).map(Some)
+}
+
+pub(super) fn quota<'de, D: Deserializer<'de>>(d: D) -> Result<Quota, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map_err(serde::de::Error::custom)
+}
+
+/// A whole number in `1..=max`, or an error naming the range (`what`: "a
+/// whole number", "a prefix length").
+fn ranged<'de, D: Deserializer<'de>>(d: D, max: i64, what: &str) -> Result<i64, D::Error> {
+    let n = i64::deserialize(d)?;
+    if !(1..=max).contains(&n) {
+        return Err(serde::de::Error::custom(format!(
+            "expected {what} from 1 to {max}, got {n}"
+        )));
+    }
+    Ok(n)
+}
+
+pub(super) fn positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    ranged(d, i64::from(u32::MAX), "a whole number").map(|n| n as u32)
+}
+
+pub(super) fn opt_positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    positive_u32(d).map(Some)
+}
+
+pub(super) fn max_keys<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    ranged(d, 1 << 32, "a whole number").map(|n| n as usize)
+}
+
+pub(super) fn opt_prefix<'de, const MAX: u8, D: Deserializer<'de>>(d: D) -> Result<Option<u8>, D::Error> {
+    ranged(d, i64::from(MAX), "a prefix length").map(|n| Some(n as u8))
+}
+
+/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`; must be longer than zero.
+/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`; must be longer than zero.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let (n, unit) = t.split_at(digits);
+    let n: u64 = n.parse().map_err(|_| {
+        format!("invalid duration {text:?}: expected a number and a unit, such as \"250ms\" or \"10s\"")
+    })?;
+    let unit_ns: u64 = match unit.trim() {
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "min" | "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => {
+            return Err(format!(
+                "invalid duration {text:?}: unknown unit; expected ms, s, min or h"
+            ))
+        }
+    };
+    let ns = n
+        .checked_mul(unit_ns)
+        .ok_or_else(|| format!("invalid duration {text:?}: too long"))?;
+    if ns == 0 {
+        return Err(format!("invalid duration {text:?}: must be longer than zero"));
+    }
+    Ok(Duration::from_nanos(ns))
+}
+
+pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+pub(super) fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+    let items = Vec::<String>::deserialize(d)?;
+    items
+        .iter()
+        .map(|s| {
+            let s = s.trim();
+            // A bare address means that one host.
+            s.parse::<IpNet>()
+                .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "invalid CIDR {s:?}: expected an address or network such as \"10.0.0.0/8\" or \"2001:db8::/32\""
+                    ))
+                })
+        })
+        .collect()
+}
+
+pub(super) fn overflow<'de, D: Deserializer<'de>>(d: D) -> Result<OverflowPolicy, D::Error> {
+    match String::deserialize(d)?.as_str() {
+        "shared" => Ok(OverflowPolicy::SharedBucket),
+        "refuse" => Ok(OverflowPolicy::Refuse),
+        other => Err(serde::de::Error::custom(format!(
+            "unknown overflow policy {other:?}: expected \"shared\" or \"refuse\""
+        ))),
+    }
+}
+
+pub(super) fn forwarded_header<'de, D: Deserializer<'de>>(d: D) -> Result<ForwardedHeader, D::Error> {
+    match String::deserialize(d)?.to_ascii_lowercase().as_str() {
+        "x-forwarded-for" => Ok(ForwardedHeader::XForwardedFor),
+        "forwarded" => Ok(ForwardedHeader::Forwarded),
+        other => Err(serde::de::Error::custom(format!(
+            "unknown forwarded header {other:?}: expected \"x-forwarded-for\" or \"forwarded\""
+        ))),
+    }
+}
+
+pub(super) fn header_style<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderStyle, D::Error> {
+    match String::deserialize(d)?.as_str() {
+        "draft-06" => Ok(HeaderStyle::Draft06),
+        "draft-11" => Ok(HeaderStyle::Draft11),
+        "both" => Ok(HeaderStyle::Both),
+        "none" => Ok(HeaderStyle::None),
+        other => Err(serde::de::Error::custom(format!(
+            "unknown header style {other:?}: expected \"draft-06\", \"draft-11\", \"both\" or \"none\""
+        ))),
+    }
+}
+
+pub(super) fn claim_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let name = String::deserialize(d)?;
+    rules::check_claim_path(&name).map_err(|e| serde::de::Error::custom(e.to_string()))?;
+    Ok(name)
+}
+
+pub(super) fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let url = String::deserialize(d)?;
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+    match rest {
+        Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(url),
+        _ => Err(serde::de::Error::custom(format!(
+            "invalid URL {url:?}: expected http:// or https:// and a host"
+        ))),
+    }
+}

@@ -1,0 +1,73 @@
+//! `[jwt]`: claim names, caps, and at most one key source with a fitting
+//! algorithm.
+
+use super::super::schema::RawJwt;
+use super::super::spans::field;
+use super::Ctx;
+use crate::config::{ConfigError, JwtKeySource, JwtLimits, JwtVerification};
+
+pub(super) fn jwt(j: RawJwt, ctx: &Ctx<'_>) -> Result<JwtLimits, ConfigError> {
+    let at = field("jwt");
+    let sources: Vec<(&str, JwtKeySource)> = [
+        j.hmac_secret_env
+            .clone()
+            .map(|v| ("hmac_secret_env", JwtKeySource::HmacSecretEnv(v))),
+        j.pem_file.clone().map(|v| ("pem_file", JwtKeySource::PemFile(v))),
+        j.jwks_file.clone().map(|v| ("jwks_file", JwtKeySource::JwksFile(v))),
+        j.jwks_url.clone().map(|v| ("jwks_url", JwtKeySource::JwksUrl(v))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let keys = match sources.as_slice() {
+        [] => None,
+        [(name, source)] => {
+            let needs_alg = matches!(source, JwtKeySource::HmacSecretEnv(_) | JwtKeySource::PemFile(_));
+            match (&j.algorithm, needs_alg) {
+                (None, true) => {
+                    return Err(ctx.error(
+                        &at.key(name),
+                        format!("{name} needs `algorithm` (the key's algorithm is pinned)"),
+                    ));
+                }
+                (Some(a), true) => {
+                    let hmac = a.starts_with("HS");
+                    let is_hmac_source = matches!(source, JwtKeySource::HmacSecretEnv(_));
+                    if hmac != is_hmac_source {
+                        return Err(ctx.error(&at.key("algorithm"), format!("algorithm {a:?} does not fit {name}")));
+                    }
+                }
+                (Some(_), false) => {
+                    return Err(ctx.error(
+                        &at.key("algorithm"),
+                        format!("a JWKS pins the algorithm per key; remove `algorithm` with {name}"),
+                    ));
+                }
+                (None, false) => {}
+            }
+            Some(source.clone())
+        }
+        [_, (second, _), ..] => {
+            return Err(ctx.error(
+                &at.key(second),
+                "more than one key source: use exactly one of hmac_secret_env, pem_file, jwks_file, jwks_url",
+            ));
+        }
+    };
+    Ok(JwtLimits {
+        tier_claim: j.tier_claim,
+        rate_claim: j.rate_claim,
+        burst_claim: j.burst_claim,
+        max_rate: j.max_rate,
+        max_burst: j.max_burst,
+        verification: keys.map(|keys| JwtVerification {
+            keys,
+            algorithm: j.algorithm,
+            issuer: j.issuer,
+            audience: j.audience,
+            leeway: j.leeway,
+            jwks_refresh: j.jwks_refresh,
+            jwks_cooldown: j.jwks_cooldown,
+        }),
+    })
+}

@@ -1,0 +1,110 @@
+//! `[[rules]]` for the config-driven layer: a unique name, a path pattern,
+//! methods, a key, a resolver chain that names only what is configured, and
+//! a cost every profile of the chain admits.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use super::super::schema::RawRule;
+use super::super::spans::field;
+use super::profiles::profile_names;
+use super::Ctx;
+use crate::config::rules::{self, PathPattern, RuleConfig};
+use crate::config::{ConfigError, Profile, RouteConfig};
+use crate::resolve::AnyStep;
+
+/// What the rules may refer to.
+pub(super) struct Known<'a> {
+    pub(super) profiles: &'a BTreeMap<String, Profile>,
+    pub(super) routes: &'a BTreeMap<String, RouteConfig>,
+    pub(super) default_profile: &'a str,
+    /// A `[jwt]` section is present.
+    pub(super) jwt: bool,
+    /// A `[service]` section is present.
+    pub(super) service: bool,
+}
+
+pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Result<Vec<RuleConfig>, ConfigError> {
+    let mut rules = Vec::with_capacity(raw.len());
+    let mut names = HashSet::new();
+    for (i, r) in raw.into_iter().enumerate() {
+        let entry = field("rules").index(i);
+        let at = |key: &str, message: String| ctx.error(&entry.key(key), message);
+        ratelimit_spec::route_name(&r.name).map_err(|e| at("name", e.to_string()))?;
+        if !names.insert(r.name.clone()) {
+            return Err(at("name", format!("rule name {:?} is used twice", r.name)));
+        }
+        let path = PathPattern::parse(&r.path).map_err(|e| at("path", e.to_string()))?;
+        let methods = r
+            .methods
+            .iter()
+            .map(|m| {
+                http::Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+                    .map_err(|_| at("methods", format!("invalid method {m:?}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let key = rules::parse_key(&r.key).map_err(|e| at("key", e.to_string()))?;
+        let resolve = rules::parse_chain(&r.resolve).map_err(|e| at("resolve", e.to_string()))?;
+        for step in resolve.steps() {
+            match step {
+                AnyStep::Profile(p) if !known.profiles.contains_key(p.name()) => {
+                    return Err(at(
+                        "resolve",
+                        format!(
+                            "unknown profile {:?}; defined profiles: {}",
+                            p.name(),
+                            profile_names(known.profiles)
+                        ),
+                    ));
+                }
+                AnyStep::Jwt(_) if !known.jwt => {
+                    return Err(at(
+                        "resolve",
+                        "\"jwt\" needs a [jwt] section (claim names and caps)".to_owned(),
+                    ));
+                }
+                AnyStep::Service if !known.service => {
+                    return Err(at("resolve", "\"service\" needs a [service] section".to_owned()));
+                }
+                _ => {}
+            }
+        }
+        // The cost in force: a `[routes."<name>"] cost` replaces the rule's.
+        let route = known.routes.get(&r.name);
+        let cost = route
+            .and_then(|rc| rc.cost)
+            .unwrap_or(r.cost.unwrap_or(ratelimit_spec::DEFAULT_COST));
+        // Every profile the chain can name must admit the cost, or every
+        // request would be refused (token and service limits are checked
+        // when they arrive, and logged).
+        let route_profile = route
+            .and_then(|rc| rc.profile.clone())
+            .unwrap_or_else(|| known.default_profile.to_owned());
+        let named = resolve.steps().iter().filter_map(|step| match step {
+            AnyStep::Profile(p) => Some(p.name().to_owned()),
+            AnyStep::Default(_) => Some(route_profile.clone()),
+            _ => None,
+        });
+        for name in named {
+            if let Some(p) = known.profiles.get(&name).filter(|p| cost > p.quota.burst()) {
+                return Err(at(
+                    "cost",
+                    format!(
+                        "cost {cost} is above the burst {} of profile {name:?}: every request would be refused",
+                        p.quota.burst()
+                    ),
+                ));
+            }
+        }
+        rules.push(RuleConfig {
+            name: Arc::from(r.name.as_str()),
+            path,
+            methods,
+            key,
+            resolve,
+            cost: r.cost.unwrap_or(ratelimit_spec::DEFAULT_COST),
+            shadow: r.shadow,
+        });
+    }
+    Ok(rules)
+}

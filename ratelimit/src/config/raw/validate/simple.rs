@@ -1,0 +1,46 @@
+//! The sections whose validation is a conversion and at most one check:
+//! `[store]`, `[header_keys]`, `[service]` and `[responses]` (`[headers]`
+//! is a single field, taken as is).
+
+use super::super::schema::{RawHeaderKeys, RawResponses, RawService, RawStore};
+use super::super::spans::field;
+use super::Ctx;
+use crate::config::{ConfigError, ResponseConfig, ServiceConfig, StoreConfig};
+use crate::key::HeaderCardinality;
+
+pub(super) fn store(raw: RawStore) -> StoreConfig {
+    StoreConfig {
+        max_keys: raw.max_keys,
+        sweep_interval: raw.sweep_interval,
+        overflow: raw.overflow,
+    }
+}
+
+pub(super) fn header_keys(raw: RawHeaderKeys) -> HeaderCardinality {
+    HeaderCardinality {
+        per_ip: raw.per_ip,
+        window: raw.window,
+        max_tracked: raw.max_tracked,
+    }
+}
+
+pub(super) fn service(raw: RawService) -> ServiceConfig {
+    ServiceConfig {
+        url: raw.url,
+        ttl: raw.ttl,
+        negative_ttl: raw.negative_ttl,
+        timeout: raw.timeout,
+        max_entries: raw.max_entries,
+    }
+}
+
+/// The 429 body; its title must say something.
+pub(super) fn responses(raw: RawResponses, ctx: &Ctx<'_>) -> Result<ResponseConfig, ConfigError> {
+    if raw.problem_title.trim().is_empty() {
+        return Err(ctx.error(&field("responses").key("problem_title"), "empty title"));
+    }
+    Ok(ResponseConfig {
+        problem_type: raw.problem_type,
+        problem_title: raw.problem_title,
+    })
+}
