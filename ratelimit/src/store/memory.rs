@@ -51,18 +51,13 @@
 //! new keys never evicts a live (limited) client and never gets through
 //! unlimited.
 
-use crate::sync::{spin_loop, yield_now, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::gcra::MAX_TAT;
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::fmt;
 
+use super::shard::{backoff, Bucket, Insert, Shard, BUSY, PROBE_BUCKETS, SLOTS_PER_BUCKET};
 use super::{CellKey, Placement, Store};
 
-const SLOTS_PER_BUCKET: usize = 4;
-/// Buckets a key may live in, starting at its home bucket.
-#[cfg(not(loom))]
-const PROBE_BUCKETS: usize = 16;
-/// Under loom, one bucket: the model stays small enough to explore fully.
-#[cfg(loom)]
-const PROBE_BUCKETS: usize = 1;
 /// Slots per key at the bound, as a ratio: the table is at most half full.
 /// Linear probing clusters: filling 940,000 random keys to the bound across
 /// 200 tables, 16-bucket windows at half load overflowed none, against 274
@@ -73,14 +68,6 @@ const SLOTS_PER_KEY_DEN: usize = 1;
 const OVERFLOW_CELLS: usize = 256;
 /// The largest `max_keys` a store accepts (128 GiB of table).
 const MAX_SUPPORTED_KEYS: usize = 1 << 32;
-/// Buckets an insert at the bound may sweep (one 2 KiB stretch of memory), so
-/// a new key can find room freed anywhere in its shard, at a bounded cost.
-const INCREMENTAL_SWEEP_BUCKETS: usize = 32;
-/// TAT of a slot that is empty or changing hands. Never a real TAT: the GCRA
-/// never asks to store more than `MAX_TAT`, and the store caps it anyway.
-const BUSY: u64 = u64::MAX;
-use crate::gcra::MAX_TAT;
-
 /// What a full store does with a key it has no room for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -92,31 +79,6 @@ pub enum OverflowPolicy {
     SharedBucket,
     /// Deny the request ([`Denial::StoreFull`](crate::Denial::StoreFull)).
     Refuse,
-}
-
-#[repr(align(64))]
-struct Bucket {
-    keys: [AtomicU64; SLOTS_PER_BUCKET],
-    tats: [AtomicU64; SLOTS_PER_BUCKET],
-}
-
-impl Bucket {
-    fn new() -> Self {
-        Bucket {
-            keys: std::array::from_fn(|_| AtomicU64::new(0)),
-            tats: std::array::from_fn(|_| AtomicU64::new(BUSY)),
-        }
-    }
-}
-
-struct Shard {
-    buckets: Box<[Bucket]>,
-    insert_locks: Box<[AtomicBool]>,
-    /// Where the next incremental sweep (run by inserts at the bound) starts.
-    sweep_cursor: AtomicUsize,
-    /// The highest TAT the sweep has evicted from this shard. A claim of an
-    /// empty slot publishes a TAT above it, so a slot's TAT only ever grows.
-    evicted_high: AtomicU64,
 }
 
 /// A counter on a cache line of its own (written only by inserts and sweeps).
@@ -264,190 +226,6 @@ impl fmt::Debug for MemoryStore {
             .field("shards", &self.shards.len())
             .field("policy", &self.policy)
             .finish()
-    }
-}
-
-/// Waits a little for another thread to finish moving a slot: spin first,
-/// then yield (the other thread may have been preempted mid-move).
-fn backoff(spins: &mut u32) {
-    *spins += 1;
-    if *spins < 64 {
-        spin_loop();
-    } else {
-        yield_now();
-    }
-}
-
-/// Takes one unit of the occupancy bound, if any is left.
-fn reserve(occupied: &AtomicUsize, cap: usize) -> bool {
-    let mut current = occupied.load(Ordering::Relaxed);
-    while current < cap {
-        match occupied.compare_exchange_weak(current, current + 1, Ordering::AcqRel, Ordering::Relaxed) {
-            Ok(_) => return true,
-            Err(actual) => current = actual,
-        }
-    }
-    false
-}
-
-/// Releases a bucket's insert lock on drop.
-struct InsertGuard<'a>(&'a AtomicBool);
-
-impl Drop for InsertGuard<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-enum Insert {
-    Done,
-    /// The key appeared meanwhile: update it instead.
-    Present,
-    /// No room: sweep, charge the overflow cell, or refuse.
-    Full,
-}
-
-impl Shard {
-    #[inline]
-    fn home(&self, hash: u64) -> usize {
-        // Multiply-shift maps the low 32 bits onto the bucket count without a
-        // division and without requiring a power of two (no memory wasted).
-        (((hash & 0xffff_ffff) * self.buckets.len() as u64) >> 32) as usize
-    }
-
-    #[inline]
-    fn window(&self, home: usize) -> impl Iterator<Item = &Bucket> {
-        let n = self.buckets.len();
-        (0..PROBE_BUCKETS.min(n)).map(move |i| {
-            let mut b = home + i;
-            if b >= n {
-                b -= n;
-            }
-            &self.buckets[b]
-        })
-    }
-
-    #[inline]
-    fn find(&self, home: usize, hash: u64) -> Option<(&Bucket, usize)> {
-        for bucket in self.window(home) {
-            for (i, key) in bucket.keys.iter().enumerate() {
-                if key.load(Ordering::Acquire) == hash {
-                    return Some((bucket, i));
-                }
-            }
-        }
-        None
-    }
-
-    fn lock(&self, home: usize) -> InsertGuard<'_> {
-        let lock = &self.insert_locks[home];
-        let mut spins = 0;
-        while lock
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            backoff(&mut spins);
-        }
-        InsertGuard(lock)
-    }
-
-    /// Makes the evictor the only writer of a recovered slot: CAS its TAT
-    /// from `t <= now` to `BUSY`, returning `t`. `None` if the slot is not a
-    /// recovered cell (or another thread got there first).
-    #[inline]
-    fn take_recovered(bucket: &Bucket, i: usize, now: u64) -> Option<u64> {
-        if bucket.keys[i].load(Ordering::Acquire) == 0 {
-            return None;
-        }
-        let t = bucket.tats[i].load(Ordering::Acquire);
-        let taken = t != BUSY
-            && t <= now
-            && bucket.tats[i]
-                .compare_exchange(t, BUSY, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok();
-        taken.then_some(t)
-    }
-
-    /// Inserts `hash` with `tat` unless it is present; called with the
-    /// decision already made against a fresh cell.
-    fn insert(&self, home: usize, hash: u64, tat: u64, now: u64, occupied: &AtomicUsize, cap: usize) -> Insert {
-        let _guard = self.lock(home);
-        if self.find(home, hash).is_some() {
-            return Insert::Present;
-        }
-        if reserve(occupied, cap) {
-            for bucket in self.window(home) {
-                for (i, key) in bucket.keys.iter().enumerate() {
-                    if key.load(Ordering::Relaxed) == 0
-                        && key
-                            .compare_exchange(0, hash, Ordering::AcqRel, Ordering::Relaxed)
-                            .is_ok()
-                    {
-                        // The slot's TAT is BUSY (empty); only we may write
-                        // it. Publish above anything ever evicted here (the
-                        // sweep raised the mark before emptying the key we
-                        // just replaced, and our CAS read that store).
-                        let floor = self.evicted_high.load(Ordering::Acquire);
-                        let tat = tat.max(floor.saturating_add(1)).min(MAX_TAT);
-                        bucket.tats[i].store(tat, Ordering::Release);
-                        return Insert::Done;
-                    }
-                }
-            }
-            // The window is full: give the unit back.
-            occupied.fetch_sub(1, Ordering::AcqRel);
-        }
-        // At the bound, or the window is full: take over a recovered cell.
-        for bucket in self.window(home) {
-            for i in 0..SLOTS_PER_BUCKET {
-                if let Some(evicted) = Self::take_recovered(bucket, i, now) {
-                    bucket.keys[i].store(hash, Ordering::Release);
-                    // `tat > now >= evicted` already; the max makes the
-                    // slot's "only grows" rule explicit.
-                    let tat = tat.max(evicted.saturating_add(1)).min(MAX_TAT);
-                    bucket.tats[i].store(tat, Ordering::Release);
-                    return Insert::Done;
-                }
-            }
-        }
-        Insert::Full
-    }
-
-    fn sweep(&self, now: u64, occupied: &AtomicUsize) -> usize {
-        self.sweep_range(0, self.buckets.len(), now, occupied)
-    }
-
-    /// Sweeps the next `INCREMENTAL_SWEEP_BUCKETS` buckets after the cursor.
-    fn sweep_some(&self, now: u64, occupied: &AtomicUsize) -> usize {
-        let n = self.buckets.len();
-        let step = INCREMENTAL_SWEEP_BUCKETS.min(n);
-        let start = self.sweep_cursor.fetch_add(step, Ordering::Relaxed) % n;
-        let end = start + step;
-        if end <= n {
-            self.sweep_range(start, end, now, occupied)
-        } else {
-            self.sweep_range(start, n, now, occupied) + self.sweep_range(0, end - n, now, occupied)
-        }
-    }
-
-    fn sweep_range(&self, start: usize, end: usize, now: u64, occupied: &AtomicUsize) -> usize {
-        let mut evicted = 0;
-        for bucket in &self.buckets[start..end] {
-            for i in 0..SLOTS_PER_BUCKET {
-                if let Some(t) = Self::take_recovered(bucket, i, now) {
-                    // Raise the mark before the key store that publishes the
-                    // empty slot, so its next claimer sees it.
-                    self.evicted_high.fetch_max(t, Ordering::AcqRel);
-                    // Empty: key 0, TAT left BUSY.
-                    bucket.keys[i].store(0, Ordering::Release);
-                    // Give the unit back at once, so inserts waiting on the
-                    // bound see the room.
-                    occupied.fetch_sub(1, Ordering::AcqRel);
-                    evicted += 1;
-                }
-            }
-        }
-        evicted
     }
 }
 

@@ -1,6 +1,7 @@
 //! Where per-key state lives: the `Store` trait and the embedded `MemoryStore`.
 
 mod memory;
+mod shard;
 
 pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy, StoreConfigError};
 
