@@ -38,6 +38,54 @@
 //! * **Decisions are values**: a [`Decision`] says allowed or denied and
 //!   carries what the `RateLimit-*` and `Retry-After` headers need.
 //!
+//! ## Layers
+//!
+//! Dependencies point one way, down; no module imports one above it.
+//!
+//! ```text
+//!  integrations   axum/ (handler, layer, runtime, respond, report)    global/ (fleet gate, sync, Redis)
+//!        |                         |                                          |
+//!  configuration  config/ (schema, env, spans, validate/*) ---------------+   |
+//!        |                         |                                      |   |
+//!  resolution     resolve.rs (Chain, JwtTier, NamedProfile, AnyChain) <- limits.rs (profiles as data)
+//!        |                         |
+//!  keys           key/ (KeySource, KeyContext, Ip/Header/Claim/AnyKey, address, header budget)
+//!        |                         |
+//!  claims         jwt.rs (verifier) -> claims.rs (VerifiedClaims)    service.rs (limit service, cache)
+//!        |
+//!  engine         limiter.rs, gcra.rs, decision.rs, quota.rs, store/ (memory, shard), clock.rs, window.rs
+//!
+//!  rule language  ratelimit-spec (no dependencies): key kinds, steps, names, costs, one validator,
+//!                 used by ratelimit-macros (the attribute) and config/ (the [[rules]] entries)
+//! ```
+//!
+//! | file | holds |
+//! |---|---|
+//! | `ratelimit-spec/src/lib.rs` | the rule language: key kinds and steps, their validation and errors, for both surfaces |
+//! | `ratelimit-macros/src/parse.rs`, `expand.rs` | the attribute's syntax (tokens to spec), and its expansion to one zero-sized `Rule` type per handler |
+//! | `key/source.rs` | [`key::KeySource`], the one path every key takes, and the built-in sources |
+//! | `key/ip.rs`, `key/header.rs` | the client address behind trusted proxies; the bound on header values per address |
+//! | `claims.rs`, `jwt.rs` | verified claims; token verification and its cache |
+//! | `limits.rs`, `resolve.rs` | profiles as data; the resolver chain and its steps |
+//! | `config/` | TOML to a validated [`config::Config`]: `raw/schema.rs`, `raw/env.rs`, `raw/spans.rs`, one file per section in `raw/validate/`, `rules.rs` (paths, `[[rules]]`) |
+//! | `axum/runtime.rs` | the one `decide` every route takes: key, chain, check, fleet gate |
+//! | `axum/handler.rs`, `axum/layer.rs` | the attribute's extractor; the `tower::Layer` of `[[rules]]` |
+//! | `axum/respond.rs`, `axum/report.rs`, `axum/observe.rs` | headers and 429s; logs, metrics and route warnings |
+//! | `global/` | the fleet gate: `gate.rs` (request path), `table.rs`, `sync.rs`, `history.rs`, `delta.rs`, `redis.rs`, `tls.rs` |
+//! | `store/`, `gcra.rs`, `limiter.rs` | the engine: the bounded lock-free table and the arithmetic |
+//!
+//! **One rule, one path.** A `#[rate_limit(...)]` attribute and a `[[rules]]`
+//! entry are read by the same validator (`ratelimit-spec`; a differential test
+//! feeds both thousands of generated rules) and decided by the same generic
+//! `decide`: the attribute instantiates it with concrete types per route
+//! (`Header`, `Chain<JwtTier, Chain<NamedProfile, DefaultProfile>>`), a config
+//! rule with [`key::AnyKey`] and [`resolve::AnyChain`], which dispatch with a
+//! `match` to the same types. A new key kind is a variant in
+//! `ratelimit-spec` (its name, argument and the type that runs it) and a
+//! [`key::KeySource`] in `key/source.rs` with its [`key::AnyKey`] arm; the
+//! attribute and the configuration pick it up from there. A key of the
+//! application's own is a [`key::KeySource`] it implements (see there).
+//!
 //! # The attribute (feature `axum`)
 //!
 //! ```no_run
