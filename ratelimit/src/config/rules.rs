@@ -161,8 +161,9 @@ fn hex(b: u8) -> Option<u8> {
 
 /// Parses a rule's `key` (`"ip"`, `"header:<name>"`, `"jwt_claim:<path>"`):
 /// the language of `ratelimit_spec`, the attribute's too.
-pub(crate) fn parse_key(text: &str) -> Result<AnyKey, ratelimit_spec::Error> {
-    ratelimit_spec::key_text(text).map(|k| AnyKey::from_spec(&k))
+pub(crate) fn parse_key(text: &str) -> Result<AnyKey, String> {
+    let spec = ratelimit_spec::key_text(text).map_err(|e| e.to_string())?;
+    AnyKey::from_spec(&spec)
 }
 
 /// Parses a rule's `resolve` list (`["jwt", "profile:<name>", "default"]`)

@@ -340,18 +340,17 @@ pub enum AnyKey {
 }
 
 impl AnyKey {
-    /// The source a spec names (the spec has validated the name or path).
-    pub(crate) fn from_spec(spec: &ratelimit_spec::KeyKind) -> AnyKey {
+    /// The source a spec names. The spec admits exactly the header names
+    /// `http` does; a disagreement is reported, never papered over.
+    pub(crate) fn from_spec(spec: &ratelimit_spec::KeyKind) -> Result<AnyKey, String> {
         use ratelimit_spec::KeyKind;
-        match spec {
+        Ok(match spec {
             KeyKind::Ip => AnyKey::Ip(Ip),
-            KeyKind::Header(name) => match HeaderName::from_bytes(name.as_bytes()) {
-                Ok(name) => AnyKey::Header(Header(name)),
-                // The spec admits exactly the token characters `http` does.
-                Err(_) => AnyKey::Ip(Ip),
-            },
+            KeyKind::Header(name) => AnyKey::Header(Header(
+                HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("invalid header name {name:?}: {e}"))?,
+            )),
             KeyKind::Claim(path) => AnyKey::Claim(Claim(Arc::from(path.as_str()))),
-        }
+        })
     }
 }
 

@@ -43,7 +43,7 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
                     .map_err(|_| at("methods", format!("invalid method {m:?}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let key = rules::parse_key(&r.key).map_err(|e| at("key", e.to_string()))?;
+        let key = rules::parse_key(&r.key).map_err(|e| at("key", e))?;
         let resolve = rules::parse_chain(&r.resolve).map_err(|e| at("resolve", e.to_string()))?;
         for step in resolve.steps() {
             match step {
