@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::history::History;
 use super::ids::FleetHasher;
-use super::sync::History;
+use super::names::DEGRADED;
+use super::settings::{GateError, GateSettings};
 use super::table::{Closed, Pending, Slot, Table, LOW};
-use super::{GateError, GateSettings, DEGRADED};
 use crate::store::CellKey;
 use crate::window::{Fit, SlidingWindow};
 use crate::{Clock, Decision, Limiter, Quota, Store};
