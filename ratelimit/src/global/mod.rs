@@ -39,6 +39,7 @@
 //! # });
 //! ```
 
+mod delta;
 mod gate;
 mod history;
 mod ids;

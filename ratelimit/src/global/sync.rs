@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::delta::{hand_back, take_unpushed, Take};
 use super::gate::{carry_over, FleetGate};
 use super::history::{KeyHistory, Taken};
 use super::names::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED};
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
-use super::table::{pack, tag32, unpack, Closed, Pending, Slot, BACKLOG, LOW};
+use super::table::{pack, tag32, unpack, Closed, Pending, Slot, LOW};
 use crate::Clock;
 
 /// What one sync round did.
@@ -33,20 +34,6 @@ pub struct SyncReport {
     /// so reads are rationed, busiest keys first. Their estimates stay
     /// what they were (the last closed sum still counts), never less.
     pub unread_keys: usize,
-}
-
-/// A delta taken from a slot for this round.
-struct Take<'a> {
-    key: u64,
-    slot: &'a Slot,
-    /// The word it came from (a slice parity, or the backlog).
-    parity: usize,
-    /// The slice the word holds (its tag).
-    word_slice: u64,
-    /// The slice it is pushed into: its own while the others still read
-    /// it, else the open one (later, so it stays counted longer).
-    slice: u64,
-    delta: u64,
 }
 
 /// A key in this round.
@@ -440,11 +427,7 @@ impl FleetGate {
             report.pulled += 1;
         }
         for t in confirmed {
-            let _ = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
-                let (tag, unconfirmed, unpushed) = Pending::unpack(v);
-                t.holds(tag)
-                    .then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed))
-            });
+            t.confirm();
             report.pushed += t.delta;
         }
         // Idle keys (no longer pulled): their closed sums from what this
@@ -572,51 +555,5 @@ impl FleetGate {
             tracing::warn!(target: "ratelimit", error = %e, "fleet gate: sync failed, limiting locally only until it recovers");
         }
         e
-    }
-}
-
-/// Takes a word's unpushed units for a push: moves them to "unconfirmed"
-/// in one step, so they are counted throughout. Returns the slice the word
-/// holds (for the backlog, the newest slice its units came from) and the
-/// units. A backlog whose newest slice left the window is dropped whole.
-fn take_unpushed(slot: &Slot, parity: usize, now: u64, k: u64) -> Option<(u64, u64)> {
-    if parity == BACKLOG {
-        let v = slot.pending[BACKLOG].load(Ordering::Relaxed);
-        if v != 0 && Pending::age(now, Pending::unpack(v).0) > k {
-            let _ = slot.pending[BACKLOG].compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed);
-            return None;
-        }
-    }
-    let before = slot.pending[parity]
-        .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
-            let (tag, unconfirmed, unpushed) = Pending::unpack(v);
-            (unpushed > 0).then(|| Pending::pack(tag, unconfirmed + unpushed, 0))
-        })
-        .ok()?;
-    let (tag, _, unpushed) = Pending::unpack(before);
-    // A word never holds a slice ahead of now (16-bit tags, slots live
-    // three epochs at most).
-    let age = Pending::age(now, tag);
-    Some((now - age.min(now), unpushed))
-}
-
-impl Take<'_> {
-    /// Whether the word still holds this take's slice (the backlog always
-    /// does).
-    fn holds(&self, tag: u64) -> bool {
-        self.parity == BACKLOG || tag == Pending::tag(self.word_slice)
-    }
-}
-
-/// Hands a delta that certainly did not apply back to "not yet pushed"
-/// (to the backlog if its word now holds a newer slice).
-fn hand_back(t: &Take<'_>) {
-    let back = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
-        let (tag, unconfirmed, unpushed) = Pending::unpack(v);
-        t.holds(tag)
-            .then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed + t.delta))
-    });
-    if back.is_err() {
-        t.slot.add_backlog(t.word_slice, t.delta);
     }
 }
