@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use super::ration::ReadRation;
 use super::store::Counter;
 use super::table::{pack, unpack};
+use crate::window::SlidingWindow;
 
 /// The fleet's totals of one key per slice, as this instance knows them:
 /// closed slices are pulled until final, then kept here.
@@ -66,13 +67,11 @@ impl KeyHistory {
 
     /// The closed part of the window at `slice`: slices `slice - k ..
     /// slice`, pulled totals plus this instance's units not in them.
-    pub(super) fn closed_sum(&self, slice: u64, k: u64) -> u64 {
-        (slice.saturating_sub(k)..slice)
-            .map(|j| {
-                let (pulled, own) = self.get(j);
-                pulled + own
-            })
-            .sum()
+    pub(super) fn closed_sum(&self, window: &SlidingWindow, slice: u64) -> u64 {
+        window.closed_sum(slice, |j| {
+            let (pulled, own) = self.get(j);
+            pulled + own
+        })
     }
 
     pub(super) fn set(&mut self, slice: u64, pulled: Option<u64>, own: Option<u64>) {

@@ -151,7 +151,7 @@ impl FleetGate {
                     fresh.touched.store(last, Ordering::Relaxed);
                     // What requests see until this round writes the slot.
                     if let Some(p) = previous {
-                        carry_over(p, fresh, s, k);
+                        carry_over(p, fresh, s, &self.window);
                     }
                 });
             }
@@ -440,7 +440,7 @@ impl FleetGate {
             let Some(slot) = w.current.or(w.previous) else { continue };
             h.advance(s);
             slot.closed
-                .store(Closed::word(s, h.closed_sum(s, k)), Ordering::Relaxed);
+                .store(Closed::word(s, h.closed_sum(&self.window, s)), Ordering::Relaxed);
         }
         // The closed sums: pulled totals plus this instance's units not in
         // them (the slice just closed from its slot; older ones as kept).
@@ -467,7 +467,7 @@ impl FleetGate {
                 );
             }
             slot.closed
-                .store(Closed::word(s, h.closed_sum(s, k)), Ordering::Relaxed);
+                .store(Closed::word(s, h.closed_sum(&self.window, s)), Ordering::Relaxed);
         }
         for (key, h) in history.keys.iter_mut() {
             if work.get(key).is_some_and(|w| w.failed) {
