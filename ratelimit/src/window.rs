@@ -143,6 +143,7 @@ impl SlidingWindow {
     }
 
     /// Slices per window.
+    #[inline]
     pub fn slices(&self) -> u32 {
         self.slices
     }
