@@ -1,7 +1,8 @@
-//! The sync loop: every `sync_interval`, push this instance's deltas and
-//! pull the fleet's totals of the slices that may still change, keep the
-//! closed slices' totals locally, and hand each key's estimate to the
-//! request path through its slot.
+//! One sync round: push this instance's deltas and pull the fleet's totals
+//! of the slices that may still change, keep the closed slices' totals in
+//! the history (`history.rs`), and hand each key's estimate to the request
+//! path through its slot. The background task that runs a round every
+//! `sync_interval` is in `task.rs`.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
