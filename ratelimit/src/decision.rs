@@ -25,17 +25,22 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
-    pub(crate) allowed: bool,
-    pub(crate) limit: u32,
+    /// Always `denial.is_none()`: kept as its own field so `is_allowed` is
+    /// one load.
+    allowed: bool,
+    limit: u32,
     /// Unused capacity after this decision, in nanoseconds. `remaining()`
     /// divides it by the emission interval only when asked, keeping a
     /// division off the path of callers that never read it.
-    pub(crate) slack_ns: u64,
-    pub(crate) interval_ns: u64,
-    pub(crate) reset_after_ns: u64,
-    pub(crate) retry_after_ns: u64,
-    pub(crate) denial: Option<Denial>,
-    pub(crate) overflow: bool,
+    slack_ns: u64,
+    /// Never 0 (`remaining()` divides by it).
+    interval_ns: u64,
+    reset_after_ns: u64,
+    /// 0 when admitted.
+    retry_after_ns: u64,
+    /// `Some` exactly when refused.
+    denial: Option<Denial>,
+    overflow: bool,
 }
 
 /// Why a request was not admitted.
@@ -60,6 +65,78 @@ pub enum Denial {
 }
 
 impl Decision {
+    /// An admitted request: charged, no denial, nothing to wait for.
+    /// `limit` is the quota's burst, `slack_ns` the room left after it (in
+    /// nanoseconds of the emission interval `interval_ns`), `reset_after_ns`
+    /// the time until the key is fully recovered.
+    #[inline(always)]
+    pub(crate) fn admitted(limit: u32, slack_ns: u64, interval_ns: u64, reset_after_ns: u64) -> Decision {
+        let d = Decision {
+            allowed: true,
+            limit,
+            slack_ns,
+            interval_ns,
+            reset_after_ns,
+            retry_after_ns: 0,
+            denial: None,
+            overflow: false,
+        };
+        d.debug_check();
+        d
+    }
+
+    /// A refused request, for `denial`: nothing charged; a request of the
+    /// same cost conforms in `retry_after_ns` (`u64::MAX`: never).
+    #[inline]
+    pub(crate) fn refused(
+        denial: Denial,
+        limit: u32,
+        slack_ns: u64,
+        interval_ns: u64,
+        reset_after_ns: u64,
+        retry_after_ns: u64,
+    ) -> Decision {
+        let d = Decision {
+            allowed: false,
+            limit,
+            slack_ns,
+            interval_ns,
+            reset_after_ns,
+            retry_after_ns,
+            denial: Some(denial),
+            overflow: false,
+        };
+        d.debug_check();
+        d
+    }
+
+    /// This decision, for a key charged to (or refused by) the store's shared
+    /// overflow bucket because the store was full of live keys.
+    #[inline]
+    pub(crate) fn overflowed(mut self) -> Decision {
+        self.overflow = true;
+        self
+    }
+
+    /// The invariants every constructor and change keeps (debug builds).
+    #[inline(always)]
+    fn debug_check(&self) {
+        debug_assert_eq!(
+            self.allowed,
+            self.denial.is_none(),
+            "refused exactly when there is a denial: {self:?}"
+        );
+        debug_assert!(
+            !self.allowed || self.retry_after_ns == 0,
+            "admitted with a retry: {self:?}"
+        );
+        debug_assert!(self.interval_ns > 0, "no emission interval: {self:?}");
+        debug_assert!(
+            self.denial != Some(Denial::CostExceedsBurst) || self.retry_after_ns == u64::MAX,
+            "a cost above the burst never conforms: {self:?}"
+        );
+    }
+
     /// Whether the request was admitted (and charged).
     pub const fn is_allowed(&self) -> bool {
         self.allowed
@@ -116,6 +193,7 @@ impl Decision {
         self.denial = Some(Denial::FleetLimited);
         self.slack_ns = 0;
         self.retry_after_ns = self.retry_after_ns.max(retry_ns);
+        self.debug_check();
         self
     }
 
@@ -125,6 +203,7 @@ impl Decision {
     #[inline]
     pub(crate) fn tightened(mut self, slack_ns: u64) -> Decision {
         self.slack_ns = self.slack_ns.min(slack_ns);
+        self.debug_check();
         self
     }
 
@@ -132,5 +211,46 @@ impl Decision {
     /// store was full of live keys (see [`MemoryStore`](crate::MemoryStore)).
     pub const fn is_overflow(&self) -> bool {
         self.overflow
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constructors_own_the_invariants() {
+        let a = Decision::admitted(10, 3_000, 1_000, 7_000);
+        assert!(a.is_allowed() && a.denial().is_none());
+        assert_eq!((a.limit(), a.remaining(), a.retry_after()), (10, 3, Duration::ZERO));
+        assert_eq!(a.reset_after(), Duration::from_nanos(7_000));
+        let r = Decision::refused(Denial::RateLimited, 10, 0, 1_000, 9_000, 500);
+        assert!(r.is_denied());
+        assert_eq!(
+            (r.denial(), r.retry_after()),
+            (Some(Denial::RateLimited), Duration::from_nanos(500))
+        );
+        let o = r.overflowed();
+        assert!(o.is_overflow() && !r.is_overflow());
+        assert_eq!(
+            (o.denial(), o.retry_after(), o.limit()),
+            (r.denial(), r.retry_after(), r.limit())
+        );
+        let never = Decision::refused(Denial::CostExceedsBurst, 10, 0, 1_000, 0, u64::MAX);
+        assert_eq!(never.retry_after(), Duration::MAX);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a cost above the burst never conforms")]
+    fn a_cost_above_the_burst_with_a_retry_is_refused_in_debug_builds() {
+        let _ = Decision::refused(Denial::CostExceedsBurst, 10, 0, 1_000, 0, 5);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "no emission interval")]
+    fn a_zero_interval_is_refused_in_debug_builds() {
+        let _ = Decision::admitted(10, 0, 0, 0);
     }
 }

@@ -49,15 +49,15 @@ pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decisi
     // Unused capacity once the TAT is `tat` (0 when the client is in debt).
     let slack_at = |tat: u128| -> u64 { saturate(capacity.saturating_sub(tat - now128)) };
     let interval_ns = quota.interval_ns();
-    let denied = |retry_after_ns: u64, denial: Denial| Decision {
-        allowed: false,
-        limit: burst,
-        slack_ns: slack_at(tat),
-        interval_ns,
-        reset_after_ns: saturate(tat - now128),
-        retry_after_ns,
-        denial: Some(denial),
-        overflow: false,
+    let denied = |retry_after_ns: u64, denial: Denial| {
+        Decision::refused(
+            denial,
+            burst,
+            slack_at(tat),
+            interval_ns,
+            saturate(tat - now128),
+            retry_after_ns,
+        )
     };
 
     if cost > burst {
@@ -73,16 +73,7 @@ pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decisi
         // (584 years of uptime): refuse rather than store a wrapped value.
         return (denied(u64::MAX, Denial::RateLimited), Write::Keep);
     }
-    let decision = Decision {
-        allowed: true,
-        limit: burst,
-        slack_ns: slack_at(new),
-        interval_ns,
-        reset_after_ns: saturate(new - now128),
-        retry_after_ns: 0,
-        denial: None,
-        overflow: false,
-    };
+    let decision = Decision::admitted(burst, slack_at(new), interval_ns, saturate(new - now128));
     let write = if cost == 0 {
         Write::Keep
     } else {

@@ -128,20 +128,15 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         });
         match result {
             Some((decision, Placement::Own)) => decision,
-            Some((mut decision, Placement::Overflow)) => {
-                decision.overflow = true;
-                decision
-            }
-            None => Decision {
-                allowed: false,
-                limit: quota.burst(),
-                slack_ns: 0,
-                interval_ns: quota.interval_ns(),
-                reset_after_ns: 0,
-                retry_after_ns: quota.interval_ns(),
-                denial: Some(Denial::StoreFull),
-                overflow: false,
-            },
+            Some((decision, Placement::Overflow)) => decision.overflowed(),
+            None => Decision::refused(
+                Denial::StoreFull,
+                quota.burst(),
+                0,
+                quota.interval_ns(),
+                0,
+                quota.interval_ns(),
+            ),
         }
     }
 

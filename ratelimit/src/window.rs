@@ -40,7 +40,7 @@
 //! assert_eq!(w.covering(at.slice), at.slice - 20..=at.slice);
 //! ```
 
-use std::ops::RangeInclusive;
+use std::ops::{Range, RangeInclusive};
 use std::time::Duration;
 
 /// The most slices a window can be cut in.
@@ -143,6 +143,7 @@ impl SlidingWindow {
     }
 
     /// Slices per window.
+    #[inline]
     pub fn slices(&self) -> u32 {
         self.slices
     }
@@ -179,6 +180,40 @@ impl SlidingWindow {
     /// `slice - k ..= slice` (fewer near the start of time).
     pub fn covering(&self, slice: u64) -> RangeInclusive<u64> {
         slice.saturating_sub(u64::from(self.slices))..=slice
+    }
+
+    /// The covered slices already closed at a time in `slice`: `slice - k ..
+    /// slice`, all of [`covering`](Self::covering) but `slice` itself.
+    pub fn closed(&self, slice: u64) -> Range<u64> {
+        slice.saturating_sub(u64::from(self.slices))..slice
+    }
+
+    /// The closed part of the estimate at a time in `slice`: the sum of
+    /// `count` over [`closed`](Self::closed). The fleet gate's sync loop
+    /// computes it each round from the slice totals it knows, and hands it to
+    /// requests, which add the open slice with [`estimate`](Self::estimate).
+    pub fn closed_sum(&self, slice: u64, count: impl FnMut(u64) -> u64) -> u64 {
+        self.closed(slice).map(count).sum()
+    }
+
+    /// The estimated consumption of the window at a time in `slice`, what
+    /// [`fits`](Self::fits) is asked about: `closed_sum`, the sum over the
+    /// closed slices (from [`closed_sum`](Self::closed_sum)), plus the open
+    /// slice's count, `count(slice)`. Never below what the true window holds
+    /// (property tested). No loop: the gate runs it on every request.
+    ///
+    /// ```
+    /// # use ratelimit::window::SlidingWindow;
+    /// # use std::time::Duration;
+    /// let w = SlidingWindow::new(Duration::from_secs(10), 4).unwrap();
+    /// let count = |slice: u64| slice; // 1 in slice 1, 2 in slice 2, ...
+    /// let closed = w.closed_sum(10, count); // slices 6..10
+    /// assert_eq!(w.estimate(10, closed, count), 6 + 7 + 8 + 9 + 10);
+    /// assert_eq!(w.estimate(10, closed, count), w.covering(10).sum::<u64>());
+    /// ```
+    #[inline(always)]
+    pub fn estimate(&self, slice: u64, closed_sum: u64, count: impl FnOnce(u64) -> u64) -> u64 {
+        closed_sum + count(slice)
     }
 
     /// Whether `cost` more units fit when `used` units are estimated in the
@@ -236,6 +271,10 @@ mod tests {
         assert_eq!(w.epoch(base + W), 8);
         assert_eq!(w.first_slice(8), 160);
         assert_eq!(w.covering(5), 0..=5, "near the start of time");
+        assert_eq!(w.closed(5), 0..5);
+        assert_eq!(w.closed(100), 80..100);
+        assert_eq!(w.closed_sum(100, |_| 1), 20);
+        assert_eq!(w.estimate(100, w.closed_sum(100, |_| 1), |_| 1), 21, "k + 1 slices");
         assert!(SlidingWindow::new(Duration::from_secs(1), 0).is_err());
         assert!(SlidingWindow::new(Duration::from_secs(1), MAX_SLICES + 1).is_err());
         assert!(SlidingWindow::new(Duration::from_millis(10), 20).is_err());
@@ -267,10 +306,15 @@ mod tests {
             let w = SlidingWindow::new(Duration::from_nanos(W), k).unwrap();
             let wn = w.window_ns();
             let slice = w.locate(t).slice;
-            let covered = w.covering(slice);
-            let in_window = events.iter().filter(|&&e| e + wn > t && e <= t).count();
-            let estimate = events.iter().filter(|&&e| covered.contains(&w.locate(e).slice)).count();
+            let in_window = events.iter().filter(|&&e| e + wn > t && e <= t).count() as u64;
+            // Counted per slice, as the fleet counts; summed by the code the
+            // gate runs (the sync loop's closed sum, the request's estimate).
+            let count = |s: u64| events.iter().filter(|&&e| w.locate(e).slice == s).count() as u64;
+            let estimate = w.estimate(slice, w.closed_sum(slice, count), count);
             prop_assert!(estimate >= in_window, "estimate {} < true {}", estimate, in_window);
+            let covered = w.covering(slice);
+            let in_covered = events.iter().filter(|&&e| covered.contains(&w.locate(e).slice)).count() as u64;
+            prop_assert_eq!(estimate, in_covered, "the estimate is the covered slices' count");
         }
 
         /// Admitting by the estimate holds the budget in every true window,
@@ -291,7 +335,8 @@ mod tests {
             for gap in gaps {
                 now += gap;
                 let at = w.locate(now);
-                let used: u64 = w.covering(at.slice).map(|s| counts.get(&s).copied().unwrap_or(0)).sum();
+                let count = |s: u64| counts.get(&s).copied().unwrap_or(0);
+                let used = w.estimate(at.slice, w.closed_sum(at.slice, count), count);
                 if let Fit::Fits { .. } = w.fits(used, 1, t_ns, at.into_slice) {
                     *counts.entry(at.slice).or_default() += 1;
                     admitted.push(now);

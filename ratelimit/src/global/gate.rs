@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::history::History;
 use super::ids::FleetHasher;
-use super::sync::History;
+use super::names::DEGRADED;
+use super::settings::{GateError, GateSettings};
 use super::table::{Closed, Pending, Slot, Table, LOW};
-use super::{GateError, GateSettings, DEGRADED};
 use crate::store::CellKey;
 use crate::window::{Fit, SlidingWindow};
 use crate::{Clock, Decision, Limiter, Quota, Store};
@@ -381,7 +382,7 @@ impl FleetGate {
         if let Some(slot) = table.find(fleet_id) {
             // `None` also when this key's last round failed.
             let used = if in_force {
-                self.estimate(slot, epoch, fleet_id, slice)
+                self.used(slot, epoch, fleet_id, slice)
             } else {
                 None
             };
@@ -405,7 +406,7 @@ impl FleetGate {
         let previous = self.previous_slot(epoch, fleet_id);
         let used = match (in_force, previous) {
             (false, _) => None,
-            (true, Some(p)) => p.used(slice, self.k()),
+            (true, Some(p)) => p.used(&self.window, slice),
             (true, None) => Some(0),
         };
         let fit = used.map(|used| self.window.fits(used, cost, quota.interval_ns(), into));
@@ -424,7 +425,7 @@ impl FleetGate {
         let claimed = table.slot(fleet_id, |fresh| {
             fresh.touched.store(touched(route, round), Ordering::Relaxed);
             if let Some(p) = previous {
-                carry_over(p, fresh, slice, self.k());
+                carry_over(p, fresh, slice, &self.window);
             }
         });
         match claimed {
@@ -445,19 +446,16 @@ impl FleetGate {
         }
     }
 
-    fn k(&self) -> u64 {
-        u64::from(self.window.slices())
-    }
-
-    /// A slot's estimate; a slot just claimed by another thread (its carry
-    /// over not written yet) counts what the previous epoch's slot knew.
+    /// A slot's estimate ([`SlidingWindow::estimate`] on what the slot
+    /// holds); a slot just claimed by another thread (its carry over not
+    /// written yet) also counts what the previous epoch's slot knew.
     #[inline]
-    fn estimate(&self, slot: &Slot, epoch: u64, fleet_id: u64, slice: u64) -> Option<u64> {
+    fn used(&self, slot: &Slot, epoch: u64, fleet_id: u64, slice: u64) -> Option<u64> {
         let closed = slot.closed.load(Ordering::Relaxed);
-        let here = slot.used_with(closed, slice, self.k())?;
+        let here = slot.used_with(&self.window, closed, slice)?;
         if closed == Closed::UNKNOWN {
             if let Some(p) = self.previous_slot(epoch, fleet_id) {
-                return p.used(slice, self.k()).map(|before| before + here);
+                return p.used(&self.window, slice).map(|before| before + here);
             }
         }
         Some(here)
@@ -533,8 +531,8 @@ fn add_pending(slot: &Slot, slice: u64, cost: u32) {
 /// A fresh slot starts from what the previous epoch's slot knew: its
 /// estimate of the window so far, as the closed sum for this slice, until
 /// the sync loop writes the slot.
-pub(super) fn carry_over(previous: &Slot, fresh: &Slot, slice: u64, k: u64) {
-    let carried = match previous.used(slice, k) {
+pub(super) fn carry_over(previous: &Slot, fresh: &Slot, slice: u64, window: &SlidingWindow) {
+    let carried = match previous.used(window, slice) {
         Some(used) => Closed::word(slice, used.saturating_sub(previous.open_units(slice))),
         None => Closed::degraded(slice),
     };

@@ -18,6 +18,8 @@ use redis::{Pipeline, Value};
 use tokio::sync::Mutex;
 
 use super::store::{GlobalError, GlobalStore, OpResult, SyncOp};
+#[cfg(feature = "redis-tls")]
+use super::tls::{TlsClient, TlsConn, TlsSettings};
 
 /// How to reach Redis, beyond the URL.
 #[derive(Debug, Clone)]
@@ -56,7 +58,7 @@ enum Client {
     Cluster(ClusterClient),
     /// `rediss://`, single or cluster, with our TLS (`tls.rs`).
     #[cfg(feature = "redis-tls")]
-    Tls(super::tls::TlsClient),
+    Tls(TlsClient),
 }
 
 #[derive(Clone)]
@@ -64,7 +66,7 @@ enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
     #[cfg(feature = "redis-tls")]
-    Tls(super::tls::TlsConn),
+    Tls(TlsConn),
 }
 
 /// The Redis [`GlobalStore`]. Creating it checks the URL only; it connects
@@ -188,7 +190,13 @@ async fn send(conn: &mut Conn, pipe: &Pipeline, count: usize) -> redis::RedisRes
 /// never a process-wide one (see `tls.rs`).
 #[cfg(feature = "redis-tls")]
 fn tls_client(url: &str, settings: &RedisSettings) -> Result<Client, GlobalError> {
-    super::tls::TlsClient::new(url, settings)
+    let tls = TlsSettings {
+        ca_file: settings.ca_file.as_deref(),
+        cluster: settings.cluster,
+        connect_timeout: settings.connect_timeout,
+        response_timeout: settings.response_timeout,
+    };
+    TlsClient::new(url, &tls)
         .map(Client::Tls)
         .map_err(|e| GlobalError::new(format!("redis url {:?}: {e}", redact(url))))
 }

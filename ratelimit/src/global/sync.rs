@@ -1,17 +1,19 @@
-//! The sync loop: every `sync_interval`, push this instance's deltas and
-//! pull the fleet's totals of the slices that may still change, keep the
-//! closed slices' totals locally, and hand each key's estimate to the
-//! request path through its slot.
+//! One sync round: push this instance's deltas and pull the fleet's totals
+//! of the slices that may still change, keep the closed slices' totals in
+//! the history (`history.rs`), and hand each key's estimate to the request
+//! path through its slot. The background task that runs a round every
+//! `sync_interval` is in `task.rs`.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use super::delta::{hand_back, take_unpushed, Take};
 use super::gate::{carry_over, FleetGate};
+use super::history::{KeyHistory, Taken};
+use super::names::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED};
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
-use super::table::{pack, tag32, unpack, Closed, Pending, Slot, BACKLOG, LOW};
-use super::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED};
+use super::table::{pack, tag32, unpack, Closed, Pending, Slot, LOW};
 use crate::Clock;
 
 /// What one sync round did.
@@ -33,155 +35,6 @@ pub struct SyncReport {
     /// so reads are rationed, busiest keys first. Their estimates stay
     /// what they were (the last closed sum still counts), never less.
     pub unread_keys: usize,
-}
-
-/// The fleet's totals of one key per slice, as this instance knows them:
-/// closed slices are pulled until final, then kept here.
-#[derive(Debug)]
-struct KeyHistory {
-    /// The newest slice in `ring`.
-    newest: u64,
-    /// By `slice % len`: the fleet total pulled (high half) and this
-    /// instance's units not known to be part of it (low half: lost pushes).
-    ring: Box<[u64]>,
-    /// Slices up to this one are final: every instance has pushed into
-    /// them, so they are not pulled again.
-    final_upto: Option<u64>,
-    /// The newest epoch whose counter this instance gave a TTL.
-    expire_epoch: Option<u64>,
-    /// A counter to give a TTL again next round (see `Work::recreated`).
-    reexpire: Option<(Counter, u32)>,
-    /// The last slice in which the key was active (pulled).
-    active_until: u64,
-}
-
-impl KeyHistory {
-    fn new(len: usize, slice: u64) -> KeyHistory {
-        KeyHistory {
-            newest: slice,
-            ring: vec![0; len].into_boxed_slice(),
-            final_upto: None,
-            expire_epoch: None,
-            reexpire: None,
-            active_until: slice,
-        }
-    }
-
-    fn advance(&mut self, slice: u64) {
-        let len = self.ring.len() as u64;
-        if slice <= self.newest {
-            return;
-        }
-        if slice - self.newest >= len {
-            self.ring.fill(0);
-        } else {
-            for j in self.newest + 1..=slice {
-                self.ring[(j % len) as usize] = 0;
-            }
-        }
-        self.newest = slice;
-    }
-
-    fn get(&self, slice: u64) -> (u64, u64) {
-        let len = self.ring.len() as u64;
-        if slice > self.newest || slice + len <= self.newest {
-            return (0, 0);
-        }
-        unpack(self.ring[(slice % len) as usize])
-    }
-
-    /// The closed part of the window at `slice`: slices `slice - k ..
-    /// slice`, pulled totals plus this instance's units not in them.
-    fn closed_sum(&self, slice: u64, k: u64) -> u64 {
-        (slice.saturating_sub(k)..slice)
-            .map(|j| {
-                let (pulled, own) = self.get(j);
-                pulled + own
-            })
-            .sum()
-    }
-
-    fn set(&mut self, slice: u64, pulled: Option<u64>, own: Option<u64>) {
-        let len = self.ring.len() as u64;
-        if slice > self.newest || slice + len <= self.newest {
-            return;
-        }
-        let i = (slice % len) as usize;
-        let (p, o) = unpack(self.ring[i]);
-        self.ring[i] = pack(pulled.unwrap_or(p), own.unwrap_or(o));
-    }
-}
-
-/// The sync loop's own state, behind the gate's mutex (never locked by
-/// requests, never held across an await).
-#[derive(Debug, Default)]
-pub(crate) struct History {
-    keys: HashMap<u64, KeyHistory>,
-    failed_before: bool,
-    /// Untracked keys already exported as a metric.
-    untracked_reported: u64,
-    /// Keys read per round, while rounds run long; `None`: all.
-    read_budget: Option<usize>,
-}
-
-/// The history, taken out of its mutex for a round and put back when
-/// dropped.
-struct Taken<'a> {
-    home: &'a std::sync::Mutex<History>,
-    history: History,
-}
-
-impl<'a> Taken<'a> {
-    fn new(home: &'a std::sync::Mutex<History>) -> Taken<'a> {
-        let history = std::mem::take(&mut *home.lock().unwrap_or_else(|e| e.into_inner()));
-        Taken { home, history }
-    }
-}
-
-impl std::ops::Deref for Taken<'_> {
-    type Target = History;
-    fn deref(&self) -> &History {
-        &self.history
-    }
-}
-
-impl std::ops::DerefMut for Taken<'_> {
-    fn deref_mut(&mut self) -> &mut History {
-        &mut self.history
-    }
-}
-
-impl Drop for Taken<'_> {
-    fn drop(&mut self) {
-        *self.home.lock().unwrap_or_else(|e| e.into_inner()) = std::mem::take(&mut self.history);
-    }
-}
-
-impl History {
-    /// After a failed round: every key is pulled whole again; this
-    /// instance's own units stay.
-    fn forget_pulls(&mut self) {
-        for h in self.keys.values_mut() {
-            h.final_upto = None;
-        }
-    }
-}
-
-/// The fewest keys a rationed round still reads.
-const MIN_READS: usize = 256;
-
-/// A delta taken from a slot for this round.
-struct Take<'a> {
-    key: u64,
-    slot: &'a Slot,
-    /// The word it came from (a slice parity, or the backlog).
-    parity: usize,
-    /// The slice the word holds (its tag).
-    word_slice: u64,
-    /// The slice it is pushed into: its own while the others still read
-    /// it, else the open one (later, so it stays counted longer).
-    slice: u64,
-    delta: u64,
 }
 
 /// A key in this round.
@@ -299,7 +152,7 @@ impl FleetGate {
                     fresh.touched.store(last, Ordering::Relaxed);
                     // What requests see until this round writes the slot.
                     if let Some(p) = previous {
-                        carry_over(p, fresh, s, k);
+                        carry_over(p, fresh, s, &self.window);
                     }
                 });
             }
@@ -338,19 +191,12 @@ impl FleetGate {
             });
         }
         // Reads, rationed while rounds run long: the busiest keys first.
-        if let Some(budget) = history.read_budget {
-            let mut active: Vec<(u64, u64)> = work
-                .iter()
-                .filter(|(_, w)| w.active)
-                .map(|(&key, w)| (w.units, key))
-                .collect();
-            if active.len() > budget {
-                active.sort_unstable_by(|a, b| b.cmp(a));
-                for &(_, key) in &active[budget..] {
-                    if let Some(w) = work.get_mut(&key) {
-                        w.unread = true;
-                    }
-                }
+        let unread = history
+            .ration
+            .unread(work.iter().filter(|(_, w)| w.active).map(|(&key, w)| (w.units, key)));
+        for key in unread {
+            if let Some(w) = work.get_mut(&key) {
+                w.unread = true;
             }
         }
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active && !w.unread) {
@@ -582,11 +428,7 @@ impl FleetGate {
             report.pulled += 1;
         }
         for t in confirmed {
-            let _ = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
-                let (tag, unconfirmed, unpushed) = Pending::unpack(v);
-                t.holds(tag)
-                    .then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed))
-            });
+            t.confirm();
             report.pushed += t.delta;
         }
         // Idle keys (no longer pulled): their closed sums from what this
@@ -599,7 +441,7 @@ impl FleetGate {
             let Some(slot) = w.current.or(w.previous) else { continue };
             h.advance(s);
             slot.closed
-                .store(Closed::word(s, h.closed_sum(s, k)), Ordering::Relaxed);
+                .store(Closed::word(s, h.closed_sum(&self.window, s)), Ordering::Relaxed);
         }
         // The closed sums: pulled totals plus this instance's units not in
         // them (the slice just closed from its slot; older ones as kept).
@@ -626,7 +468,7 @@ impl FleetGate {
                 );
             }
             slot.closed
-                .store(Closed::word(s, h.closed_sum(s, k)), Ordering::Relaxed);
+                .store(Closed::word(s, h.closed_sum(&self.window, s)), Ordering::Relaxed);
         }
         for (key, h) in history.keys.iter_mut() {
             if work.get(key).is_some_and(|w| w.failed) {
@@ -641,26 +483,9 @@ impl FleetGate {
         // Rounds that take more than half the interval ration the next
         // round's reads; fast ones lift the ration again.
         let took = started.elapsed();
-        let read = report.pulled;
-        let interval = self.settings.sync_interval;
-        history.read_budget = if took * 2 > interval {
-            let budget = (read / 2).max(MIN_READS);
-            if history.read_budget.is_none() {
-                tracing::warn!(
-                    target: "ratelimit",
-                    active = work.len(),
-                    took_ms = took.as_millis() as u64,
-                    "fleet gate: sync rounds run longer than half the interval; reading the busiest {budget} keys per round"
-                );
-            }
-            Some(budget)
-        } else if took * 4 < interval {
-            history
-                .read_budget
-                .and_then(|b| (b.saturating_mul(2) < work.len()).then(|| b.saturating_mul(2)))
-        } else {
-            history.read_budget
-        };
+        history
+            .ration
+            .after_round(took, self.settings.sync_interval, report.pulled, work.len());
         // Keys the full table could not track, counted by requests in an
         // atomic and exported here (no metrics call on the request path).
         let untracked = self.status().untracked;
@@ -713,7 +538,7 @@ impl FleetGate {
         }
     }
 
-    fn set_last_error(&self, e: Option<String>) {
+    pub(super) fn set_last_error(&self, e: Option<String>) {
         if let Ok(mut last) = self.last_error.lock() {
             *last = e;
         }
@@ -731,146 +556,5 @@ impl FleetGate {
             tracing::warn!(target: "ratelimit", error = %e, "fleet gate: sync failed, limiting locally only until it recovers");
         }
         e
-    }
-
-    /// Spawns the sync loop on the current tokio runtime: a round every
-    /// `sync_interval` (one at a time), each under `timeout`; after a
-    /// failure, exponential backoff with jitter up to `max_backoff`. The task
-    /// ends when the gate is dropped. If it stops otherwise (it panicked, or
-    /// its handle was aborted), the gate goes local-only and says so.
-    pub fn spawn_sync<G: GlobalStore, C: Clock + Clone + 'static>(
-        self: &Arc<Self>,
-        store: G,
-        clock: C,
-        timeout: Duration,
-    ) -> tokio::task::JoinHandle<()> {
-        self.set_round_timeout(timeout);
-        self.mark_fresh(clock.now());
-        let weak = Arc::downgrade(self);
-        let interval = self.settings.sync_interval;
-        let max_backoff = self.settings.max_backoff;
-        metrics::gauge!(DEGRADED).set(0.0);
-        tokio::spawn(async move {
-            let _watch = Watch(weak.clone());
-            let mut failures = 0u32;
-            let mut jitter = Jitter::new();
-            // The first failure logs in `fail`; repeats at most every 10 s.
-            let mut last_log = std::time::Instant::now();
-            let mut suppressed = 0u64;
-            loop {
-                let wait = if failures == 0 {
-                    interval
-                } else {
-                    let backoff = interval.saturating_mul(1 << failures.min(16)).min(max_backoff);
-                    backoff.mul_f64(jitter.next_between(0.5, 1.5))
-                };
-                tokio::time::sleep(wait).await;
-                let Some(gate) = weak.upgrade() else { return };
-                let result = match tokio::time::timeout(timeout, gate.sync_once(&store, &clock)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(gate.fail(GlobalError::new(format!("sync round took longer than {timeout:?}")))),
-                };
-                match result {
-                    Ok(_) => failures = 0,
-                    Err(e) => {
-                        failures = failures.saturating_add(1);
-                        // At most one line every 10 s while it keeps failing.
-                        if last_log.elapsed() >= Duration::from_secs(10) {
-                            tracing::warn!(target: "ratelimit", error = %e, failures, suppressed, "fleet gate: sync still failing");
-                            last_log = std::time::Instant::now();
-                            suppressed = 0;
-                        } else {
-                            suppressed += 1;
-                        }
-                    }
-                }
-            }
-        })
-    }
-}
-
-/// Dropped with the sync task: if the gate outlives it (a panic, an aborted
-/// task), the gate goes local-only and says why.
-struct Watch(Weak<FleetGate>);
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        if let Some(gate) = self.0.upgrade() {
-            let why = if std::thread::panicking() {
-                "the sync task panicked"
-            } else {
-                "the sync task stopped"
-            };
-            gate.stalled.store(true, Ordering::Relaxed);
-            gate.mark_stale();
-            gate.failures.fetch_add(1, Ordering::Relaxed);
-            gate.set_last_error(Some(why.to_owned()));
-            metrics::gauge!(DEGRADED).set(1.0);
-            tracing::error!(target: "ratelimit", "fleet gate: {why}; limiting locally only from now on");
-        }
-    }
-}
-
-/// Takes a word's unpushed units for a push: moves them to "unconfirmed"
-/// in one step, so they are counted throughout. Returns the slice the word
-/// holds (for the backlog, the newest slice its units came from) and the
-/// units. A backlog whose newest slice left the window is dropped whole.
-fn take_unpushed(slot: &Slot, parity: usize, now: u64, k: u64) -> Option<(u64, u64)> {
-    if parity == BACKLOG {
-        let v = slot.pending[BACKLOG].load(Ordering::Relaxed);
-        if v != 0 && Pending::age(now, Pending::unpack(v).0) > k {
-            let _ = slot.pending[BACKLOG].compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed);
-            return None;
-        }
-    }
-    let before = slot.pending[parity]
-        .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
-            let (tag, unconfirmed, unpushed) = Pending::unpack(v);
-            (unpushed > 0).then(|| Pending::pack(tag, unconfirmed + unpushed, 0))
-        })
-        .ok()?;
-    let (tag, _, unpushed) = Pending::unpack(before);
-    // A word never holds a slice ahead of now (16-bit tags, slots live
-    // three epochs at most).
-    let age = Pending::age(now, tag);
-    Some((now - age.min(now), unpushed))
-}
-
-impl Take<'_> {
-    /// Whether the word still holds this take's slice (the backlog always
-    /// does).
-    fn holds(&self, tag: u64) -> bool {
-        self.parity == BACKLOG || tag == Pending::tag(self.word_slice)
-    }
-}
-
-/// Hands a delta that certainly did not apply back to "not yet pushed"
-/// (to the backlog if its word now holds a newer slice).
-fn hand_back(t: &Take<'_>) {
-    let back = t.slot.pending[t.parity].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
-        let (tag, unconfirmed, unpushed) = Pending::unpack(v);
-        t.holds(tag)
-            .then(|| Pending::pack(tag, unconfirmed.saturating_sub(t.delta), unpushed + t.delta))
-    });
-    if back.is_err() {
-        t.slot.add_backlog(t.word_slice, t.delta);
-    }
-}
-
-/// xorshift jitter for the backoff (no need for a cryptographic RNG).
-struct Jitter(u64);
-
-impl Jitter {
-    fn new() -> Jitter {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0x9e37_79b9, |d| d.as_nanos() as u64);
-        Jitter(seed | 1)
-    }
-    fn next_between(&mut self, lo: f64, hi: f64) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        lo + (hi - lo) * ((self.0 >> 11) as f64 / (1u64 << 53) as f64)
     }
 }

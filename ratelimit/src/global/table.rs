@@ -8,6 +8,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::window::SlidingWindow;
+
 /// One key's state in one epoch.
 #[derive(Debug, Default)]
 #[repr(align(64))]
@@ -124,16 +126,17 @@ impl Slot {
     }
 
     /// The estimated consumption of the window at a time in `slice`
-    /// (slices `slice - k ..= slice`); `None` when the key is local-only
-    /// (its last round failed).
+    /// (slices `slice - k ..= slice`, [`SlidingWindow::estimate`]); `None`
+    /// when the key is local-only (its last round failed).
     #[inline(always)]
-    pub(crate) fn used(&self, slice: u64, k: u64) -> Option<u64> {
-        self.used_with(self.closed.load(Ordering::Relaxed), slice, k)
+    pub(crate) fn used(&self, window: &SlidingWindow, slice: u64) -> Option<u64> {
+        self.used_with(window, self.closed.load(Ordering::Relaxed), slice)
     }
 
     /// [`used`](Self::used) with the `closed` word already loaded.
     #[inline(always)]
-    pub(crate) fn used_with(&self, closed: u64, slice: u64, k: u64) -> Option<u64> {
+    pub(crate) fn used_with(&self, window: &SlidingWindow, closed: u64, slice: u64) -> Option<u64> {
+        let k = u64::from(window.slices());
         let (tag, sum) = unpack(closed);
         if sum == Closed::DEGRADED {
             return None;
@@ -159,7 +162,10 @@ impl Slot {
             let at = slice.wrapping_sub(age);
             sum + self.open_units(at) + if age >= 2 { self.open_units(before) } else { 0 }
         };
-        Some(known + self.open_units(slice) + self.backlog_units(slice, k))
+        // The closed slices (and the backlog: units of slices still in the
+        // window, counted as the newest they came from), plus the open one.
+        let closed_sum = known + self.backlog_units(slice, k);
+        Some(window.estimate(slice, closed_sum, |open| self.open_units(open)))
     }
 
     /// The backlog's units, while the newest slice they came from is still
@@ -341,32 +347,33 @@ mod tests {
     fn the_estimate_of_a_slot() {
         let s = Slot::default();
         let k = 20;
+        let w = SlidingWindow::new(std::time::Duration::from_secs(10), k as u32).unwrap();
         // Fresh: only what the slot holds.
-        assert_eq!(s.used(100, k), Some(0));
+        assert_eq!(s.used(&w, 100), Some(0));
         s.pending[0].store(Pending::pack(Pending::tag(100), 2, 3), Ordering::Relaxed);
         s.fleet[0].store(pack(tag32(100), 10), Ordering::Relaxed);
-        assert_eq!(s.used(100, k), Some(15));
+        assert_eq!(s.used(&w, 100), Some(15));
         // A stale pending word (another slice of the same parity) is not counted.
-        assert_eq!(s.used(102, k), Some(0));
+        assert_eq!(s.used(&w, 102), Some(0));
         // Closed sums, current and one boundary late.
         s.closed.store(Closed::word(100, 40), Ordering::Relaxed);
-        assert_eq!(s.used(100, k), Some(55));
+        assert_eq!(s.used(&w, 100), Some(55));
         s.fleet[1].store(pack(tag32(101), 4), Ordering::Relaxed);
-        assert_eq!(s.used(101, k), Some(40 + 15 + 4));
+        assert_eq!(s.used(&w, 101), Some(40 + 15 + 4));
         // Several boundaries late (an idle key): the old sum and what the
         // slot still holds.
-        assert_eq!(s.used(105, k), Some(40 + 15));
+        assert_eq!(s.used(&w, 105), Some(40 + 15));
         // A window later, nothing it knew counts.
-        assert_eq!(s.used(100 + k + 1, k), Some(0));
+        assert_eq!(s.used(&w, 100 + k + 1), Some(0));
         // The backlog counts while its newest slice is in the window.
         s.add_backlog(100 + k, 6);
-        assert_eq!(s.used(100 + k + 1, k), Some(6));
-        assert_eq!(s.used(100 + 2 * k + 1, k), Some(0));
+        assert_eq!(s.used(&w, 100 + k + 1), Some(6));
+        assert_eq!(s.used(&w, 100 + 2 * k + 1), Some(0));
         // A sum tagged one slice ahead of the request counts as current.
         s.closed.store(Closed::word(101, 40), Ordering::Relaxed);
         s.pending[BACKLOG].store(0, Ordering::Relaxed);
-        assert_eq!(s.used(100, k), Some(40 + 15));
+        assert_eq!(s.used(&w, 100), Some(40 + 15));
         s.closed.store(Closed::degraded(100), Ordering::Relaxed);
-        assert_eq!(s.used(100, k), None);
+        assert_eq!(s.used(&w, 100), None);
     }
 }

@@ -44,8 +44,22 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
-use super::redis::RedisSettings;
 use super::store::GlobalError;
+
+/// What a TLS client needs beyond its `rediss://` URL (the server name to
+/// verify is the URL's host).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TlsSettings<'a> {
+    /// A PEM file of the CA certificates to trust, alone (a private CA);
+    /// `None`: the webpki roots.
+    pub(super) ca_file: Option<&'a Path>,
+    /// The URL is a seed node of a Redis Cluster.
+    pub(super) cluster: bool,
+    /// Time to establish a connection (TCP and handshake).
+    pub(super) connect_timeout: Duration,
+    /// Time for each round's replies.
+    pub(super) response_timeout: Duration,
+}
 
 /// Reads a PEM file of CA certificates (the roots to trust) and checks each
 /// the way a root store does. Errors name the file and the certificate.
@@ -81,8 +95,8 @@ struct Tls {
 }
 
 impl Tls {
-    fn new(settings: &RedisSettings) -> Result<Tls, String> {
-        let roots = match &settings.ca_file {
+    fn new(ca_file: Option<&Path>, connect_timeout: Duration) -> Result<Tls, String> {
+        let roots = match ca_file {
             Some(path) => Some(read_ca_file(path).map_err(|e| format!("ca_file {e}"))?),
             None => None,
         };
@@ -108,7 +122,7 @@ impl Tls {
         Ok(Tls {
             connector: TlsConnector::from(Arc::new(config)),
             roots,
-            connect_timeout: settings.connect_timeout,
+            connect_timeout,
         })
     }
 
@@ -242,7 +256,7 @@ pub(super) enum TlsConn {
 
 impl TlsClient {
     /// Checks the URL and reads `ca_file`; connects on [`TlsClient::connect`].
-    pub(super) fn new(url: &str, settings: &RedisSettings) -> Result<TlsClient, String> {
+    pub(super) fn new(url: &str, settings: &TlsSettings<'_>) -> Result<TlsClient, String> {
         let rest = url.strip_prefix("rediss://").ok_or("not a rediss:// URL")?;
         if url.contains('#') {
             return Err("no URL fragment (#insecure is refused: certificates are always verified)".to_owned());
@@ -250,7 +264,7 @@ impl TlsClient {
         // The URL as redis-rs would read it without TLS: host, port, user,
         // password, db. The TLS is ours.
         let plain = format!("redis://{rest}");
-        let tls = Tls::new(settings)?;
+        let tls = Tls::new(settings.ca_file, settings.connect_timeout)?;
         let (target, tls) = if settings.cluster {
             // No retries: a retried pipeline could apply its INCRBYs twice.
             let client = ClusterClient::builder(vec![plain])

@@ -1,0 +1,141 @@
+//! The sync loop's memory of each key: the fleet's totals per slice as this
+//! instance last knew them (a ring of slice totals per key), kept across
+//! rounds behind the gate's mutex. It knows nothing of the gate or of the
+//! store's connection: the loop (`sync.rs`) fills it and reads it.
+
+use std::collections::HashMap;
+
+use super::ration::ReadRation;
+use super::store::Counter;
+use super::table::{pack, unpack};
+use crate::window::SlidingWindow;
+
+/// The fleet's totals of one key per slice, as this instance knows them:
+/// closed slices are pulled until final, then kept here.
+#[derive(Debug)]
+pub(super) struct KeyHistory {
+    /// The newest slice in `ring`.
+    newest: u64,
+    /// By `slice % len`: the fleet total pulled (high half) and this
+    /// instance's units not known to be part of it (low half: lost pushes).
+    ring: Box<[u64]>,
+    /// Slices up to this one are final: every instance has pushed into
+    /// them, so they are not pulled again.
+    pub(super) final_upto: Option<u64>,
+    /// The newest epoch whose counter this instance gave a TTL.
+    pub(super) expire_epoch: Option<u64>,
+    /// A counter to give a TTL again next round (see `Work::recreated`).
+    pub(super) reexpire: Option<(Counter, u32)>,
+    /// The last slice in which the key was active (pulled).
+    pub(super) active_until: u64,
+}
+
+impl KeyHistory {
+    pub(super) fn new(len: usize, slice: u64) -> KeyHistory {
+        KeyHistory {
+            newest: slice,
+            ring: vec![0; len].into_boxed_slice(),
+            final_upto: None,
+            expire_epoch: None,
+            reexpire: None,
+            active_until: slice,
+        }
+    }
+
+    pub(super) fn advance(&mut self, slice: u64) {
+        let len = self.ring.len() as u64;
+        if slice <= self.newest {
+            return;
+        }
+        if slice - self.newest >= len {
+            self.ring.fill(0);
+        } else {
+            for j in self.newest + 1..=slice {
+                self.ring[(j % len) as usize] = 0;
+            }
+        }
+        self.newest = slice;
+    }
+
+    pub(super) fn get(&self, slice: u64) -> (u64, u64) {
+        let len = self.ring.len() as u64;
+        if slice > self.newest || slice + len <= self.newest {
+            return (0, 0);
+        }
+        unpack(self.ring[(slice % len) as usize])
+    }
+
+    /// The closed part of the window at `slice`: slices `slice - k ..
+    /// slice`, pulled totals plus this instance's units not in them.
+    pub(super) fn closed_sum(&self, window: &SlidingWindow, slice: u64) -> u64 {
+        window.closed_sum(slice, |j| {
+            let (pulled, own) = self.get(j);
+            pulled + own
+        })
+    }
+
+    pub(super) fn set(&mut self, slice: u64, pulled: Option<u64>, own: Option<u64>) {
+        let len = self.ring.len() as u64;
+        if slice > self.newest || slice + len <= self.newest {
+            return;
+        }
+        let i = (slice % len) as usize;
+        let (p, o) = unpack(self.ring[i]);
+        self.ring[i] = pack(pulled.unwrap_or(p), own.unwrap_or(o));
+    }
+}
+
+/// The sync loop's own state, behind the gate's mutex (never locked by
+/// requests, never held across an await).
+#[derive(Debug, Default)]
+pub(super) struct History {
+    pub(super) keys: HashMap<u64, KeyHistory>,
+    pub(super) failed_before: bool,
+    /// Untracked keys already exported as a metric.
+    pub(super) untracked_reported: u64,
+    /// Keys read per round, while rounds run long.
+    pub(super) ration: ReadRation,
+}
+
+/// The history, taken out of its mutex for a round and put back when
+/// dropped.
+pub(super) struct Taken<'a> {
+    home: &'a std::sync::Mutex<History>,
+    history: History,
+}
+
+impl<'a> Taken<'a> {
+    pub(super) fn new(home: &'a std::sync::Mutex<History>) -> Taken<'a> {
+        let history = std::mem::take(&mut *home.lock().unwrap_or_else(|e| e.into_inner()));
+        Taken { home, history }
+    }
+}
+
+impl std::ops::Deref for Taken<'_> {
+    type Target = History;
+    fn deref(&self) -> &History {
+        &self.history
+    }
+}
+
+impl std::ops::DerefMut for Taken<'_> {
+    fn deref_mut(&mut self) -> &mut History {
+        &mut self.history
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        *self.home.lock().unwrap_or_else(|e| e.into_inner()) = std::mem::take(&mut self.history);
+    }
+}
+
+impl History {
+    /// After a failed round: every key is pulled whole again; this
+    /// instance's own units stay.
+    pub(super) fn forget_pulls(&mut self) {
+        for h in self.keys.values_mut() {
+            h.final_upto = None;
+        }
+    }
+}

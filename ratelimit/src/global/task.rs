@@ -1,0 +1,109 @@
+//! The background task: a sync round every `sync_interval`, one at a time,
+//! each under a timeout, with exponential backoff and jitter after failures;
+//! and the watch that turns the gate local-only if the task stops.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::gate::FleetGate;
+use super::names::DEGRADED;
+use super::store::{GlobalError, GlobalStore};
+use crate::Clock;
+
+impl FleetGate {
+    /// Spawns the sync loop on the current tokio runtime: a round every
+    /// `sync_interval` (one at a time), each under `timeout`; after a
+    /// failure, exponential backoff with jitter up to `max_backoff`. The task
+    /// ends when the gate is dropped. If it stops otherwise (it panicked, or
+    /// its handle was aborted), the gate goes local-only and says so.
+    pub fn spawn_sync<G: GlobalStore, C: Clock + Clone + 'static>(
+        self: &Arc<Self>,
+        store: G,
+        clock: C,
+        timeout: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        self.set_round_timeout(timeout);
+        self.mark_fresh(clock.now());
+        let weak = Arc::downgrade(self);
+        let interval = self.settings.sync_interval;
+        let max_backoff = self.settings.max_backoff;
+        metrics::gauge!(DEGRADED).set(0.0);
+        tokio::spawn(async move {
+            let _watch = Watch(weak.clone());
+            let mut failures = 0u32;
+            let mut jitter = Jitter::new();
+            // The first failure logs in `fail`; repeats at most every 10 s.
+            let mut last_log = std::time::Instant::now();
+            let mut suppressed = 0u64;
+            loop {
+                let wait = if failures == 0 {
+                    interval
+                } else {
+                    let backoff = interval.saturating_mul(1 << failures.min(16)).min(max_backoff);
+                    backoff.mul_f64(jitter.next_between(0.5, 1.5))
+                };
+                tokio::time::sleep(wait).await;
+                let Some(gate) = weak.upgrade() else { return };
+                let result = match tokio::time::timeout(timeout, gate.sync_once(&store, &clock)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(gate.fail(GlobalError::new(format!("sync round took longer than {timeout:?}")))),
+                };
+                match result {
+                    Ok(_) => failures = 0,
+                    Err(e) => {
+                        failures = failures.saturating_add(1);
+                        // At most one line every 10 s while it keeps failing.
+                        if last_log.elapsed() >= Duration::from_secs(10) {
+                            tracing::warn!(target: "ratelimit", error = %e, failures, suppressed, "fleet gate: sync still failing");
+                            last_log = std::time::Instant::now();
+                            suppressed = 0;
+                        } else {
+                            suppressed += 1;
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Dropped with the sync task: if the gate outlives it (a panic, an aborted
+/// task), the gate goes local-only and says why.
+struct Watch(Weak<FleetGate>);
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(gate) = self.0.upgrade() {
+            let why = if std::thread::panicking() {
+                "the sync task panicked"
+            } else {
+                "the sync task stopped"
+            };
+            gate.stalled.store(true, Ordering::Relaxed);
+            gate.mark_stale();
+            gate.failures.fetch_add(1, Ordering::Relaxed);
+            gate.set_last_error(Some(why.to_owned()));
+            metrics::gauge!(DEGRADED).set(1.0);
+            tracing::error!(target: "ratelimit", "fleet gate: {why}; limiting locally only from now on");
+        }
+    }
+}
+
+/// xorshift jitter for the backoff (no need for a cryptographic RNG).
+struct Jitter(u64);
+
+impl Jitter {
+    fn new() -> Jitter {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0x9e37_79b9, |d| d.as_nanos() as u64);
+        Jitter(seed | 1)
+    }
+    fn next_between(&mut self, lo: f64, hi: f64) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        lo + (hi - lo) * ((self.0 >> 11) as f64 / (1u64 << 53) as f64)
+    }
+}
