@@ -4,8 +4,8 @@
 //! (`MemoryStore::DEFAULT_MAX_KEYS`, `HeaderCardinality::default()`,
 //! `OverflowPolicy::default()`). The settings of feature-gated parts (`jwt`,
 //! `service`, `global`) have their defaults here, on the configuration type
-//! that describes them: `jwt` and `service` take them from here, and a test
-//! pins `global`'s own to them.
+//! that describes them (always compiled), and those parts take them from
+//! here.
 
 use std::time::Duration;
 
@@ -84,8 +84,8 @@ impl Default for ResponseConfig {
 
 #[cfg(test)]
 mod tests {
-    /// `crate::global` keeps its own literals (it is not changed here): this
-    /// pins them to the configuration's, so the two cannot drift apart.
+    /// The fleet gate's own settings start from the configuration's
+    /// defaults.
     #[cfg(feature = "redis")]
     #[test]
     fn the_fleet_gate_defaults_are_the_configurations() {

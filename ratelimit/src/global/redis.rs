@@ -7,6 +7,7 @@
 //! `rediss://` needs the `redis-tls` feature, and is done in `tls.rs`, with
 //! a private CA from [`RedisSettings::ca_file`]).
 
+use crate::config::GlobalConfig;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -43,10 +44,10 @@ pub struct RedisSettings {
 impl Default for RedisSettings {
     fn default() -> Self {
         RedisSettings {
-            prefix: "rl".to_owned(),
+            prefix: GlobalConfig::DEFAULT_KEY_PREFIX.to_owned(),
             cluster: false,
-            connect_timeout: Duration::from_secs(1),
-            response_timeout: Duration::from_millis(250),
+            connect_timeout: GlobalConfig::DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: GlobalConfig::DEFAULT_TIMEOUT,
             shards: 16,
             ca_file: None,
         }

@@ -1,5 +1,6 @@
 //! The gate's settings, and why a gate could not be built.
 
+use crate::config::GlobalConfig;
 use std::time::Duration;
 
 /// The default number of sub-epochs a window is cut in.
@@ -51,10 +52,10 @@ impl GateSettings {
     /// with this secret.
     pub fn new(secret: &[u8]) -> GateSettings {
         GateSettings {
-            window: Duration::from_secs(10),
+            window: GlobalConfig::DEFAULT_WINDOW,
             sub_epochs: None,
-            sync_interval: Duration::from_millis(100),
-            max_keys: 50_000,
+            sync_interval: GlobalConfig::DEFAULT_SYNC_INTERVAL,
+            max_keys: GlobalConfig::DEFAULT_MAX_KEYS,
             idle_rounds: 20,
             max_backoff: Duration::from_secs(5),
             secret: secret.to_vec(),
