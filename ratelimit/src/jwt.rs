@@ -142,7 +142,7 @@ impl JwtVerifier {
             keys,
             issuer: None,
             audience: None,
-            leeway: crate::config::JwtVerification::DEFAULT_LEEWAY,
+            leeway: crate::defaults::JWT_LEEWAY,
             hasher: (ahash::RandomState::new(), ahash::RandomState::new()),
             cache: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             cache_per_shard: 10_000 / CACHE_SHARDS,
@@ -477,8 +477,8 @@ pub struct JwksSettings {
 impl Default for JwksSettings {
     fn default() -> Self {
         JwksSettings {
-            refresh_every: crate::config::JwtVerification::DEFAULT_JWKS_REFRESH,
-            cooldown: crate::config::JwtVerification::DEFAULT_JWKS_COOLDOWN,
+            refresh_every: crate::defaults::JWKS_REFRESH,
+            cooldown: crate::defaults::JWKS_COOLDOWN,
             timeout: Duration::from_secs(2),
         }
     }

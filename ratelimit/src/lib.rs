@@ -179,10 +179,13 @@
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
+#[cfg(feature = "redis-tls")]
+mod ca;
 pub mod claims;
 mod clock;
 pub mod config;
 mod decision;
+mod defaults;
 mod gcra;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]

@@ -231,11 +231,11 @@ pub struct CacheSettings {
 impl Default for CacheSettings {
     fn default() -> Self {
         CacheSettings {
-            ttl: crate::config::ServiceConfig::DEFAULT_TTL,
-            negative_ttl: crate::config::ServiceConfig::DEFAULT_NEGATIVE_TTL,
+            ttl: crate::defaults::SERVICE_TTL,
+            negative_ttl: crate::defaults::SERVICE_NEGATIVE_TTL,
             max_stale: Duration::from_secs(600),
-            timeout: crate::config::ServiceConfig::DEFAULT_TIMEOUT,
-            max_entries: crate::config::ServiceConfig::DEFAULT_MAX_ENTRIES,
+            timeout: crate::defaults::SERVICE_TIMEOUT,
+            max_entries: crate::defaults::SERVICE_MAX_ENTRIES,
             max_in_flight: 256,
         }
     }

@@ -3,9 +3,9 @@
 //! A default owned by a type that is always compiled comes from that type
 //! (`MemoryStore::DEFAULT_MAX_KEYS`, `HeaderCardinality::default()`,
 //! `OverflowPolicy::default()`). The settings of feature-gated parts (`jwt`,
-//! `service`, `global`) have their defaults here, on the configuration type
-//! that describes them (always compiled), and those parts take them from
-//! here.
+//! `service`, `global`) are defined once in `crate::defaults`, which those
+//! parts read, and republished here on the configuration type that
+//! describes them.
 
 use std::time::Duration;
 
@@ -39,37 +39,37 @@ impl JwtLimits {
 
 impl JwtVerification {
     /// Clock skew tolerated on `exp`, by default (also `JwtVerifier`'s).
-    pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
+    pub const DEFAULT_LEEWAY: Duration = crate::defaults::JWT_LEEWAY;
     /// JWKS URL refresh interval, by default (also `JwksSettings`').
-    pub const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(600);
+    pub const DEFAULT_JWKS_REFRESH: Duration = crate::defaults::JWKS_REFRESH;
     /// Least time between JWKS URL fetches, by default (also `JwksSettings`').
-    pub const DEFAULT_JWKS_COOLDOWN: Duration = Duration::from_secs(30);
+    pub const DEFAULT_JWKS_COOLDOWN: Duration = crate::defaults::JWKS_COOLDOWN;
 }
 
 impl ServiceConfig {
     /// How long an answer is used, by default (also `CacheSettings`').
-    pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
+    pub const DEFAULT_TTL: Duration = crate::defaults::SERVICE_TTL;
     /// How long a "no answer" is remembered, by default.
-    pub const DEFAULT_NEGATIVE_TTL: Duration = Duration::from_secs(5);
+    pub const DEFAULT_NEGATIVE_TTL: Duration = crate::defaults::SERVICE_NEGATIVE_TTL;
     /// Per-call timeout, by default.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(200);
+    pub const DEFAULT_TIMEOUT: Duration = crate::defaults::SERVICE_TIMEOUT;
     /// Most answers cached, by default.
-    pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
+    pub const DEFAULT_MAX_ENTRIES: usize = crate::defaults::SERVICE_MAX_ENTRIES;
 }
 
 impl GlobalConfig {
     /// How often each instance reconciles, by default (`GateSettings::new`'s).
-    pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(100);
+    pub const DEFAULT_SYNC_INTERVAL: Duration = crate::defaults::GLOBAL_SYNC_INTERVAL;
     /// The sliding window, by default (`GateSettings::new`'s).
-    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
+    pub const DEFAULT_WINDOW: Duration = crate::defaults::GLOBAL_WINDOW;
     /// Prefix of every Redis key, by default (`RedisSettings::default()`'s).
-    pub const DEFAULT_KEY_PREFIX: &'static str = "rl";
+    pub const DEFAULT_KEY_PREFIX: &'static str = crate::defaults::GLOBAL_KEY_PREFIX;
     /// Time for one sync round's replies, by default (`RedisSettings::default()`'s).
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(250);
+    pub const DEFAULT_TIMEOUT: Duration = crate::defaults::GLOBAL_TIMEOUT;
     /// Time to connect, by default (`RedisSettings::default()`'s).
-    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = crate::defaults::GLOBAL_CONNECT_TIMEOUT;
     /// Keys tracked per epoch, by default (`GateSettings::new`'s).
-    pub const DEFAULT_MAX_KEYS: usize = 50_000;
+    pub const DEFAULT_MAX_KEYS: usize = crate::defaults::GLOBAL_MAX_KEYS;
 }
 
 impl Default for ResponseConfig {

@@ -7,7 +7,6 @@
 //! `rediss://` needs the `redis-tls` feature, and is done in `tls.rs`, with
 //! a private CA from [`RedisSettings::ca_file`]).
 
-use crate::config::GlobalConfig;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -44,10 +43,10 @@ pub struct RedisSettings {
 impl Default for RedisSettings {
     fn default() -> Self {
         RedisSettings {
-            prefix: GlobalConfig::DEFAULT_KEY_PREFIX.to_owned(),
+            prefix: crate::defaults::GLOBAL_KEY_PREFIX.to_owned(),
             cluster: false,
-            connect_timeout: GlobalConfig::DEFAULT_CONNECT_TIMEOUT,
-            response_timeout: GlobalConfig::DEFAULT_TIMEOUT,
+            connect_timeout: crate::defaults::GLOBAL_CONNECT_TIMEOUT,
+            response_timeout: crate::defaults::GLOBAL_TIMEOUT,
             shards: 16,
             ca_file: None,
         }

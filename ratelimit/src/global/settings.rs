@@ -1,6 +1,5 @@
 //! The gate's settings, and why a gate could not be built.
 
-use crate::config::GlobalConfig;
 use std::time::Duration;
 
 /// The default number of sub-epochs a window is cut in.
@@ -52,10 +51,10 @@ impl GateSettings {
     /// with this secret.
     pub fn new(secret: &[u8]) -> GateSettings {
         GateSettings {
-            window: GlobalConfig::DEFAULT_WINDOW,
+            window: crate::defaults::GLOBAL_WINDOW,
             sub_epochs: None,
-            sync_interval: GlobalConfig::DEFAULT_SYNC_INTERVAL,
-            max_keys: GlobalConfig::DEFAULT_MAX_KEYS,
+            sync_interval: crate::defaults::GLOBAL_SYNC_INTERVAL,
+            max_keys: crate::defaults::GLOBAL_MAX_KEYS,
             idle_rounds: 20,
             max_backoff: Duration::from_secs(5),
             secret: secret.to_vec(),

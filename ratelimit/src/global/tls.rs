@@ -39,7 +39,6 @@ use redis::{
     RedisFuture, RedisResult, Value,
 };
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
@@ -61,31 +60,6 @@ pub(super) struct TlsSettings<'a> {
     pub(super) response_timeout: Duration,
 }
 
-/// Reads a PEM file of CA certificates (the roots to trust) and checks each
-/// the way a root store does. Errors name the file and the certificate.
-pub(crate) fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let shown = path.display();
-    let pem = std::fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
-    let mut certs = Vec::new();
-    for (i, cert) in CertificateDer::pem_slice_iter(&pem).enumerate() {
-        let cert = cert.map_err(|e| format!("{shown}: certificate {}: {e}", i + 1))?;
-        RootCertStore::empty().add(cert.clone()).map_err(|e| {
-            let why = match e {
-                rustls::Error::InvalidCertificate(e) => format!("{e:?}"),
-                e => e.to_string(),
-            };
-            format!("{shown}: certificate {}: not a usable CA certificate ({why})", i + 1)
-        })?;
-        certs.push(cert);
-    }
-    if certs.is_empty() {
-        return Err(format!(
-            "{shown}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it"
-        ));
-    }
-    Ok(certs)
-}
-
 /// How to open a TLS connection to a node.
 struct Tls {
     connector: TlsConnector,
@@ -97,7 +71,7 @@ struct Tls {
 impl Tls {
     fn new(ca_file: Option<&Path>, connect_timeout: Duration) -> Result<Tls, String> {
         let roots = match ca_file {
-            Some(path) => Some(read_ca_file(path).map_err(|e| format!("ca_file {e}"))?),
+            Some(path) => Some(crate::ca::read_ca_file(path).map_err(|e| format!("ca_file {e}"))?),
             None => None,
         };
         let mut store = RootCertStore::empty();

@@ -114,7 +114,7 @@ pub(super) fn global(
 /// startup, so a bad file fails there rather than at the first connection).
 #[cfg(feature = "redis-tls")]
 fn check_ca_file(path: &Path) -> Result<(), String> {
-    crate::global::tls::read_ca_file(path).map(drop)
+    crate::ca::read_ca_file(path).map(drop)
 }
 
 #[cfg(not(feature = "redis-tls"))]

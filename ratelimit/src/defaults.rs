@@ -1,0 +1,33 @@
+//! Defaults of settings that the configuration and a feature-gated part
+//! (`jwt`, `service`, `redis`) share: each defined once, here, at the bottom
+//! of the crate where every feature can read it. The configuration types
+//! republish them (`ServiceConfig::DEFAULT_TTL`, ...).
+
+use std::time::Duration;
+
+/// Clock skew tolerated on a token's `exp`.
+pub(crate) const JWT_LEEWAY: Duration = Duration::from_secs(30);
+/// How often a JWKS URL is fetched again.
+pub(crate) const JWKS_REFRESH: Duration = Duration::from_secs(600);
+/// Least time between two fetches of a JWKS URL.
+pub(crate) const JWKS_COOLDOWN: Duration = Duration::from_secs(30);
+/// How long a limit service's answer is used.
+pub(crate) const SERVICE_TTL: Duration = Duration::from_secs(60);
+/// How long a limit service's "no answer" is remembered.
+pub(crate) const SERVICE_NEGATIVE_TTL: Duration = Duration::from_secs(5);
+/// Time a limit service call may take.
+pub(crate) const SERVICE_TIMEOUT: Duration = Duration::from_millis(200);
+/// Most limit service answers cached.
+pub(crate) const SERVICE_MAX_ENTRIES: usize = 10_000;
+/// How often each instance reconciles with the fleet.
+pub(crate) const GLOBAL_SYNC_INTERVAL: Duration = Duration::from_millis(100);
+/// The fleet gate's sliding window.
+pub(crate) const GLOBAL_WINDOW: Duration = Duration::from_secs(10);
+/// Prefix of every Redis key of the fleet gate.
+pub(crate) const GLOBAL_KEY_PREFIX: &str = "rl";
+/// Time for one sync round's replies.
+pub(crate) const GLOBAL_TIMEOUT: Duration = Duration::from_millis(250);
+/// Time to connect to Redis.
+pub(crate) const GLOBAL_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Keys the fleet gate tracks per epoch.
+pub(crate) const GLOBAL_MAX_KEYS: usize = 50_000;
