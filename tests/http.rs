@@ -653,3 +653,37 @@ fn counter(s: &metrics_util::debugging::Snapshotter, name: &str, route: &str) ->
     }
     tally.get(&(name.to_owned(), route.to_owned())).copied().unwrap_or(0)
 }
+
+/// A namespaced claim (a URL, as hosted identity providers require for
+/// custom claims) keys a `[[rules]]` entry by its whole name: two tenants
+/// behind one address get a bucket each, and the same tenant is limited.
+#[tokio::test]
+async fn a_namespaced_claim_keys_a_rule() {
+    let clock = ManualClock::new();
+    let toml = format!(
+        "{CONFIG}\n[[rules]]\nname = \"tenants\"\npath = \"/plain\"\nkey = \"jwt_claim:https://example.com/tenant\"\n\
+         resolve = [\"default\"]\n"
+    );
+    let rl = runtime(&toml, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let exp = get_current_timestamp() + 600;
+    let as_tenant = |t: &str| {
+        with_token(
+            request("/plain", "192.0.2.1:1"),
+            &token(
+                &json!({"sub": "u", "https://example.com/tenant": t, "exp": exp}),
+                SECRET,
+            ),
+        )
+    };
+    for _ in 0..3 {
+        assert_eq!(send(&app, as_tenant("acme")).await.status(), StatusCode::OK);
+    }
+    assert_eq!(
+        send(&app, as_tenant("acme")).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Another tenant, same address: its own bucket (keyed by address, both
+    // would share the one just spent).
+    assert_eq!(send(&app, as_tenant("globex")).await.status(), StatusCode::OK);
+}

@@ -100,29 +100,71 @@ fn valid_chain() -> impl Strategy<Value = Vec<Call>> {
         })
 }
 
-fn rule() -> impl Strategy<Value = Rule> {
-    let key = prop_oneof![3 => valid_key(), 1 => call(&["ip", "header", "jwt_claim", "cookie", "IP", "global"])];
-    let steps = prop_oneof![
-        3 => valid_chain(),
-        1 => proptest::collection::vec(call(&["jwt", "service", "profile", "default", "tier"]), 0..5),
-    ];
-    let name = prop_oneof![
-        4 => "[a-zA-Z0-9._:/-]{1,12}",
-        1 => Just(String::new()),
-        1 => "[a-zA-Z0-9._:/ \"\\-]{1,10}",
-    ];
-    let cost = prop_oneof![
-        4 => 1i128..10,
-        1 => Just(i128::from(u32::MAX)),
-        1 => prop_oneof![Just(-1i128), Just(0), Just(i128::from(u32::MAX) + 1)],
-    ];
-    (key, steps, name, cost, any::<bool>()).prop_map(|(key, steps, name, cost, shadow)| Rule {
-        key,
-        steps,
-        name,
-        cost,
-        shadow,
-    })
+/// A part of a rule the generator writes from anything, valid or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Key,
+    Resolve,
+    Name,
+    Cost,
+}
+
+/// Key kinds: the spec's own (so a kind added there is generated here) and
+/// names that are not kinds.
+fn key_kinds() -> Vec<&'static str> {
+    let mut kinds: Vec<&'static str> = ratelimit_spec::KEY_KINDS.iter().map(|(k, _)| *k).collect();
+    kinds.extend(["cookie", "IP", "global", "Header"]);
+    kinds
+}
+
+fn step_names() -> Vec<&'static str> {
+    let mut steps: Vec<&'static str> = ratelimit_spec::STEPS.iter().map(|(s, _)| *s).collect();
+    steps.extend(["tier", "Default", "jwt_claim"]);
+    steps
+}
+
+/// A rule whose parts are valid, except at most one (`Some(part)`), which
+/// is written from anything: when both surfaces refuse, they must refuse
+/// that part.
+fn rule() -> impl Strategy<Value = (Rule, Option<Part>)> {
+    let wild_key = (
+        proptest::sample::select(key_kinds()),
+        proptest::option::weighted(0.6, text()),
+    )
+        .prop_map(|(k, arg)| named(k, arg));
+    let wild_steps = proptest::collection::vec(
+        (
+            proptest::sample::select(step_names()),
+            proptest::option::weighted(0.5, text()),
+        )
+            .prop_map(|(s, arg)| named(s, arg)),
+        0..5,
+    );
+    let wild_name = prop_oneof![Just(String::new()), "[a-zA-Z0-9._:/ \"\\,é-]{1,10}"];
+    let wild_cost = prop_oneof![Just(-1i128), Just(0), Just(i128::from(u32::MAX) + 1), -3i128..12];
+    let part = proptest::option::weighted(
+        0.7,
+        proptest::sample::select(vec![Part::Key, Part::Resolve, Part::Name, Part::Cost]),
+    );
+    (
+        part,
+        (valid_key(), wild_key),
+        (valid_chain(), wild_steps),
+        ("[a-zA-Z0-9._:/-]{1,12}", wild_name),
+        (prop_oneof![4 => 1i128..10, 1 => Just(i128::from(u32::MAX))], wild_cost),
+        any::<bool>(),
+    )
+        .prop_map(|(part, keys, chains, names, costs, shadow)| {
+            let pick = |p: Part| part == Some(p);
+            let rule = Rule {
+                key: if pick(Part::Key) { keys.1 } else { keys.0 },
+                steps: if pick(Part::Resolve) { chains.1 } else { chains.0 },
+                name: if pick(Part::Name) { names.1 } else { names.0 },
+                cost: if pick(Part::Cost) { costs.1 } else { costs.0 },
+                shadow,
+            };
+            (rule, part)
+        })
 }
 
 /// `kind` or `kind("arg")`.
@@ -226,11 +268,29 @@ fn config_steps(chain: &ratelimit::resolve::AnyChain) -> Vec<Step> {
         .collect()
 }
 
+/// The options the attribute refused (each is `None` in its arguments).
+fn attribute_refused(args: &crate::parse::Args) -> Vec<&'static str> {
+    let mut refused = Vec::new();
+    if args.key.is_none() {
+        refused.push("key");
+    }
+    if args.resolve.is_none() {
+        refused.push("resolve");
+    }
+    if args.name.is_none() {
+        refused.push("name");
+    }
+    if args.cost.is_none() {
+        refused.push("cost");
+    }
+    refused
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 5000, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn attribute_and_config_accept_the_same_rules(r in rule()) {
+    fn attribute_and_config_accept_the_same_rules((r, _part) in rule()) {
         let attr_text = attribute(&r);
         let tokens: proc_macro2::TokenStream = attr_text.parse().expect("the generator writes valid tokens");
         let (args, errors) = parse_args(tokens);
@@ -247,7 +307,15 @@ proptest! {
             }
             ([], Err(e)) => prop_assert!(false, "the attribute accepts `{}`, the config refuses it: {}\n{}", attr_text, e, config_text),
             ([first, ..], Ok(_)) => prop_assert!(false, "the config accepts\n{}\nthe attribute refuses `{}`: {}", config_text, attr_text, first),
-            ([_, ..], Err(_)) => {}
+            ([_, ..], Err(e)) => {
+                // One part at most is wild: both must refuse that one.
+                let config_part = e.field().and_then(|f| f.strip_prefix("rules[0].")).unwrap_or("?");
+                let refused = attribute_refused(&args);
+                prop_assert_eq!(
+                    refused.clone(), vec![config_part],
+                    "the attribute refuses {:?} of `{}`, the config {:?}: {}\n{}", refused, attr_text, config_part, e, config_text
+                );
+            }
         }
     }
 }
@@ -260,7 +328,7 @@ fn the_generator_reaches_both_sides() {
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     let (mut accepted, mut refused) = (0, 0);
     for _ in 0..2000 {
-        let r = rule().new_tree(&mut runner).expect("a rule").current();
+        let (r, _) = rule().new_tree(&mut runner).expect("a rule").current();
         let tokens: proc_macro2::TokenStream = attribute(&r).parse().expect("valid tokens");
         if parse_args(tokens).1.is_empty() {
             accepted += 1;

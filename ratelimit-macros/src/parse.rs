@@ -181,10 +181,13 @@ fn parse_call<T>(
     if !content.is_empty() {
         return Err(content.error(format!("expected one string literal: `{example}`")));
     }
+    // The argument's own mistake first (it is the likelier one), then what
+    // follows it.
+    let value = check(&name, Some(&lit.value())).map_err(on(lit.span()))?;
     if !input.is_empty() {
         return Err(input.error(format!("unexpected tokens after the {what}")));
     }
-    check(&name, Some(&lit.value())).map_err(on(lit.span()))
+    Ok(value)
 }
 
 fn parse_key(input: ParseStream<'_>) -> syn::Result<KeyKind> {
@@ -225,29 +228,31 @@ fn parse_resolve(value: TokenStream, option: Span) -> (Option<Vec<Step>>, Vec<sy
         errors.push(spec_error(group.span(), &ratelimit_spec::empty_chain()));
         return (None, errors);
     }
-    let mut steps = Vec::new();
+    // Steps that did not parse stay in place as `None`, so the chain's
+    // checks report the steps that did at their own positions.
+    let mut steps: Vec<Option<Step>> = Vec::new();
     let mut spans = Vec::new();
     for item in items {
         let stream: TokenStream = item.into_iter().collect();
-        let span = stream.span();
+        spans.push(stream.span());
         match parse_step.parse2(stream) {
-            Ok(step) => {
-                steps.push(step);
-                spans.push(span);
+            Ok(step) => steps.push(Some(step)),
+            Err(e) => {
+                errors.push(e);
+                steps.push(None);
             }
-            Err(e) => errors.push(e),
         }
     }
-    let parsed_all = errors.is_empty();
-    for (i, problem) in ratelimit_spec::check_chain(&steps) {
+    let partial: Vec<Option<&Step>> = steps.iter().map(Option::as_ref).collect();
+    for (i, problem) in ratelimit_spec::check_partial_chain(&partial) {
         errors.push(spec_error(spans.get(i).copied().unwrap_or(option), &problem));
     }
-    // A chain with a step that did not parse is not reported as lacking
-    // `default` too (the unparsed step may have been meant as it).
-    if !parsed_all {
-        errors.retain(|e| !e.to_string().starts_with("the resolve list must end with"));
-    }
-    (errors.is_empty().then_some(steps), errors)
+    let steps = if errors.is_empty() {
+        steps.into_iter().collect::<Option<Vec<Step>>>()
+    } else {
+        None
+    };
+    (steps, errors)
 }
 
 fn parse_step(input: ParseStream<'_>) -> syn::Result<Step> {

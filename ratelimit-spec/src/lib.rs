@@ -108,12 +108,22 @@ impl Step {
     }
 }
 
-/// The key kinds, as the attribute spells them and as the configuration
-/// does.
-pub const KEY_KINDS: [&str; 3] = ["ip", "header", "jwt_claim"];
+/// The key kinds, as both surfaces spell them, and whether each takes an
+/// argument: the one table [`key`] and [`key_takes_argument`] read.
+pub const KEY_KINDS: [(&str, bool); 3] = [("ip", false), ("header", true), ("jwt_claim", true)];
 
-/// The resolver steps.
-pub const STEPS: [&str; 4] = ["jwt", "service", "profile", "default"];
+/// The resolver steps and whether each takes an argument: the one table
+/// [`step`] and [`step_takes_argument`] read.
+pub const STEPS: [(&str, bool); 4] = [
+    ("jwt", false),
+    ("service", false),
+    ("profile", true),
+    ("default", false),
+];
+
+/// The longest header name a key may read (`http` refuses names above
+/// 64 KiB; no real header comes near this).
+pub const MAX_HEADER_NAME: usize = 256;
 
 /// A request costs this many units unless the rule says otherwise.
 pub const DEFAULT_COST: u32 = 1;
@@ -141,6 +151,7 @@ enum ErrorKind {
     KeyTakesNoArgument(&'static str),
     KeyNeedsArgument(&'static str),
     EmptyHeaderName,
+    HeaderNameTooLong(usize),
     HeaderNameChar(String, char),
     EmptyClaim,
     ClaimEmptySegment(String),
@@ -184,6 +195,9 @@ impl Error {
             K::KeyNeedsArgument(k) => format!("\"{k}\" needs a name: \"{}\"", key_example(k, surface)),
             K::EmptyHeaderName if attr => "empty header name; e.g. `header(\"x-api-key\")`".to_owned(),
             K::EmptyHeaderName => "empty header name; e.g. \"header:x-api-key\"".to_owned(),
+            K::HeaderNameTooLong(n) => {
+                format!("header name of {n} bytes: header names are at most {MAX_HEADER_NAME} bytes")
+            }
             K::HeaderNameChar(name, c) => format!(
                 "invalid header name {name:?}: {c:?} is not allowed; header names are letters, digits and \
                  !#$%&'*+-.^_`|~"
@@ -201,7 +215,9 @@ impl Error {
             K::ClaimWhitespace(p) if attr => {
                 format!("invalid claim path {p:?}: claim names have no whitespace")
             }
-            K::ClaimWhitespace(p) => format!("invalid claim name {p:?}: claim names have no whitespace"),
+            K::ClaimWhitespace(p) => {
+                format!("invalid claim name {p:?}: claim names have no whitespace, control or invisible characters")
+            }
             K::UnknownStep(s) if attr => {
                 format!("unknown resolver `{s}`; expected `jwt`, `service`, `profile(\"name\")` or `default`")
             }
@@ -279,35 +295,26 @@ impl std::error::Error for Error {}
 /// A key from its kind and argument: `("ip", None)`,
 /// `("header", Some("x-api-key"))`, `("jwt_claim", Some("sub"))`.
 pub fn key(kind: &str, arg: Option<&str>) -> Result<KeyKind, Error> {
-    let fixed = match KEY_KINDS.iter().find(|k| **k == kind) {
-        Some(k) => *k,
-        None => return Err(Error::new(ErrorKind::UnknownKeyKind(kind.to_owned()))),
+    let Some(&(fixed, takes)) = KEY_KINDS.iter().find(|(k, _)| *k == kind) else {
+        return Err(Error::new(ErrorKind::UnknownKeyKind(kind.to_owned())));
     };
     match (fixed, arg) {
-        ("ip", None) => Ok(KeyKind::Ip),
-        ("ip", Some(_)) => Err(Error::new(ErrorKind::KeyTakesNoArgument(fixed))),
-        (_, None) => Err(Error::new(ErrorKind::KeyNeedsArgument(fixed))),
+        (_, Some(_)) if !takes => Err(Error::new(ErrorKind::KeyTakesNoArgument(fixed))),
+        (_, None) if takes => Err(Error::new(ErrorKind::KeyNeedsArgument(fixed))),
         ("header", Some(name)) => header_name(name).map(KeyKind::Header),
-        (_, Some(path)) => claim_path(path).map(|()| KeyKind::Claim(path.to_owned())),
+        ("jwt_claim", Some(path)) => claim_path(path).map(|()| KeyKind::Claim(path.to_owned())),
+        _ => Ok(KeyKind::Ip),
     }
 }
 
 /// Whether a key kind takes an argument; `None` when there is no such kind.
 pub fn key_takes_argument(kind: &str) -> Option<bool> {
-    match kind {
-        "ip" => Some(false),
-        "header" | "jwt_claim" => Some(true),
-        _ => None,
-    }
+    KEY_KINDS.iter().find(|(k, _)| *k == kind).map(|&(_, takes)| takes)
 }
 
 /// Whether a step takes an argument; `None` when there is no such step.
 pub fn step_takes_argument(name: &str) -> Option<bool> {
-    match name {
-        "jwt" | "service" | "default" => Some(false),
-        "profile" => Some(true),
-        _ => None,
-    }
+    STEPS.iter().find(|(s, _)| *s == name).map(|&(_, takes)| takes)
 }
 
 /// A key as the configuration writes it: `"ip"`, `"header:x-api-key"`,
@@ -322,15 +329,14 @@ pub fn key_text(text: &str) -> Result<KeyKind, Error> {
 /// A step from its name and argument: `("jwt", None)`,
 /// `("profile", Some("standard"))`.
 pub fn step(name: &str, arg: Option<&str>) -> Result<Step, Error> {
-    let fixed = match STEPS.iter().find(|s| **s == name) {
-        Some(s) => *s,
-        None => return Err(Error::new(ErrorKind::UnknownStep(name.to_owned()))),
+    let Some(&(fixed, takes)) = STEPS.iter().find(|(s, _)| *s == name) else {
+        return Err(Error::new(ErrorKind::UnknownStep(name.to_owned())));
     };
     match (fixed, arg) {
-        ("profile", None) => Err(Error::new(ErrorKind::ProfileNeedsName)),
-        ("profile", Some(p)) if p.trim().is_empty() => Err(Error::new(ErrorKind::EmptyProfileName)),
-        ("profile", Some(p)) => Ok(Step::Profile(p.to_owned())),
-        (_, Some(_)) => Err(Error::new(ErrorKind::StepTakesNoArgument(fixed))),
+        (_, Some(_)) if !takes => Err(Error::new(ErrorKind::StepTakesNoArgument(fixed))),
+        (_, None) if takes => Err(Error::new(ErrorKind::ProfileNeedsName)),
+        (_, Some(p)) if p.trim().is_empty() => Err(Error::new(ErrorKind::EmptyProfileName)),
+        (_, Some(p)) => Ok(Step::Profile(p.to_owned())),
         ("jwt", None) => Ok(Step::Jwt),
         ("service", None) => Ok(Step::Service),
         _ => Ok(Step::Default),
@@ -350,18 +356,28 @@ pub fn step_text(text: &str) -> Result<Step, Error> {
 /// are otherwise fine) no `default` at the end. Empty when the chain is
 /// valid.
 pub fn check_chain(steps: &[Step]) -> Vec<(usize, Error)> {
+    let steps: Vec<Option<&Step>> = steps.iter().map(Some).collect();
+    check_partial_chain(&steps)
+}
+
+/// [`check_chain`] for a list some of whose steps did not parse (`None`):
+/// positions stay those of the list as written, and a list with an
+/// unparsed step is not also said to lack `default` or to be empty.
+pub fn check_partial_chain(steps: &[Option<&Step>]) -> Vec<(usize, Error)> {
     if steps.is_empty() {
         return vec![(0, Error::new(ErrorKind::EmptyChain))];
     }
     let mut problems = Vec::new();
     for (i, s) in steps.iter().enumerate() {
-        if steps[..i].contains(s) {
-            problems.push((i, Error::new(ErrorKind::DuplicateStep(s.clone()))));
-        } else if *s == Step::Default && i + 1 != steps.len() {
+        let Some(s) = s else { continue };
+        if steps[..i].contains(&Some(s)) {
+            problems.push((i, Error::new(ErrorKind::DuplicateStep((*s).clone()))));
+        } else if **s == Step::Default && i + 1 != steps.len() {
             problems.push((i, Error::new(ErrorKind::DefaultNotLast)));
         }
     }
-    if problems.is_empty() && steps.last() != Some(&Step::Default) {
+    let complete = steps.iter().all(Option::is_some);
+    if complete && problems.is_empty() && steps.last() != Some(&Some(&Step::Default)) {
         problems.push((steps.len() - 1, Error::new(ErrorKind::MissingDefault)));
     }
     problems
@@ -377,6 +393,9 @@ pub fn empty_chain() -> Error {
 pub fn header_name(name: &str) -> Result<String, Error> {
     if name.is_empty() {
         return Err(Error::new(ErrorKind::EmptyHeaderName));
+    }
+    if name.len() > MAX_HEADER_NAME {
+        return Err(Error::new(ErrorKind::HeaderNameTooLong(name.len())));
     }
     if let Some(c) = name.chars().find(|c| !is_token_char(*c)) {
         return Err(Error::new(ErrorKind::HeaderNameChar(name.to_owned(), c)));
@@ -398,10 +417,23 @@ pub fn claim_path(path: &str) -> Result<(), Error> {
     if path.split('.').any(str::is_empty) {
         return Err(Error::new(ErrorKind::ClaimEmptySegment(path.to_owned())));
     }
-    if path.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    if path
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || is_invisible(c))
+    {
         return Err(Error::new(ErrorKind::ClaimWhitespace(path.to_owned())));
     }
     Ok(())
+}
+
+/// Invisible formatting characters (Unicode category Cf: zero-width,
+/// bidirectional controls, the byte-order mark, the soft hyphen): a claim
+/// name holding one looks like another and never matches it.
+fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{ad}' | '\u{600}'..='\u{605}' | '\u{61c}' | '\u{6dd}' | '\u{70f}' | '\u{180e}'
+        | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{e0001}' | '\u{e0020}'..='\u{e007f}')
 }
 
 /// A stable route name: letters, digits and `. _ - : /` (it appears in
@@ -461,6 +493,12 @@ mod tests {
             assert!(key_text(bad).is_err(), "{bad:?}");
         }
         assert_eq!(key("header", Some("A")), key_text("header:A"));
+        assert!(key("header", Some(&"a".repeat(MAX_HEADER_NAME))).is_ok());
+        assert!(key("header", Some(&"a".repeat(MAX_HEADER_NAME + 1))).is_err());
+        for (kind, takes) in KEY_KINDS {
+            assert_eq!(key_takes_argument(kind), Some(takes));
+            assert_eq!(key(kind, None).is_err(), takes, "{kind}");
+        }
     }
 
     #[test]

@@ -26,16 +26,21 @@ impl VerifiedClaims {
         serde_json::from_str(json).map(Self::new)
     }
 
-    /// A claim by dotted path (`"org.id"` reads `{"org": {"id": ...}}`).
-    /// A path whose segments are empty yields `None`.
+    /// A claim by name, or by dotted path (`"org.id"` reads
+    /// `{"org": {"id": ...}}`). A top-level claim whose name is the whole
+    /// path comes first, so namespaced claims such as
+    /// `"https://example.com/tenant"` are found as they are. A path with an
+    /// empty segment yields `None`.
     pub fn get(&self, path: &str) -> Option<&Value> {
+        if path.split('.').any(str::is_empty) {
+            return None;
+        }
+        if let Some(whole) = self.0.get(path) {
+            return Some(whole);
+        }
         let mut segments = path.split('.');
-        let first = segments.next().filter(|s| !s.is_empty())?;
-        let mut value = self.0.get(first)?;
+        let mut value = self.0.get(segments.next()?)?;
         for seg in segments {
-            if seg.is_empty() {
-                return None;
-            }
             value = value.as_object()?.get(seg)?;
         }
         Some(value)
@@ -77,3 +82,23 @@ pub(crate) enum ClaimKey<'a> {
 /// Zero-sized: inserting it does not box.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NotVerified;
+
+#[cfg(test)]
+mod tests {
+    use super::VerifiedClaims;
+
+    #[test]
+    fn claims_by_name_and_by_dotted_path() {
+        let c = VerifiedClaims::from_json(
+            r#"{"sub": "u1", "org": {"id": 42}, "https://example.com/tenant": "acme", "a.b": 1, "a": {"b": 2}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.get_text("https://example.com/tenant").as_deref(), Some("acme"));
+        assert_eq!(c.get_text("org.id").as_deref(), Some("42"));
+        // The whole name first, then the path.
+        assert_eq!(c.get_text("a.b").as_deref(), Some("1"));
+        assert_eq!(c.get_text("https://example.com/nope"), None);
+        assert_eq!(c.get_text("org..id"), None);
+        assert_eq!(c.get_text(".org"), None);
+    }
+}

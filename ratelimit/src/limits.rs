@@ -103,6 +103,18 @@ pub trait LimitTable {
     fn limits(&self) -> LimitParts<'_>;
 }
 
+impl<T: LimitTable + ?Sized> LimitTable for &T {
+    fn limits(&self) -> LimitParts<'_> {
+        (**self).limits()
+    }
+}
+
+impl<T: LimitTable + ?Sized> LimitTable for std::sync::Arc<T> {
+    fn limits(&self) -> LimitParts<'_> {
+        (**self).limits()
+    }
+}
+
 impl LimitTable for LimitParts<'_> {
     fn limits(&self) -> LimitParts<'_> {
         *self

@@ -89,6 +89,9 @@ mod runtime;
 
 use std::sync::Arc;
 
+/// The key sources, now in [`crate::key`] (re-exported here for code written
+/// against their old place).
+pub use crate::key::{Claim, Header, Ip, KeyContext, KeySource};
 pub use error::SetupError;
 pub use handler::{Admit, Limited, Rule};
 pub use layer::{LimitBody, RateLimitLayer, RateLimitService, ResponseFuture};

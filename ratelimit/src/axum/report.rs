@@ -59,7 +59,7 @@ impl Observer {
     }
 
     /// Counts a decision and logs a refusal (rate-gated).
-    pub(crate) fn record(&self, route: &RouteSpec<'_>, outcome: &Outcome, now: u64) {
+    pub(crate) fn record(&self, route: &RouteSpec<'_>, outcome: &Outcome, now: impl FnOnce() -> u64) {
         let d = &outcome.decision;
         let record = |s: &Series| match (d.is_allowed(), outcome.shadow) {
             (true, _) => s.allowed.increment(1),
@@ -80,6 +80,8 @@ impl Observer {
         if d.is_allowed() {
             return;
         }
+        // The clock is read for refusals only: allowed requests need no time.
+        let now = now();
         match d.denial() {
             Some(Denial::CostExceedsBurst) => {
                 if let Some(suppressed) = self.log_misconfigured.pass(now) {

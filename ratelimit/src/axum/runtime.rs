@@ -148,7 +148,7 @@ impl Runtime {
         if !cx.claims_checked() && route.wants_claims {
             cx.claims();
         }
-        let mut ctx = ResolveContext::new(&**config, route.name, cx.found_claims()).with_service(self.service.as_ref());
+        let mut ctx = ResolveContext::new(&*config, route.name, cx.found_claims()).with_service(self.service.as_ref());
         if route.wants_service {
             ctx = ctx.with_client(key.client_id(&cx, &client));
         }
@@ -180,7 +180,7 @@ impl Runtime {
             claims_checked: cx.claims_checked(),
             claims: cx.take_claims(),
         };
-        self.observer.record(route, &outcome, self.limiter.clock().now());
+        self.observer.record(route, &outcome, || self.limiter.clock().now());
         outcome
     }
 

@@ -42,8 +42,9 @@ pub enum ClientKey {
     Custom(u64),
 }
 
-/// The TCP peer of a request: axum's `ConnectInfo` (what `axum::serve`
-/// provides, feature `axum`), else a [`PeerAddr`].
+/// The TCP peer of a request as the HTTP runtime finds it: axum's
+/// `ConnectInfo` (what `axum::serve` provides), else a [`PeerAddr`].
+#[cfg(feature = "axum")]
 pub(crate) fn peer(parts: &http::request::Parts) -> Option<SocketAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = parts.extensions.get::<::axum::extract::ConnectInfo<SocketAddr>>() {
@@ -85,11 +86,11 @@ impl IpKey {
         &self.config
     }
 
-    /// The key of a request: its peer's address (a [`PeerAddr`], or axum's
-    /// `ConnectInfo`), or the forwarded client a trusted proxy names.
+    /// The key of a request: its [`PeerAddr`]'s address, or the forwarded
+    /// client a trusted proxy names.
     pub fn extract(&self, parts: &http::request::Parts) -> ClientKey {
-        match peer(parts) {
-            Some(peer) => ClientKey::Ip(self.config.client_key(peer.ip(), &parts.headers)),
+        match parts.extensions.get::<PeerAddr>() {
+            Some(PeerAddr(peer)) => ClientKey::Ip(self.config.client_key(peer.ip(), &parts.headers)),
             None => ClientKey::UnknownPeer,
         }
     }
@@ -151,9 +152,58 @@ impl JwtClaimKey {
     /// request carries a verified token with the claim: what [`Claim`]
     /// answers with this extractor's verifier.
     pub fn extract(&self, parts: &http::request::Parts) -> (ClientKey, Option<crate::claims::VerifiedClaims>) {
-        let mut cx =
-            KeyContext::with_address(parts, self.ip.extract(parts), &self.hasher).verifier(Some(&self.verifier));
+        let mut cx = KeyContext::with_address(parts, self.ip.extract(parts), &self.hasher).own_verifier(&self.verifier);
         let key = self.source.extract(&mut cx);
         (key, cx.take_claims())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts() -> http::request::Parts {
+        http::Request::new(()).into_parts().0
+    }
+
+    /// `IpKey` reads the `PeerAddr` it documents, whatever else a server
+    /// put in the extensions (a load balancer's `ConnectInfo`).
+    #[cfg(feature = "axum")]
+    #[test]
+    fn ip_key_reads_the_peer_addr_only() {
+        let mut p = parts();
+        p.extensions.insert(::axum::extract::ConnectInfo::<SocketAddr>(
+            "10.0.0.1:1".parse().unwrap(),
+        ));
+        let key = IpKey::new(ClientIpConfig::default());
+        assert_eq!(key.extract(&p), ClientKey::UnknownPeer);
+        p.extensions.insert(PeerAddr("203.0.113.9:1".parse().unwrap()));
+        assert_eq!(key.extract(&p), ClientKey::Ip("203.0.113.9".parse().unwrap()));
+        // The HTTP runtime prefers what `axum::serve` provides.
+        assert_eq!(peer(&p), Some("10.0.0.1:1".parse().unwrap()));
+    }
+
+    /// A standalone `JwtClaimKey` verifies with its own verifier even on a
+    /// request the runtime marked as having no verified claims.
+    #[cfg(feature = "jwt")]
+    #[test]
+    fn jwt_claim_key_is_not_bound_by_the_runtimes_mark() {
+        use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+        let secret = b"a secret long enough for the test";
+        let verifier = std::sync::Arc::new(crate::jwt::JwtVerifier::hmac(secret, Algorithm::HS256).unwrap());
+        let key = JwtClaimKey::new("sub", verifier, ClientIpConfig::default());
+        let exp = jsonwebtoken::get_current_timestamp() + 600;
+        let token = encode(
+            &Header::default(),
+            &serde_json::json!({"sub": "u1", "exp": exp}),
+            &EncodingKey::from_secret(secret).unwrap(),
+        )
+        .unwrap();
+        let mut p = parts();
+        p.headers
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        p.extensions.insert(crate::claims::NotVerified);
+        let (k, claims) = key.extract(&p);
+        assert!(matches!(k, ClientKey::Claim(_)) && claims.is_some());
     }
 }

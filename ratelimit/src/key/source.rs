@@ -114,6 +114,9 @@ pub struct KeyContext<'a> {
     verifier: Option<&'a crate::jwt::JwtVerifier>,
     claims: Option<VerifiedClaims>,
     claims_checked: bool,
+    /// Verify even a request the runtime marked [`NotVerified`]: the
+    /// verifier here is not the runtime's.
+    own_verifier: bool,
 }
 
 impl std::fmt::Debug for KeyContext<'_> {
@@ -126,15 +129,12 @@ impl std::fmt::Debug for KeyContext<'_> {
 }
 
 impl<'a> KeyContext<'a> {
-    /// The context of a request, its address taken from the peer
-    /// ([`PeerAddr`](super::PeerAddr) or axum's `ConnectInfo`) as it is, with
-    /// no proxy trusted; no claims, no header budget (a [`Header`] source
-    /// then keys by address).
+    /// The context of a request, its address the [`PeerAddr`](super::PeerAddr)
+    /// in its extensions as [`IpKey`](super::IpKey) reads it, with no proxy
+    /// trusted; no claims, no header budget (a [`Header`] source then keys
+    /// by address).
     pub fn new(parts: &'a Parts, hasher: &'a KeyHasher) -> Self {
-        let address = match super::peer(parts) {
-            Some(peer) => ClientKey::Ip(super::ClientIpConfig::default().client_key(peer.ip(), &parts.headers)),
-            None => ClientKey::UnknownPeer,
-        };
+        let address = super::IpKey::new(super::ClientIpConfig::default()).extract(parts);
         Self::with_address(parts, address, hasher)
     }
 
@@ -149,6 +149,7 @@ impl<'a> KeyContext<'a> {
             verifier: None,
             claims: None,
             claims_checked: false,
+            own_verifier: false,
         }
     }
 
@@ -158,6 +159,17 @@ impl<'a> KeyContext<'a> {
     #[must_use]
     pub fn verifier(mut self, verifier: Option<&'a crate::jwt::JwtVerifier>) -> Self {
         self.verifier = verifier;
+        self
+    }
+
+    /// Verifies with a verifier of the caller's own (a standalone
+    /// `JwtClaimKey`), which a runtime's [`NotVerified`] mark does not
+    /// concern.
+    #[cfg(feature = "jwt")]
+    #[must_use]
+    pub(crate) fn own_verifier(mut self, verifier: &'a crate::jwt::JwtVerifier) -> Self {
+        self.verifier = Some(verifier);
+        self.own_verifier = true;
         self
     }
 
@@ -201,7 +213,7 @@ impl<'a> KeyContext<'a> {
         if let Some(upstream) = self.parts.extensions.get::<VerifiedClaims>() {
             return Some(upstream.clone());
         }
-        if self.parts.extensions.get::<NotVerified>().is_some() {
+        if !self.own_verifier && self.parts.extensions.get::<NotVerified>().is_some() {
             return None;
         }
         #[cfg(feature = "jwt")]
