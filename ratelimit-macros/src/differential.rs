@@ -50,13 +50,6 @@ fn text() -> impl Strategy<Value = String> {
     ]
 }
 
-fn call(kinds: &'static [&'static str]) -> impl Strategy<Value = Call> {
-    (proptest::sample::select(kinds), proptest::option::weighted(0.6, text())).prop_map(|(k, arg)| Call {
-        kind: k.to_owned(),
-        arg,
-    })
-}
-
 fn named(kind: &str, arg: Option<String>) -> Call {
     Call {
         kind: kind.to_owned(),
