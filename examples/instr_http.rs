@@ -29,7 +29,10 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "state".to_owned());
     let n: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let config = Config::from_toml_str("[profiles.bench]\nrate = \"10000000/s\"\nburst = 100\n").expect("config");
     let limiter = rt.block_on(RateLimit::from_config(config)).expect("limiter");
     let mut app = match mode.as_str() {
@@ -46,7 +49,8 @@ fn main() {
     rt.block_on(async {
         for _ in 0..n {
             let mut r = Request::get("/hello").body(Body::empty()).expect("request");
-            r.extensions_mut().insert(ConnectInfo(SocketAddr::from(([192, 0, 2, 7], 40000))));
+            r.extensions_mut()
+                .insert(ConnectInfo(SocketAddr::from(([192, 0, 2, 7], 40000))));
             let response = app.ready().await.expect("ready").call(r).await.expect("response");
             std::hint::black_box(response);
         }

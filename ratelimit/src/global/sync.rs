@@ -32,8 +32,8 @@ pub struct SyncReport {
     /// Redis operations in the round.
     pub operations: usize,
     /// Active keys not read this round: rounds ran long (a flood of keys),
-    /// so reads are rationed, busiest keys first. Their estimates stay
-    /// what they were (the last closed sum still counts), never less.
+    /// so reads are rationed, busiest keys first. Their closed sums come
+    /// from the totals their pushes answered and those last read.
     pub unread_keys: usize,
 }
 
@@ -375,9 +375,21 @@ impl FleetGate {
             .retain(|key, h| work.get(key).is_some_and(|w| w.active) || h.active_until + k + 1 >= s);
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
             if w.unread {
-                // Its slot keeps what it had (an ageing closed sum still
-                // counts); its pushes' totals are already in the slot.
+                // Not read, but its pushes answered the fleet's totals of
+                // the slices they went to: those go to its history, and its
+                // closed sum is aged from the history (below), so the
+                // slices between its last read and now keep counting (a
+                // sum left as it was would drop them once they leave the
+                // slot's two open slices).
                 report.unread_keys += 1;
+                let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
+                h.advance(s);
+                h.active_until = s;
+                for &(slice, total) in w.pushed.iter().flatten() {
+                    if let Some(total) = total {
+                        h.set(slice, Some(total), None);
+                    }
+                }
                 continue;
             }
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
@@ -431,11 +443,12 @@ impl FleetGate {
             t.confirm();
             report.pushed += t.delta;
         }
-        // Idle keys (no longer pulled): their closed sums from what this
-        // instance last knew, aged slice by slice, so what left the window
-        // stops counting and what is still in it keeps counting.
+        // Idle keys (no longer pulled) and unread ones: their closed sums
+        // from what this instance last knew, aged slice by slice, so what
+        // left the window stops counting and what is still in it keeps
+        // counting.
         for (key, h) in history.keys.iter_mut() {
-            let Some(w) = work.get(key).filter(|w| !w.active) else {
+            let Some(w) = work.get(key).filter(|w| !w.active || (w.unread && !w.failed)) else {
                 continue;
             };
             let Some(slot) = w.current.or(w.previous) else { continue };

@@ -469,3 +469,46 @@ impl Fixture {
         }
     }
 }
+
+/// A key left unread for several slices by rationed rounds still counts
+/// every unit this instance admitted for it in the window: its estimate
+/// never falls below what the fleet is known to have used.
+#[tokio::test]
+async fn a_key_unread_for_several_slices_keeps_counting_its_units() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let delay = std::sync::Arc::new(std::sync::Mutex::new(Duration::from_millis(60)));
+    let store = Slow {
+        inner: MemoryGlobalStore::new(),
+        delay: delay.clone(),
+    };
+    let q = Quota::per_minute(600).with_burst(1000);
+    // A flood of keys busier than "quiet" every round, so the rationed
+    // reads (busiest first) leave "quiet" out.
+    let mut quiet = 0;
+    for round in 0..16 {
+        for i in 0..600u32 {
+            for _ in 0..2 {
+                g.check(&limiter, 1, &i, &q, 1);
+            }
+        }
+        if g.check(&limiter, 1, "quiet", &q, 1).is_allowed() {
+            quiet += 1;
+        }
+        let report = g.sync_once(&store, &clock).await.unwrap();
+        if round >= 2 {
+            assert!(report.unread_keys > 0, "round {round}: {report:?}");
+        }
+        clock.advance(Duration::from_millis(100));
+    }
+    // 16 rounds of 100 ms: 1.6 s, four slices of 400 ms, all in the window.
+    assert_eq!(quiet, 16);
+    let more = (0..200)
+        .filter(|_| g.check(&limiter, 1, "quiet", &q, 1).is_allowed())
+        .count();
+    assert!(
+        more <= 100 - quiet,
+        "{quiet} admitted in the window, then {more} more of a budget of 100"
+    );
+}
