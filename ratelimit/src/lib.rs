@@ -224,8 +224,10 @@ pub use ratelimit_macros::rate_limit;
 pub mod __private {
     pub use crate::axum::observe::RouteSeries;
     pub use crate::axum::{Admit, Limited, Rule};
-    pub use crate::key::{Header, Ip};
+    // Every key source and resolver, by the names the spec gives them
+    // (`KeyKind::runtime`, `Step::runtime`): a new kind needs no edit here.
+    pub use crate::key::*;
+    pub use crate::resolve::*;
     /// `jwt_claim("path")`: the attribute's paths are `&'static str`.
     pub type Claim = crate::key::Claim<&'static str>;
-    pub use crate::resolve::{Chain, ConfiguredService, DefaultProfile, JwtTier, NamedProfile};
 }
