@@ -66,6 +66,12 @@ async fn keyed() -> &'static str {
     "keyed"
 }
 
+/// A cost above every burst the chain can name (the standard profile's 3).
+#[rate_limit(key = ip, resolve = [default], name = "impossible", cost = 6)]
+async fn impossible() -> &'static str {
+    "impossible"
+}
+
 async fn plain() -> &'static str {
     "plain"
 }
@@ -77,6 +83,7 @@ fn router() -> Router {
         .route("/shadowed", get(shadowed))
         .route("/heavy", get(heavy))
         .route("/keyed", get(keyed))
+        .route("/impossible", get(impossible))
         .route("/plain", get(plain))
 }
 
@@ -686,4 +693,17 @@ async fn a_namespaced_claim_keys_a_rule() {
     // Another tenant, same address: its own bucket (keyed by address, both
     // would share the one just spent).
     assert_eq!(send(&app, as_tenant("globex")).await.status(), StatusCode::OK);
+}
+
+/// A cost above the burst never conforms: the request is refused with the
+/// longest `Retry-After` there is (a day), not a panic (the seconds of
+/// `Duration::MAX` rounded up overflowed) and not `Retry-After: 1`.
+#[tokio::test]
+async fn a_cost_above_the_burst_is_refused_with_the_longest_wait() {
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let r = send(&app, request("/impossible", "192.0.2.8:1")).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("86400"));
 }

@@ -56,6 +56,28 @@ impl Observer {
                 "the route's `service` step needs a [service] section: it never answers"
             );
         }
+        // A cost above the burst of a profile the chain can name refuses
+        // every request that resolves to it (config rules are refused at
+        // load for this; an attribute's cost is only known here).
+        let overrides = config.route(route.name);
+        let cost = overrides.and_then(|r| r.cost).unwrap_or(route.cost);
+        let default = overrides
+            .and_then(|r| r.profile.as_deref())
+            .unwrap_or(config.default_profile());
+        let named = route.profiles.iter().copied().chain(std::iter::once(default));
+        for (name, profile) in named.filter_map(|n| config.profile(n).map(|p| (n, p))) {
+            if cost > profile.quota.burst() {
+                tracing::error!(
+                    target: "ratelimit",
+                    route = route.name,
+                    profile = name,
+                    cost,
+                    burst = profile.quota.burst(),
+                    "the route's cost is above the burst of a profile its chain can name: every request that \
+                     resolves to it is refused (429, Retry-After one day); lower the cost or raise the burst"
+                );
+            }
+        }
     }
 
     /// Counts a decision and logs a refusal (rate-gated).

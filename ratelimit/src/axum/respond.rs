@@ -147,9 +147,10 @@ impl Outcome {
     }
 }
 
-/// Whole seconds, rounded up.
+/// Whole seconds, rounded up (`Duration::MAX`, a wait that never ends,
+/// saturates rather than wrapping to zero).
 pub(crate) fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
 /// The remaining count another rule already put on the response.
@@ -202,6 +203,9 @@ mod tests {
         assert_eq!(ceil_secs(Duration::from_nanos(1)), 1);
         assert_eq!(ceil_secs(Duration::from_millis(1000)), 1);
         assert_eq!(ceil_secs(Duration::from_millis(1001)), 2);
+        // A wait that never ends saturates (it overflowed, or wrapped to 0).
+        assert_eq!(ceil_secs(Duration::MAX), u64::MAX);
+        assert_eq!(ceil_secs(Duration::from_secs(u64::MAX)), u64::MAX);
     }
 
     #[test]
