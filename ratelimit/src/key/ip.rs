@@ -262,7 +262,9 @@ pub(crate) fn normalize(ip: IpAddr) -> IpAddr {
     }
 }
 
-fn normalize_net(net: IpNet) -> IpNet {
+/// An IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`) as the IPv4 network
+/// it maps (`10.0.0.0/8`): what [`ClientIpConfig::trust_proxies`] trusts.
+pub(crate) fn normalize_net(net: IpNet) -> IpNet {
     match net {
         IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
             Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(net, IpNet::V4),

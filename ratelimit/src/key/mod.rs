@@ -15,6 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 #[cfg(feature = "axum")]
 pub(crate) use header::HeaderBudget;
 pub use header::{HeaderCardinality, HeaderKey, HeaderKeyError};
+pub(crate) use ip::normalize_net;
 pub use ip::{ClientIpConfig, ForwardedHeader, PrefixError};
 pub use source::{write_address_id, AnyKey, Claim, Header, Ip, KeyContext, KeyHasher, KeySource};
 

@@ -9,11 +9,21 @@ use crate::key::ClientIpConfig;
 /// The client address settings; trusting every address is refused.
 pub(super) fn client_ip(raw: RawIp, ctx: &Ctx<'_>) -> Result<ClientIpConfig, ConfigError> {
     let at = field("ip");
-    if let Some(all) = raw.trusted_proxies.iter().find(|n| n.prefix_len() == 0) {
-        return Err(ctx.error(
-            &at.key("trusted_proxies"),
-            format!("{all} trusts every address: any client could choose its own key with a forwarded header"),
-        ));
+    // Judged as trusted: an IPv4-mapped network is the IPv4 network it
+    // maps, so `::ffff:0:0/96` is `0.0.0.0/0`.
+    for net in &raw.trusted_proxies {
+        let trusted = crate::key::normalize_net(*net);
+        if trusted.prefix_len() == 0 {
+            let which = if trusted != *net {
+                "every IPv4 address"
+            } else {
+                "every address"
+            };
+            return Err(ctx.error(
+                &at.key("trusted_proxies"),
+                format!("{net} trusts {which}: any client could choose its own key with a forwarded header"),
+            ));
+        }
     }
     let mut ip = ClientIpConfig::default()
         .trust_proxies(raw.trusted_proxies)
