@@ -260,7 +260,7 @@ impl JwtVerifier {
             #[cfg(feature = "service")]
             Keys::Remote(remote) => {
                 remote_keys = remote.current();
-                match remote_keys.get(header.kid.as_deref()?) {
+                match remote_keys.keys.get(header.kid.as_deref()?) {
                     Some(k) => k,
                     None => {
                         // Unknown kid: maybe a rotation. Refresh in the
@@ -358,10 +358,19 @@ mod remote {
         parse_jwks(text)
     }
 
+    /// A key set and its generation: a counter, bumped by each refresh that
+    /// installs keys, swapped together with the keys (a heap address could
+    /// be reused by a later set and revive verifications made under a
+    /// removed key).
+    pub(super) struct KeySet {
+        generation: usize,
+        pub(super) keys: HashMap<String, PinnedKey>,
+    }
+
     pub(super) struct RemoteJwks {
         pub(super) url: http::Uri,
         client: Client,
-        keys: ArcSwap<HashMap<String, PinnedKey>>,
+        keys: ArcSwap<KeySet>,
         loaded_at: Mutex<Instant>,
         last_attempt: Mutex<Instant>,
         in_flight: AtomicBool,
@@ -385,7 +394,7 @@ mod remote {
             Ok(Arc::new(RemoteJwks {
                 url,
                 client,
-                keys: ArcSwap::from_pointee(keys),
+                keys: ArcSwap::from_pointee(KeySet { generation: 1, keys }),
                 loaded_at: Mutex::new(now),
                 last_attempt: Mutex::new(now),
                 in_flight: AtomicBool::new(false),
@@ -399,10 +408,10 @@ mod remote {
         /// than the refresh interval.
         /// Changes whenever new keys are installed.
         pub(super) fn generation(&self) -> usize {
-            Arc::as_ptr(&self.keys.load()) as usize
+            self.keys.load().generation
         }
 
-        pub(super) fn current(self: &Arc<Self>) -> Arc<HashMap<String, PinnedKey>> {
+        pub(super) fn current(self: &Arc<Self>) -> Arc<KeySet> {
             let old = self
                 .loaded_at
                 .lock()
@@ -448,7 +457,10 @@ mod remote {
                 let this = &guard.0;
                 this.fetches.fetch_add(1, Ordering::Relaxed);
                 if let Ok(keys) = fetch(&this.client, &this.url, this.settings.timeout).await {
-                    this.keys.store(Arc::new(keys));
+                    // One refresh at a time (`in_flight`): the counter
+                    // only grows.
+                    let generation = this.keys.load().generation.wrapping_add(1);
+                    this.keys.store(Arc::new(KeySet { generation, keys }));
                     if let Ok(mut t) = this.loaded_at.lock() {
                         *t = Instant::now();
                     }
