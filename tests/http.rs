@@ -707,3 +707,62 @@ async fn a_cost_above_the_burst_is_refused_with_the_longest_wait() {
     assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(header(&r, "retry-after").as_deref(), Some("86400"));
 }
+
+/// A rule matches the paths the router dispatches to its route: axum sends
+/// `/users/.` and `/users/..` to `/users/{id}` (with `id` = `.`), so the
+/// rule must limit them too (it skipped `.` segments, and `/users/.` was
+/// never limited); `OPTIONS *` reaches the fallback, which a `/{*rest}`
+/// rule must limit.
+#[tokio::test]
+async fn a_rule_limits_every_path_the_router_dispatches_to_it() {
+    async fn user(axum::extract::Path(id): axum::extract::Path<String>) -> String {
+        id
+    }
+    let rule = |path: &str| {
+        format!(
+            "[profiles.standard]\nrate = \"1/min\"\nburst = 1\n\
+             [[rules]]\nname = \"r\"\npath = \"{path}\"\nkey = \"ip\"\nresolve = [\"default\"]\n"
+        )
+    };
+    let clock = ManualClock::new();
+    let rl = runtime(&rule("/users/{id}"), &clock).await;
+    let app = Router::new()
+        .route("/users/{id}", get(user))
+        .layer(rl.layer())
+        .into_service();
+    for (i, path) in ["/users/.", "/users/..", "/users/%2e", "/users/a;b"]
+        .into_iter()
+        .enumerate()
+    {
+        let peer = format!("192.0.2.{}:1", 20 + i);
+        let first = send(&app, request(path, &peer)).await;
+        assert_eq!(first.status(), StatusCode::OK, "{path}");
+        let second = send(&app, request(path, &peer)).await;
+        assert_eq!(
+            second.status(),
+            StatusCode::TOO_MANY_REQUESTS,
+            "{path} escaped the rule"
+        );
+    }
+
+    let rl = runtime(&rule("/{*rest}"), &clock).await;
+    let app = Router::new()
+        .fallback(|| async { "fallback" })
+        .layer(rl.layer())
+        .into_service();
+    let options = |peer: &str| {
+        let mut r = Request::builder()
+            .method(http::Method::OPTIONS)
+            .uri("*")
+            .body(Body::empty())
+            .unwrap();
+        r.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
+        r
+    };
+    assert_eq!(send(&app, options("192.0.2.30:1")).await.status(), StatusCode::OK);
+    assert_eq!(
+        send(&app, options("192.0.2.30:1")).await.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "OPTIONS * escaped the catch-all rule"
+    );
+}

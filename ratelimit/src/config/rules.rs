@@ -100,17 +100,21 @@ impl PathPattern {
         &self.text
     }
 
-    /// Whether `path` (without the query) matches. Paths are compared the
-    /// way servers commonly resolve them, so a client cannot slip past a
-    /// rule by spelling: empty segments (`//`, a trailing `/`) and `.`
-    /// segments are skipped, and `%XX` escapes are decoded before literal
-    /// segments are compared. Never allocates.
+    /// Whether `path` (without the query) matches. The rule must limit at
+    /// least every path the router dispatches to the route it describes:
+    /// a parameter matches any non-empty segment as sent (`.`, `..`,
+    /// `%2e`, `a;b` included: axum's router hands those to the handler);
+    /// literal segments also match their percent-decoded spelling, and
+    /// empty segments (`//`, a trailing `/`) are skipped, which can only
+    /// make a rule match more. A pattern that is a catch-all from the root
+    /// (`/{*rest}`) matches every request, including `OPTIONS *` and the
+    /// empty path of `CONNECT`. Never allocates.
     pub fn matches(&self, path: &str) -> bool {
         let path = path.split('?').next().unwrap_or("");
         if !path.starts_with('/') {
-            return false;
+            return self.segments.first() == Some(&Segment::Rest);
         }
-        let mut parts = path.split('/').filter(|p| !p.is_empty() && *p != ".");
+        let mut parts = path.split('/').filter(|p| !p.is_empty());
         for segment in &self.segments {
             match segment {
                 Segment::Rest => return true,
@@ -208,7 +212,14 @@ mod tests {
         // Spellings a server would resolve to the same path match too.
         assert!(p("/a/b").matches("/a/b/"));
         assert!(p("/a/b").matches("//a//b"));
-        assert!(p("/a/b").matches("/a/./b"));
+        // A `.` segment is a segment: axum dispatches `/users/.` to
+        // `/users/{id}` (and `/a/./b` to no `/a/b` route).
+        assert!(!p("/a/b").matches("/a/./b"));
+        assert!(p("/users/{id}").matches("/users/."));
+        assert!(p("/users/{id}").matches("/users/.."));
+        assert!(p("/{*rest}").matches("*"));
+        assert!(p("/{*rest}").matches(""));
+        assert!(!p("/a/{*rest}").matches("*"));
         assert!(p("/api/login").matches("/api/%6cogin"));
         assert!(p("/api/login").matches("/api/%6Cogin"));
         assert!(!p("/api/login").matches("/api/%6"));
