@@ -766,3 +766,27 @@ async fn a_rule_limits_every_path_the_router_dispatches_to_it() {
         "OPTIONS * escaped the catch-all rule"
     );
 }
+
+/// A verified token without the rule's key claim is keyed by address, but
+/// it is still verified: its tier applies, and the handler gets its claims.
+/// (Only an unverifiable token is anonymous.)
+#[tokio::test]
+async fn a_verified_token_without_the_key_claim_keeps_its_tier() {
+    let clock = ManualClock::new();
+    let toml = format!(
+        "{CONFIG}\n[[rules]]\nname = \"orgs\"\npath = \"/plain\"\nkey = \"jwt_claim:org.id\"\n\
+         resolve = [\"jwt\", \"default\"]\n"
+    );
+    let rl = runtime(&toml, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let exp = get_current_timestamp() + 600;
+    let premium_without_org = token(&json!({"sub": "u", "ratelimit_tier": "premium", "exp": exp}), SECRET);
+    let r = send(
+        &app,
+        with_token(request("/plain", "192.0.2.40:1"), &premium_without_org),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    // The premium profile's burst (10), not the anonymous standard one (3).
+    assert_eq!(header(&r, "ratelimit-limit").as_deref(), Some("10"));
+}

@@ -101,8 +101,9 @@ impl IpKey {
 /// claims that an upstream authentication layer verified
 /// ([`VerifiedClaims`](crate::resolve::VerifiedClaims) in the request's
 /// extensions), or verifying the `Authorization: Bearer` token itself. An
-/// unverified, expired or forged token, or a verified one without the claim,
-/// is anonymous: keyed by address, and no claims are returned for limits.
+/// unverified, expired or forged token is anonymous: keyed by address, and
+/// no claims are returned for limits. A verified token without the claim is
+/// keyed by address too, and its claims are returned (its tier applies).
 ///
 /// ```
 /// use http::Request;

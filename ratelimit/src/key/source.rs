@@ -239,11 +239,6 @@ impl<'a> KeyContext<'a> {
     pub(crate) fn take_claims(&mut self) -> Option<VerifiedClaims> {
         self.claims.take()
     }
-
-    /// Forgets the claims found: the request is anonymous for the chain.
-    fn drop_claims(&mut self) {
-        self.claims = None;
-    }
 }
 
 /// `key = ip`: the client's address (see [`ClientIpConfig`](super::ClientIpConfig)).
@@ -258,8 +253,9 @@ pub struct Header(pub HeaderName);
 
 /// `key = jwt_claim("sub")`: a claim of a verified token, by dotted path.
 /// `N` is `&'static str` from the attribute, or a shared string from a
-/// config rule. No verified token, or no such claim: the address, and the
-/// request is anonymous for the resolver chain too.
+/// config rule. No verified token, or no such claim in it: the address (a
+/// verified token without the claim keeps its claims for the resolver
+/// chain and the handler).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim<N>(pub N);
 
@@ -314,12 +310,11 @@ impl<N: AsRef<str> + Send + Sync> KeySource for Claim<N> {
             .and_then(|c| c.get_key(self.0.as_ref()).map(|k| hasher.hash_one(k)));
         match hash {
             Some(hash) => ClientKey::Claim(hash),
-            // No verified claim: anonymous, by address, and no claims for
-            // the resolvers either.
-            None => {
-                cx.drop_claims();
-                cx.address
-            }
+            // No verified token, or one without this claim: by address. A
+            // verified token stays verified (its tier still applies, the
+            // handler still gets its claims); only an unverifiable one is
+            // anonymous.
+            None => cx.address,
         }
     }
     fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
