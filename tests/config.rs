@@ -131,6 +131,8 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"10.0.0.0/8\", \"::/0\"]\n", Some(4), "ip.trusted_proxies", "trusts every address"),
     // Every IPv4 client, spelled as IPv4-mapped IPv6 (normalised to 0.0.0.0/0).
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"::ffff:0:0/96\"]\n", Some(4), "ip.trusted_proxies", "trusts every IPv4 address"),
+    ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"0.0.0.0/1\", \"::ffff:128.0.0.0/97\"]\n", Some(4), "ip.trusted_proxies", "trust every IPv4 address"),
+    ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"::/1\", \"8000::/1\"]\n", Some(4), "ip.trusted_proxies", "trust every IPv6 address"),
     ("[profiles.a]\nrate = \"10/s\"\nburst = 3\n[routes.x]\ncost = 4\n", Some(5), "routes.x.cost", "above the burst 3"),
     // [[rules]] for the config-driven layer
     ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"cookie:x\"\nresolve = [\"default\"]\n", Some(6), "rules[0].key", "unknown key \"cookie\""),

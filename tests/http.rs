@@ -745,6 +745,23 @@ async fn a_rule_limits_every_path_the_router_dispatches_to_it() {
         );
     }
 
+    // An empty segment is a parameter's value for the router: the rule
+    // takes it so too.
+    let rl = runtime(&rule("/users/{id}/posts"), &clock).await;
+    let app = Router::new()
+        .route("/users/{id}/posts", get(user))
+        .layer(rl.layer())
+        .into_service();
+    assert_eq!(
+        send(&app, request("/users//posts", "192.0.2.31:1")).await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&app, request("/users//posts", "192.0.2.31:1")).await.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "/users//posts escaped the rule"
+    );
+
     let rl = runtime(&rule("/{*rest}"), &clock).await;
     let app = Router::new()
         .fallback(|| async { "fallback" })

@@ -114,17 +114,29 @@ impl PathPattern {
         if !path.starts_with('/') {
             return self.segments.first() == Some(&Segment::Rest);
         }
-        let mut parts = path.split('/').filter(|p| !p.is_empty());
-        for segment in &self.segments {
+        // Two readings, either of which matching is a match: with empty
+        // segments skipped (`//a/b/` is `/a/b`), and as sent, where a
+        // parameter may take an empty segment (axum routes `/users//posts`
+        // to `/users/{id}/posts` with `id = ""`).
+        self.walk(path, true) || self.walk(path, false)
+    }
+
+    fn walk(&self, path: &str, skip_empty: bool) -> bool {
+        let mut parts = path[1..].split('/').filter(|p| !skip_empty || !p.is_empty());
+        let last = self.segments.len().saturating_sub(1);
+        for (i, segment) in self.segments.iter().enumerate() {
             match segment {
                 Segment::Rest => return true,
-                Segment::Param => {
-                    if parts.next().is_none() {
-                        return false;
-                    }
-                }
+                // The router's rule: a parameter may be empty only when more
+                // of the route follows it.
+                Segment::Param => match parts.next() {
+                    Some("") if i == last => return false,
+                    Some(_) => {}
+                    None => return false,
+                },
                 Segment::Literal(l) => match parts.next() {
-                    Some(p) if decoded_eq(l, p) => {}
+                    // As sent (the router compares bytes), or decoded.
+                    Some(p) if p == l || decoded_eq(l, p) => {}
                     _ => return false,
                 },
             }
@@ -220,6 +232,15 @@ mod tests {
         assert!(p("/{*rest}").matches("*"));
         assert!(p("/{*rest}").matches(""));
         assert!(!p("/a/{*rest}").matches("*"));
+        // An empty segment is a parameter's value when more of the route
+        // follows (the router's reading), and skipped otherwise.
+        assert!(p("/users/{id}/posts").matches("/users//posts"));
+        assert!(p("/{k}/x").matches("//x"));
+        assert!(p("/t/{tenant}/users/{id}").matches("/t//users/1"));
+        assert!(p("/users/{id}").matches("/users//7"));
+        // A literal that itself holds `%` matches as sent.
+        assert!(p("/a%20b").matches("/a%20b"));
+        assert!(p("/a b").matches("/a%20b"));
         assert!(p("/api/login").matches("/api/%6cogin"));
         assert!(p("/api/login").matches("/api/%6Cogin"));
         assert!(!p("/api/login").matches("/api/%6"));

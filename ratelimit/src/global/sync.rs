@@ -385,6 +385,13 @@ impl FleetGate {
                 let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
                 h.advance(s);
                 h.active_until = s;
+                // Its counters' TTLs are kept as a read key's are.
+                h.reexpire = w.recreated;
+                h.expire_epoch = if w.recreated.is_some() {
+                    None
+                } else {
+                    h.expire_epoch.max(w.expired)
+                };
                 for &(slice, total) in w.pushed.iter().flatten() {
                     if let Some(total) = total {
                         h.set(slice, Some(total), None);
@@ -443,12 +450,11 @@ impl FleetGate {
             t.confirm();
             report.pushed += t.delta;
         }
-        // Idle keys (no longer pulled) and unread ones: their closed sums
-        // from what this instance last knew, aged slice by slice, so what
-        // left the window stops counting and what is still in it keeps
-        // counting.
+        // Idle keys (no longer pulled): their closed sums from what this
+        // instance last knew, aged slice by slice, so what left the window
+        // stops counting and what is still in it keeps counting.
         for (key, h) in history.keys.iter_mut() {
-            let Some(w) = work.get(key).filter(|w| !w.active || (w.unread && !w.failed)) else {
+            let Some(w) = work.get(key).filter(|w| !w.active) else {
                 continue;
             };
             let Some(slot) = w.current.or(w.previous) else { continue };
@@ -458,7 +464,10 @@ impl FleetGate {
         }
         // The closed sums: pulled totals plus this instance's units not in
         // them (the slice just closed from its slot; older ones as kept).
-        for (&key, w) in work.iter().filter(|(_, w)| w.active && !w.unread) {
+        // Unread keys too: their history holds the totals their pushes
+        // answered and those last read, so the slices since their last read
+        // keep counting (a sum left as it was dropped them).
+        for (&key, w) in work.iter().filter(|(_, w)| w.active) {
             let Some(slot) = w.current else { continue };
             if w.failed {
                 slot.closed.store(Closed::degraded(s), Ordering::Relaxed);

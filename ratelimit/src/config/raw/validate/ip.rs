@@ -25,6 +25,25 @@ pub(super) fn client_ip(raw: RawIp, ctx: &Ctx<'_>) -> Result<ClientIpConfig, Con
             ));
         }
     }
+    // Together, too: `0.0.0.0/1` and `128.0.0.0/1` trust every client.
+    let trusted: Vec<ipnet::IpNet> = raw
+        .trusted_proxies
+        .iter()
+        .map(|n| crate::key::normalize_net(*n))
+        .collect();
+    if let Some(all) = ipnet::IpNet::aggregate(&trusted)
+        .into_iter()
+        .find(|n| n.prefix_len() == 0)
+    {
+        let family = if all.addr().is_ipv4() { "IPv4" } else { "IPv6" };
+        return Err(ctx.error(
+            &at.key("trusted_proxies"),
+            format!(
+                "together these networks trust every {family} address ({all}): any client could choose its own \
+                 key with a forwarded header"
+            ),
+        ));
+    }
     let mut ip = ClientIpConfig::default()
         .trust_proxies(raw.trusted_proxies)
         .forwarded_header(raw.forwarded_header);
