@@ -110,3 +110,21 @@ async fn a_jwks_url_that_fails_at_start_is_refused() {
         .await
         .is_err());
 }
+
+/// A key removed upstream stops verifying after the refresh interval even
+/// while its token is only ever answered from the verifier's cache (the
+/// staleness check ran on cache misses only, so a hot token kept a removed
+/// key alive).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_key_stops_verifying_even_for_cached_tokens() {
+    let server = Stub::start("/.well-known/jwks.json", Reply::Json(JWKS.to_owned()), Duration::ZERO).await;
+    let settings = JwksSettings {
+        refresh_every: Duration::from_millis(200),
+        ..settings(50)
+    };
+    let v = JwtVerifier::jwks_url(&server.url, settings).await.unwrap();
+    let hot = token(RSA2_PRIVATE, "key-2");
+    assert!(v.verify(&hot).is_some());
+    server.set(Reply::Json(first_key_only()));
+    eventually(|| v.verify(&hot).is_none()).await;
+}

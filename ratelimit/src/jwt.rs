@@ -246,7 +246,14 @@ impl JwtVerifier {
             // still in force: a key removed from a JWKS stops verifying at once.
             if let Some((claims, exp, gen)) = cache.get(&id) {
                 if *exp > now && *gen == generation {
-                    return Some(claims.clone());
+                    let claims = claims.clone();
+                    drop(cache);
+                    // A hit still notices keys gone stale.
+                    #[cfg(feature = "service")]
+                    if let Keys::Remote(remote) = &self.keys {
+                        remote.refresh_if_stale();
+                    }
+                    return Some(claims);
                 }
             }
         }
@@ -333,7 +340,7 @@ mod remote {
     //! A JWKS fetched from a URL, refreshed in the background.
 
     use std::collections::HashMap;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
@@ -362,6 +369,10 @@ mod remote {
     /// installs keys, swapped together with the keys (a heap address could
     /// be reused by a later set and revive verifications made under a
     /// removed key).
+    fn nanos(d: Duration) -> u64 {
+        u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    }
+
     pub(super) struct KeySet {
         generation: usize,
         pub(super) keys: HashMap<String, PinnedKey>,
@@ -371,7 +382,11 @@ mod remote {
         pub(super) url: http::Uri,
         client: Client,
         keys: ArcSwap<KeySet>,
-        loaded_at: Mutex<Instant>,
+        /// When the keys in force were fetched, in nanoseconds since
+        /// `base`: an atomic, read on every verification (a mutex here
+        /// would be a global lock on the request path).
+        loaded_at_ns: AtomicU64,
+        base: Instant,
         last_attempt: Mutex<Instant>,
         in_flight: AtomicBool,
         pub(super) fetches: AtomicUsize,
@@ -395,7 +410,8 @@ mod remote {
                 url,
                 client,
                 keys: ArcSwap::from_pointee(KeySet { generation: 1, keys }),
-                loaded_at: Mutex::new(now),
+                loaded_at_ns: AtomicU64::new(0),
+                base: now,
                 last_attempt: Mutex::new(now),
                 in_flight: AtomicBool::new(false),
                 fetches: AtomicUsize::new(1),
@@ -412,15 +428,20 @@ mod remote {
         }
 
         pub(super) fn current(self: &Arc<Self>) -> Arc<KeySet> {
-            let old = self
-                .loaded_at
-                .lock()
-                .map(|t| t.elapsed() >= self.settings.refresh_every)
-                .unwrap_or(false);
-            if old {
+            self.refresh_if_stale();
+            self.keys.load_full()
+        }
+
+        /// Starts a background refresh when the keys in force are older than
+        /// the refresh interval: on every verification, cache hits included,
+        /// so a key removed upstream stops verifying within an interval
+        /// (plus the cooldown) however hot its tokens are.
+        pub(super) fn refresh_if_stale(self: &Arc<Self>) {
+            let now = nanos(self.base.elapsed());
+            let loaded = self.loaded_at_ns.load(Ordering::Relaxed);
+            if now.saturating_sub(loaded) >= nanos(self.settings.refresh_every) {
                 self.refresh_soon();
             }
-            self.keys.load_full()
         }
 
         /// One background fetch, unless one is running or the last attempt
@@ -461,9 +482,7 @@ mod remote {
                     // only grows.
                     let generation = this.keys.load().generation.wrapping_add(1);
                     this.keys.store(Arc::new(KeySet { generation, keys }));
-                    if let Ok(mut t) = this.loaded_at.lock() {
-                        *t = Instant::now();
-                    }
+                    this.loaded_at_ns.store(nanos(this.base.elapsed()), Ordering::Relaxed);
                 }
                 drop(guard);
             });
