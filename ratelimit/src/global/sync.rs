@@ -374,31 +374,6 @@ impl FleetGate {
             .keys
             .retain(|key, h| work.get(key).is_some_and(|w| w.active) || h.active_until + k + 1 >= s);
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
-            if w.unread {
-                // Not read, but its pushes answered the fleet's totals of
-                // the slices they went to: those go to its history, and its
-                // closed sum is aged from the history (below), so the
-                // slices between its last read and now keep counting (a
-                // sum left as it was would drop them once they leave the
-                // slot's two open slices).
-                report.unread_keys += 1;
-                let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
-                h.advance(s);
-                h.active_until = s;
-                // Its counters' TTLs are kept as a read key's are.
-                h.reexpire = w.recreated;
-                h.expire_epoch = if w.recreated.is_some() {
-                    None
-                } else {
-                    h.expire_epoch.max(w.expired)
-                };
-                for &(slice, total) in w.pushed.iter().flatten() {
-                    if let Some(total) = total {
-                        h.set(slice, Some(total), None);
-                    }
-                }
-                continue;
-            }
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
             h.active_until = s;
@@ -412,6 +387,16 @@ impl FleetGate {
                 if let Some(total) = total {
                     h.set(slice, Some(total), None);
                 }
+            }
+            if w.unread {
+                // Not read, but its pushes answered the fleet's totals of
+                // the slices they went to (recorded above), and its closed
+                // sum is computed from the history with the read keys'
+                // (below), so the slices between its last read and now keep
+                // counting (a sum left as it was dropped them once they
+                // left the slot's two open slices).
+                report.unread_keys += 1;
+                continue;
             }
             for &(first, i) in w.reads.iter().flatten() {
                 match &results[i] {
