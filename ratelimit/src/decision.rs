@@ -41,6 +41,7 @@ pub struct Decision {
     /// `Some` exactly when refused.
     denial: Option<Denial>,
     overflow: bool,
+    grouped: bool,
 }
 
 /// Why a request was not admitted.
@@ -80,6 +81,7 @@ impl Decision {
             retry_after_ns: 0,
             denial: None,
             overflow: false,
+            grouped: false,
         };
         d.debug_check();
         d
@@ -105,6 +107,7 @@ impl Decision {
             retry_after_ns,
             denial: Some(denial),
             overflow: false,
+            grouped: false,
         };
         d.debug_check();
         d
@@ -115,6 +118,14 @@ impl Decision {
     #[inline]
     pub(crate) fn overflowed(mut self) -> Decision {
         self.overflow = true;
+        self
+    }
+
+    /// This decision, for a new key charged to (or refused by) its group's
+    /// shared cell because the group had brought in its budget of new keys.
+    #[inline]
+    pub(crate) fn grouped(mut self) -> Decision {
+        self.grouped = true;
         self
     }
 
@@ -211,6 +222,13 @@ impl Decision {
     /// store was full of live keys (see [`MemoryStore`](crate::MemoryStore)).
     pub const fn is_overflow(&self) -> bool {
         self.overflow
+    }
+
+    /// Whether this new key was charged to its group's shared cell because
+    /// its group (its network) had already brought its budget of new keys
+    /// into the store (see [`MemoryStoreBuilder::new_keys_per_group`](crate::MemoryStoreBuilder::new_keys_per_group)).
+    pub const fn is_grouped(&self) -> bool {
+        self.grouped
     }
 }
 

@@ -106,6 +106,37 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         CellKey::new(h.finish(), route)
     }
 
+    /// The cell of (route, key) as a member of `group` (the client's
+    /// network, say): with a store that bounds the new keys per group
+    /// ([`MemoryStoreBuilder::new_keys_per_group`](crate::MemoryStoreBuilder::new_keys_per_group)),
+    /// a group past its budget shares one cell per route.
+    ///
+    /// ```
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    ///
+    /// let store = MemoryStore::builder().new_keys_per_group(Quota::per_minute(1)).build();
+    /// let limiter = Limiter::new(store, ManualClock::new());
+    /// let quota = Quota::per_minute(1);
+    /// let net = "2001:db8:aaaa::/48";
+    /// let first = limiter.grouped_cell_key(0, "2001:db8:aaaa:1::", &net);
+    /// let second = limiter.grouped_cell_key(0, "2001:db8:aaaa:2::", &net);
+    /// assert!(limiter.check_cell(first, &quota, 1).is_allowed());
+    /// let d = limiter.check_cell(second, &quota, 1);
+    /// assert!(d.is_allowed() && d.is_grouped(), "the network's shared cell");
+    /// let third = limiter.grouped_cell_key(0, "2001:db8:aaaa:3::", &net);
+    /// assert!(limiter.check_cell(third, &quota, 1).is_denied(), "shares it, spent");
+    /// ```
+    #[inline]
+    pub fn grouped_cell_key<K: Hash + ?Sized, G: Hash + ?Sized>(&self, route: u32, key: &K, group: &G) -> CellKey {
+        let mut h = self.hasher.build_hasher();
+        route.hash(&mut h);
+        0x67u8.hash(&mut h); // "g": a group's hash never equals a key's
+        group.hash(&mut h);
+        // 0 means "no group".
+        let g = h.finish().max(1);
+        self.cell_key(route, key).in_group(g)
+    }
+
     /// Checks a precomputed cell (see [`cell_key`](Limiter::cell_key)).
     #[inline]
     pub fn check_cell(&self, cell: CellKey, quota: &Quota, cost: u32) -> Decision {
@@ -129,6 +160,7 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         match result {
             Some((decision, Placement::Own)) => decision,
             Some((decision, Placement::Overflow)) => decision.overflowed(),
+            Some((decision, Placement::Group)) => decision.grouped(),
             None => Decision::refused(
                 Denial::StoreFull,
                 quota.burst(),

@@ -52,7 +52,7 @@ impl Runtime {
         let store = config
             .build_store()
             .map_err(|e| SetupError::caused_by("store", "[store]: ", e))?;
-        let header_budget = HeaderBudget::new(config.header_keys, clock.clone())
+        let header_budget = HeaderBudget::new(config.header_keys, config.store.new_keys_per_network, clock.clone())
             .map_err(|e| SetupError::caused_by("header_keys", "[header_keys]: ", e))?;
         let jwt = match jwt {
             Some(v) => Some(v),
@@ -141,7 +141,8 @@ impl Runtime {
         let address = self.address(&config, parts, route.name);
         let mut cx = KeyContext::with_address(parts, address, &self.key_hasher)
             .verifier(self.jwt.as_ref())
-            .header_values(&self.header_budget);
+            .header_values(&self.header_budget)
+            .network(&config.ip);
         let client = key.extract(&mut cx);
         // Verify at most once per decision: a claim key that found no
         // (usable) claims leaves the request anonymous for the chain too.
@@ -157,7 +158,15 @@ impl Runtime {
         let cost = overrides.and_then(|r| r.cost).unwrap_or(route.cost);
         let shadow = overrides.and_then(|r| r.shadow).unwrap_or(route.shadow);
 
-        let cell = self.limiter.cell_key(route.id, &client);
+        // Address and header keys belong to the client's network, which
+        // brings a bounded number of new keys into the store; a verified
+        // claim or an application's key does not.
+        let cell = match (client, cx.network_of()) {
+            (ClientKey::Ip(_) | ClientKey::Header(_), Some(net)) => {
+                self.limiter.grouped_cell_key(route.id, &client, &net)
+            }
+            _ => self.limiter.cell_key(route.id, &client),
+        };
         #[cfg(feature = "redis")]
         let decision = match &self.gate {
             Some(gate) => {

@@ -15,6 +15,9 @@ use crate::store::{MemoryStore, OverflowPolicy};
 impl StoreConfig {
     /// How often recovered cells are swept, by default.
     pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
+    /// New keys one client network may bring into the store per minute
+    /// (also its burst), by default.
+    pub const DEFAULT_NEW_KEYS_PER_NETWORK: u32 = 256;
 }
 
 impl Default for StoreConfig {
@@ -24,6 +27,7 @@ impl Default for StoreConfig {
             max_keys: MemoryStore::DEFAULT_MAX_KEYS,
             sweep_interval: StoreConfig::DEFAULT_SWEEP_INTERVAL,
             overflow: OverflowPolicy::default(),
+            new_keys_per_network: Some(crate::Quota::per_minute(StoreConfig::DEFAULT_NEW_KEYS_PER_NETWORK)),
         }
     }
 }

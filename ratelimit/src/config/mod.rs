@@ -70,6 +70,11 @@ pub struct StoreConfig {
     pub sweep_interval: Duration,
     /// What happens to new keys when the store is full of live ones.
     pub overflow: OverflowPolicy,
+    /// How many new keys one client network (`[ip] ipv6_network_prefix`,
+    /// `ipv4_network_prefix`) may bring into the store, as a rate whose
+    /// count is also the burst; past it, the network's new clients share one
+    /// bucket per route. `None`: unbounded.
+    pub new_keys_per_network: Option<crate::Quota>,
 }
 
 /// Settings of the external limit service.
@@ -295,10 +300,13 @@ impl Config {
 
     /// A [`MemoryStore`] built from the `[store]` section.
     pub fn build_store(&self) -> Result<MemoryStore, crate::StoreConfigError> {
-        MemoryStore::builder()
+        let mut builder = MemoryStore::builder()
             .max_keys(self.store.max_keys)
-            .overflow(self.store.overflow)
-            .try_build()
+            .overflow(self.store.overflow);
+        if let Some(budget) = self.store.new_keys_per_network {
+            builder = builder.new_keys_per_group(budget);
+        }
+        builder.try_build()
     }
 }
 

@@ -12,6 +12,12 @@ use crate::{Clock, Limiter, MemoryStore, Quota, SystemClock};
 const SEEN_ROUTE: u32 = 1;
 const BUDGET_ROUTE: u32 = 2;
 
+/// The network budget a standalone [`HeaderKey`]'s tracker uses: the
+/// `[store]` default.
+fn default_network_budget() -> Quota {
+    Quota::per_minute(crate::config::StoreConfig::DEFAULT_NEW_KEYS_PER_NETWORK)
+}
+
 /// How many distinct header values a client address may introduce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeaderCardinality {
@@ -132,7 +138,7 @@ impl<C: Clock> HeaderKey<C> {
             source: Header(name),
             ip: IpKey::new(ip),
             hasher: KeyHasher::new(),
-            budget: HeaderBudget::new(cardinality, clock)?,
+            budget: HeaderBudget::new(cardinality, Some(default_network_budget()), clock)?,
         })
     }
 
@@ -144,7 +150,10 @@ impl<C: Clock> HeaderKey<C> {
     /// The key of a request: what [`Header`] answers with this extractor's
     /// budget.
     pub fn extract(&self, parts: &http::request::Parts) -> ClientKey {
-        let mut cx = KeyContext::with_address(parts, self.ip.extract(parts), &self.hasher).header_values(&self.budget);
+        let address = self.ip.extract(parts);
+        let mut cx = KeyContext::with_address(parts, address, &self.hasher)
+            .header_values(&self.budget)
+            .network(self.ip.config());
         self.source.extract(&mut cx)
     }
 }
@@ -165,11 +174,33 @@ pub(crate) struct HeaderBudget<C: Clock = SystemClock> {
 pub(crate) trait HeaderValues: Send + Sync {
     /// The key of `name`'s value on a request from `ip_key`: the value's
     /// own bucket while the address's budget allows, else the address.
-    fn key(&self, name: &HeaderName, parts: &http::request::Parts, ip_key: ClientKey) -> ClientKey;
+    /// `network`: the address's network, whose new tracked values share a
+    /// budget (so one network rotating addresses cannot fill the tracker).
+    fn key(
+        &self,
+        name: &HeaderName,
+        parts: &http::request::Parts,
+        ip_key: ClientKey,
+        network: Option<std::net::IpAddr>,
+    ) -> ClientKey;
 }
 
 impl<C: Clock> HeaderBudget<C> {
-    pub(crate) fn new(cardinality: HeaderCardinality, clock: C) -> Result<Self, HeaderKeyError> {
+    /// The tracker's cell for `key`, in its network's group.
+    fn cell<K: std::hash::Hash>(&self, route: u32, key: &K, network: Option<std::net::IpAddr>) -> crate::CellKey {
+        match network {
+            Some(net) => self.tracker.grouped_cell_key(route, key, &net),
+            None => self.tracker.cell_key(route, key),
+        }
+    }
+
+    /// `network_budget`: the new tracked entries one network may add (see
+    /// [`MemoryStoreBuilder::new_keys_per_group`](crate::MemoryStoreBuilder::new_keys_per_group)).
+    pub(crate) fn new(
+        cardinality: HeaderCardinality,
+        network_budget: Option<Quota>,
+        clock: C,
+    ) -> Result<Self, HeaderKeyError> {
         let seen = Quota::new(1, cardinality.window).map_err(|e| {
             HeaderKeyError::new(
                 format!("header cardinality window: {e}"),
@@ -182,15 +213,16 @@ impl<C: Clock> HeaderBudget<C> {
                 Some(HeaderKeySource::Quota(e)),
             )
         })?;
-        let store = MemoryStore::builder()
-            .max_keys(cardinality.max_tracked)
-            .try_build()
-            .map_err(|e| {
-                HeaderKeyError::new(
-                    format!("header cardinality max_tracked: {e}"),
-                    Some(HeaderKeySource::Store(e)),
-                )
-            })?;
+        let mut store = MemoryStore::builder().max_keys(cardinality.max_tracked);
+        if let Some(budget) = network_budget {
+            store = store.new_keys_per_group(budget);
+        }
+        let store = store.try_build().map_err(|e| {
+            HeaderKeyError::new(
+                format!("header cardinality max_tracked: {e}"),
+                Some(HeaderKeySource::Store(e)),
+            )
+        })?;
         Ok(HeaderBudget {
             hasher: ahash::RandomState::new(),
             tracker: Limiter::new(store, clock),
@@ -201,7 +233,13 @@ impl<C: Clock> HeaderBudget<C> {
 }
 
 impl<C: Clock> HeaderValues for HeaderBudget<C> {
-    fn key(&self, name: &HeaderName, parts: &http::request::Parts, ip_key: ClientKey) -> ClientKey {
+    fn key(
+        &self,
+        name: &HeaderName,
+        parts: &http::request::Parts,
+        ip_key: ClientKey,
+        network: Option<std::net::IpAddr>,
+    ) -> ClientKey {
         let mut values = parts.headers.get_all(name).iter();
         let (Some(value), None) = (values.next(), values.next()) else {
             return ip_key;
@@ -216,7 +254,8 @@ impl<C: Clock> HeaderValues for HeaderBudget<C> {
         // Known for this address within the window: its own bucket. (A
         // zero-cost probe never inserts, so it only ever sees the pair's own
         // cell or a fresh one.)
-        let probe = self.tracker.check_route(SEEN_ROUTE, &pair, &self.seen, 0);
+        let seen = self.cell(SEEN_ROUTE, &pair, network);
+        let probe = self.tracker.check_cell(seen, &self.seen, 0);
         if probe.is_denied() || probe.remaining() == 0 {
             return ClientKey::Header(value_hash);
         }
@@ -224,12 +263,12 @@ impl<C: Clock> HeaderValues for HeaderBudget<C> {
         // values, or the request falls back to the address's bucket.
         if self
             .tracker
-            .check_route(BUDGET_ROUTE, &ip_key, &self.budget, 1)
+            .check_cell(self.cell(BUDGET_ROUTE, &ip_key, network), &self.budget, 1)
             .is_denied()
         {
             return ip_key;
         }
-        self.tracker.check_route(SEEN_ROUTE, &pair, &self.seen, 1);
+        self.tracker.check_cell(seen, &self.seen, 1);
         ClientKey::Header(value_hash)
     }
 }

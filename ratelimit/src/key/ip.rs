@@ -69,17 +69,22 @@ pub struct ClientIpConfig {
     header: ForwardedHeader,
     ipv6_prefix: u8,
     ipv4_prefix: u8,
+    ipv6_network: u8,
+    ipv4_network: u8,
 }
 
 impl Default for ClientIpConfig {
     /// No trusted proxies (the peer is the client), `X-Forwarded-For`, IPv6
-    /// aggregated to /64 (one subscriber's usual allocation), IPv4 exact.
+    /// aggregated to /64 (one subscriber's usual allocation), IPv4 exact;
+    /// networks of /48 (IPv6: one site's usual allocation) and /24 (IPv4).
     fn default() -> Self {
         ClientIpConfig {
             trusted: Vec::new(),
             header: ForwardedHeader::XForwardedFor,
             ipv6_prefix: 64,
             ipv4_prefix: 32,
+            ipv6_network: 48,
+            ipv4_network: 24,
         }
     }
 }
@@ -144,6 +149,64 @@ impl ClientIpConfig {
         }
         self.ipv4_prefix = prefix;
         Ok(self)
+    }
+
+    /// The IPv6 network a client belongs to (1 to 128; default 48): the
+    /// new clients one network brings into the store are bounded (see
+    /// [`network`](Self::network)).
+    pub fn ipv6_network_prefix(mut self, prefix: u8) -> Result<Self, PrefixError> {
+        if !(1..=128).contains(&prefix) {
+            return Err(PrefixError {
+                family: "IPv6 network",
+                prefix,
+                max: 128,
+            });
+        }
+        self.ipv6_network = prefix;
+        Ok(self)
+    }
+
+    /// The IPv4 network a client belongs to (1 to 32; default 24).
+    pub fn ipv4_network_prefix(mut self, prefix: u8) -> Result<Self, PrefixError> {
+        if !(1..=32).contains(&prefix) {
+            return Err(PrefixError {
+                family: "IPv4 network",
+                prefix,
+                max: 32,
+            });
+        }
+        self.ipv4_network = prefix;
+        Ok(self)
+    }
+
+    /// The network of a client address: the group whose new clients share
+    /// one budget of cells in the store, so one network rotating addresses
+    /// cannot fill it (see `docs/security.md`). Never finer than the
+    /// client's own aggregation.
+    ///
+    /// ```
+    /// use ratelimit::key::ClientIpConfig;
+    /// use std::net::IpAddr;
+    ///
+    /// let config = ClientIpConfig::default();
+    /// let a: IpAddr = "2001:db8:aaaa:1::".parse().unwrap();
+    /// assert_eq!(config.network(a), "2001:db8:aaaa::".parse::<IpAddr>().unwrap());
+    /// let b: IpAddr = "192.0.2.77".parse().unwrap();
+    /// assert_eq!(config.network(b), "192.0.2.0".parse::<IpAddr>().unwrap());
+    /// ```
+    pub fn network(&self, ip: IpAddr) -> IpAddr {
+        match normalize(ip) {
+            IpAddr::V4(v4) => {
+                let bits = self.ipv4_network.min(self.ipv4_prefix);
+                let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
+                IpAddr::V4((u32::from(v4) & mask).into())
+            }
+            IpAddr::V6(v6) => {
+                let bits = self.ipv6_network.min(self.ipv6_prefix);
+                let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
+                IpAddr::V6((u128::from(v6) & mask).into())
+            }
+        }
     }
 
     /// The header trusted proxies set.

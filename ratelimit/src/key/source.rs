@@ -114,6 +114,8 @@ pub struct KeyContext<'a> {
     verifier: Option<&'a crate::jwt::JwtVerifier>,
     claims: Option<VerifiedClaims>,
     claims_checked: bool,
+    /// The network of the address key, when the runtime groups keys.
+    network: Option<std::net::IpAddr>,
     /// Verify even a request the runtime marked [`NotVerified`]: the
     /// verifier here is not the runtime's.
     own_verifier: bool,
@@ -149,6 +151,7 @@ impl<'a> KeyContext<'a> {
             verifier: None,
             claims: None,
             claims_checked: false,
+            network: None,
             own_verifier: false,
         }
     }
@@ -178,6 +181,23 @@ impl<'a> KeyContext<'a> {
     pub(crate) fn header_values(mut self, headers: &'a dyn HeaderValues) -> Self {
         self.headers = Some(headers);
         self
+    }
+
+    /// Groups the address key's cells by its network under `ip`'s
+    /// network prefixes.
+    #[must_use]
+    pub(crate) fn network(mut self, ip: &super::ClientIpConfig) -> Self {
+        self.network = match self.address {
+            ClientKey::Ip(a) => Some(ip.network(a)),
+            _ => None,
+        };
+        self
+    }
+
+    /// The address key's network, when grouped.
+    #[cfg(feature = "axum")]
+    pub(crate) fn network_of(&self) -> Option<std::net::IpAddr> {
+        self.network
     }
 
     /// The request.
@@ -287,7 +307,7 @@ impl KeySource for Ip {
 impl KeySource for Header {
     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
         match cx.headers {
-            Some(budget) => budget.key(&self.0, cx.parts, cx.address),
+            Some(budget) => budget.key(&self.0, cx.parts, cx.address, cx.network),
             None => cx.address,
         }
     }

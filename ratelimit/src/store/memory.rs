@@ -47,12 +47,31 @@
 //! twice its fair share, so an uneven spread is absorbed). At the bound, or
 //! when its probe window is full, a new key takes over a recovered cell in its
 //! window, or sweeps a bounded stretch of its shard and retries once; failing
-//! that it is charged to the route's overflow cell (or refused). A flood of
-//! new keys never evicts a live (limited) client and never gets through
-//! unlimited.
+//! that it is charged to an overflow cell (or refused). A flood of new keys
+//! never evicts a live (limited) client and never gets through unlimited.
+//!
+//! # Groups
+//!
+//! A key may belong to a group (the client's network: an IPv6 /48, an IPv4
+//! /24). With [`MemoryStoreBuilder::new_keys_per_group`], each group may
+//! bring only so many new keys into the table per window, counted in a GCRA
+//! cell of the group's own; a new key past that budget is charged to a cell
+//! the group shares on that route ([`Placement::Group`]). So one network
+//! rotating addresses (a /48 holds 65,536 /64s) fills at most its budget of
+//! cells, not the table, and is limited as one client beyond it. Only the
+//! miss path (a key without a cell) reads the budget: a key already in the
+//! table costs nothing more.
+//!
+//! Overflow is spread over 4,096 cells by the key's group, so when many
+//! networks do fill the table, a new client shares an overflow cell with the
+//! flood only if its network's cell is one the flood's networks landed on:
+//! the collateral is a fraction. Keys without a group share their route's
+//! overflow cell (spreading them by their own hash would give a client that
+//! mints keys a fresh cell per key).
 
-use crate::gcra::MAX_TAT;
+use crate::gcra::{self, Write, MAX_TAT};
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::Quota;
 use std::fmt;
 
 use super::shard::{backoff, Bucket, Insert, Shard, BUSY, PROBE_BUCKETS, SLOTS_PER_BUCKET};
@@ -64,17 +83,21 @@ use super::{CellKey, Placement, Store};
 /// at 3/4 load (and 1 with 8-bucket windows at half load).
 const SLOTS_PER_KEY_NUM: usize = 2;
 const SLOTS_PER_KEY_DEN: usize = 1;
-/// Per-route overflow cells; routes beyond this share cells by `route % N`.
-const OVERFLOW_CELLS: usize = 256;
+/// Overflow cells, picked by a key's group (or its hash): a flood from `n`
+/// networks spends about `n` of them, not every new client's.
+const OVERFLOW_CELLS: usize = 4096;
 /// The largest `max_keys` a store accepts (128 GiB of table).
 const MAX_SUPPORTED_KEYS: usize = 1 << 32;
 /// What a full store does with a key it has no room for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum OverflowPolicy {
-    /// Charge the key to a cell shared by every overflowing key of the same
-    /// route, with the request's own quota: all new clients of that route
-    /// together get one client's allowance until room frees up.
+    /// Charge the key to a shared overflow cell, with the request's own
+    /// quota: the new clients that land on one cell together get one
+    /// client's allowance until room frees up. A key with a
+    /// [group](CellKey::group) (the HTTP runtime groups address and header
+    /// keys by network) lands on one of 4,096 cells picked by its group;
+    /// a key without one shares its route's cell.
     #[default]
     SharedBucket,
     /// Deny the request ([`Denial::StoreFull`](crate::Denial::StoreFull)).
@@ -85,8 +108,22 @@ pub enum OverflowPolicy {
 #[repr(align(64))]
 struct Occupied(AtomicUsize);
 
-#[repr(align(64))]
+/// Not padded to a cache line: overflow is the degraded path, and 4,096
+/// padded cells would cost 256 KiB per store.
 struct OverflowCell(AtomicU64);
+
+/// Tags that turn a group's hash into its two cells' keys.
+const GROUP_BUDGET_TAG: u64 = 0x6275_6467_6574_2d31; // "budget-1"
+const GROUP_SHARED_TAG: u64 = 0x7368_6172_6564_2d31; // "shared-1"
+
+/// A bijective 64-bit mix (the splitmix64 finalizer): derived cell keys and
+/// overflow indices do not correlate with the bits that pick shards.
+#[inline]
+const fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
 
 /// The embedded, in-process [`Store`]: bounded, lock-free on the hit path.
 ///
@@ -119,6 +156,7 @@ pub struct MemoryStore {
     overflow: Box<[OverflowCell]>,
     policy: OverflowPolicy,
     max_keys: usize,
+    group_budget: Option<Quota>,
 }
 
 /// Configures a [`MemoryStore`].
@@ -127,6 +165,7 @@ pub struct MemoryStoreBuilder {
     max_keys: usize,
     policy: OverflowPolicy,
     shards: Option<usize>,
+    group_budget: Option<Quota>,
 }
 
 impl MemoryStoreBuilder {
@@ -140,6 +179,30 @@ impl MemoryStoreBuilder {
     /// What happens to new keys when the store is full of live keys.
     pub fn overflow(mut self, policy: OverflowPolicy) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Bounds the new keys one [group](CellKey::group) brings into the
+    /// store to `budget` (a burst of new keys, refilled at its rate): a
+    /// group's new key past it is charged to the group's shared cell on its
+    /// route ([`Placement::Group`]), not given a cell of its own. Keys
+    /// already in the store are not affected, nor keys without a group.
+    /// Off by default.
+    ///
+    /// ```
+    /// use ratelimit::{CellKey, MemoryStore, Placement, Quota, Store};
+    ///
+    /// let store = MemoryStore::builder()
+    ///     .new_keys_per_group(Quota::per_minute(2))
+    ///     .build();
+    /// let charge = |key: u64| store.update(CellKey::new(key, 0).in_group(7), 0, |_| ((), Some(1_000))).unwrap().1;
+    /// assert_eq!(charge(1), Placement::Own);
+    /// assert_eq!(charge(2), Placement::Own);
+    /// assert_eq!(charge(3), Placement::Group, "the group's third new key this minute");
+    /// assert_eq!(charge(1), Placement::Own, "known keys keep their cells");
+    /// ```
+    pub fn new_keys_per_group(mut self, budget: Quota) -> Self {
+        self.group_budget = Some(budget);
         self
     }
 
@@ -190,6 +253,7 @@ impl MemoryStoreBuilder {
             overflow: (0..OVERFLOW_CELLS).map(|_| OverflowCell(AtomicU64::new(0))).collect(),
             policy: self.policy,
             max_keys,
+            group_budget: self.group_budget,
         })
     }
 }
@@ -225,6 +289,7 @@ impl fmt::Debug for MemoryStore {
             .field("len", &self.len())
             .field("shards", &self.shards.len())
             .field("policy", &self.policy)
+            .field("group_budget", &self.group_budget)
             .finish()
     }
 }
@@ -239,6 +304,7 @@ impl MemoryStore {
             max_keys: Self::DEFAULT_MAX_KEYS,
             policy: OverflowPolicy::default(),
             shards: None,
+            group_budget: None,
         }
     }
 
@@ -291,11 +357,27 @@ impl MemoryStore {
         &self.shards[i]
     }
 
-    fn update_overflow<T, F>(&self, route: u32, mut f: F) -> (T, Placement)
+    /// The overflow cell of `key`: by its group, else its route's.
+    ///
+    /// Not by the key's own hash: a client that mints keys would then get a
+    /// fresh overflow cell per key, 4,096 clients' allowance. A group is
+    /// what it cannot mint cheaply (networks), so spreading by group gives
+    /// a flood only as many cells as it has networks.
+    fn overflow_cell(&self, key: CellKey) -> &AtomicU64 {
+        let i = if key.group() != 0 {
+            // The top bits of the mix: OVERFLOW_CELLS is a power of two.
+            (mix(key.group()) >> (64 - OVERFLOW_CELLS.trailing_zeros())) as usize
+        } else {
+            key.route() as usize % OVERFLOW_CELLS
+        };
+        &self.overflow[i].0
+    }
+
+    fn update_overflow<T, F>(&self, key: CellKey, mut f: F) -> (T, Placement)
     where
         F: FnMut(u64) -> (T, Option<u64>),
     {
-        let cell = &self.overflow[route as usize % OVERFLOW_CELLS].0;
+        let cell = self.overflow_cell(key);
         let mut current = cell.load(Ordering::Acquire);
         loop {
             let (out, write) = f(current);
@@ -310,19 +392,37 @@ impl MemoryStore {
     }
 }
 
-impl Store for MemoryStore {
-    #[inline]
-    fn prefetch(&self, key: CellKey) {
-        // A plain load of the home bucket's line; its result is not used,
-        // only the cache fill it starts (stable Rust has no prefetch
-        // intrinsic that is safe to call).
-        let shard = self.shard(key.hash());
-        let bucket = &shard.buckets[shard.home(key.hash())];
-        std::hint::black_box(bucket.keys[0].load(Ordering::Relaxed));
+/// The cell a group's keys share on `route` once its budget is spent.
+fn group_cell(group: u64, route: u32) -> CellKey {
+    CellKey::new(mix(group ^ GROUP_SHARED_TAG), route)
+}
+
+/// The cell counting the new keys a group brought in on `route`.
+fn group_budget_cell(group: u64, route: u32) -> CellKey {
+    CellKey::new(mix(group ^ GROUP_BUDGET_TAG), route)
+}
+
+impl MemoryStore {
+    /// Whether `key`'s group may bring one more new key into the store
+    /// (spending a unit of its budget). A budget cell that finds no room is
+    /// no reason to refuse: the key's own insert meets the same full store.
+    fn admits_new_key(&self, key: CellKey, now: u64, budget: &Quota) -> bool {
+        let cell = group_budget_cell(key.group(), key.route());
+        let spent = self.place(cell, now, false, |stored| {
+            let (decision, write) = gcra::decide(stored, now, budget, 1);
+            let write = match write {
+                Write::Keep => None,
+                Write::Store(tat) => Some(tat),
+            };
+            (decision.is_denied(), write)
+        });
+        !matches!(spent, Some((true, Placement::Own)))
     }
 
+    /// [`Store::update`], with overflow (or refusal, per the policy) when
+    /// `overflow`, else `None` when the key finds no room.
     #[inline]
-    fn update<T, F>(&self, key: CellKey, now: u64, mut f: F) -> Option<(T, Placement)>
+    fn place<T, F>(&self, key: CellKey, now: u64, overflow: bool, mut f: F) -> Option<(T, Placement)>
     where
         F: FnMut(u64) -> (T, Option<u64>),
     {
@@ -330,6 +430,7 @@ impl Store for MemoryStore {
         let shard = self.shard(hash);
         let home = shard.home(hash);
         let mut swept = false;
+        let mut budgeted = false;
         let mut spins = 0;
         'lookup: loop {
             if let Some((bucket, i)) = shard.find(home, hash) {
@@ -374,6 +475,21 @@ impl Store for MemoryStore {
             let Some(tat) = write else {
                 return Some((out, Placement::Own));
             };
+            // A new key of a group spends one unit of the group's budget of
+            // new keys (once, even if the insert below finds it arrived
+            // meanwhile), or is charged to the group's shared cell.
+            if !budgeted && key.group() != 0 {
+                budgeted = true;
+                if let Some(budget) = &self.group_budget {
+                    if !self.admits_new_key(key, now, budget) {
+                        let shared = group_cell(key.group(), key.route());
+                        return self.place(shared, now, overflow, f).map(|(out, placed)| match placed {
+                            Placement::Own => (out, Placement::Group),
+                            other => (out, other),
+                        });
+                    }
+                }
+            }
             match shard.insert(home, hash, tat.min(MAX_TAT), now, &self.occupied.0, self.max_keys) {
                 Insert::Done => return Some((out, Placement::Own)),
                 Insert::Present => continue,
@@ -387,12 +503,32 @@ impl Store for MemoryStore {
                         }
                     }
                     return match self.policy {
-                        OverflowPolicy::SharedBucket => Some(self.update_overflow(key.route(), f)),
-                        OverflowPolicy::Refuse => None,
+                        OverflowPolicy::SharedBucket if overflow => Some(self.update_overflow(key, f)),
+                        _ => None,
                     };
                 }
             }
         }
+    }
+}
+
+impl Store for MemoryStore {
+    #[inline]
+    fn prefetch(&self, key: CellKey) {
+        // A plain load of the home bucket's line; its result is not used,
+        // only the cache fill it starts (stable Rust has no prefetch
+        // intrinsic that is safe to call).
+        let shard = self.shard(key.hash());
+        let bucket = &shard.buckets[shard.home(key.hash())];
+        std::hint::black_box(bucket.keys[0].load(Ordering::Relaxed));
+    }
+
+    #[inline]
+    fn update<T, F>(&self, key: CellKey, now: u64, f: F) -> Option<(T, Placement)>
+    where
+        F: FnMut(u64) -> (T, Option<u64>),
+    {
+        self.place(key, now, true, f)
     }
 
     fn sweep(&self, now: u64) -> usize {
@@ -466,6 +602,76 @@ mod tests {
         // Once recovered, new keys take over old cells instead of overflowing.
         assert_eq!(charge(&store, key(10_000), 1_000, 2_000), Placement::Own);
         assert_eq!(store.len(), 64);
+    }
+
+    fn grouped(i: u64, group: u64) -> CellKey {
+        key(i).in_group(group)
+    }
+
+    #[test]
+    fn a_group_past_its_budget_of_new_keys_shares_one_cell() {
+        let store = MemoryStore::builder()
+            .max_keys(1_000)
+            .new_keys_per_group(Quota::per_minute(3))
+            .build();
+        for i in 0..3 {
+            assert_eq!(charge(&store, grouped(i, 77), 0, 1_000), Placement::Own);
+        }
+        // The fourth new key of group 77 lands on the group's shared cell,
+        // whatever the key: they all see the one TAT.
+        assert_eq!(charge(&store, grouped(3, 77), 0, 2_000), Placement::Group);
+        let (tat, at) = store.update(grouped(4, 77), 0, |t| (t, None)).unwrap();
+        assert_eq!(
+            (tat, at),
+            (0, Placement::Own),
+            "a probe of a new key charges nothing, finds nothing"
+        );
+        let (tat, at) = store.update(grouped(5, 77), 0, |t| (t, Some(t + 1))).unwrap();
+        assert_eq!((tat, at), (2_000, Placement::Group));
+        // Known keys keep their own cells; other groups and ungrouped keys
+        // are not affected.
+        assert_eq!(charge(&store, grouped(0, 77), 0, 1_000), Placement::Own);
+        assert_eq!(charge(&store, grouped(10, 78), 0, 1_000), Placement::Own);
+        assert_eq!(charge(&store, key(11), 0, 1_000), Placement::Own);
+        // The budget refills at its rate: one new key per 20 s.
+        let later = 20_000_000_000;
+        assert_eq!(charge(&store, grouped(12, 77), later, later + 1), Placement::Own);
+        assert_eq!(charge(&store, grouped(13, 77), later, later + 1), Placement::Group);
+        // Own cells, two group cells (budget and shared) per group used.
+        assert_eq!(store.len(), 3 + 2 + 1 + 1 + 1 + 1);
+    }
+
+    #[test]
+    fn without_a_budget_groups_only_spread_overflow() {
+        let store = MemoryStore::with_max_keys(4);
+        for i in 0..40 {
+            assert_eq!(
+                charge(&store, grouped(i, 5), 0, 1_000),
+                if i < 4 { Placement::Own } else { Placement::Overflow }
+            );
+        }
+        // Group 5's overflow is one cell; a new key of another group almost
+        // surely lands on another (4,096 cells): here, checked to be fresh.
+        let (tat, at) = store.update(grouped(100, 6), 0, |t| (t, Some(t + 1))).unwrap();
+        assert_eq!(at, Placement::Overflow);
+        assert_eq!(tat, 0, "group 6 is not charged for group 5's flood");
+        let (mine, at) = store.update(grouped(101, 5), 0, |t| (t, Some(t + 1))).unwrap();
+        assert_eq!(
+            (mine, at),
+            (1_000, Placement::Overflow),
+            "group 5's keys share its overflow cell"
+        );
+    }
+
+    #[test]
+    fn ungrouped_overflow_shares_the_routes_cell() {
+        let store = MemoryStore::with_max_keys(1);
+        charge(&store, key(0), 0, 1_000);
+        // 100 overflowing keys, one cell: minting keys gains nothing.
+        let fresh = (1..=100)
+            .filter(|&i| store.update(key(i), 0, |t| (t == 0, Some(1_000))).unwrap().0)
+            .count();
+        assert_eq!(fresh, 1, "only the first overflowing key found the cell fresh");
     }
 
     #[test]

@@ -6,7 +6,9 @@ mod shard;
 pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy, StoreConfigError};
 
 /// The identity of one rate-limit cell: a keyed 64-bit hash of (route, key),
-/// plus the route it belongs to (for the per-route overflow bucket).
+/// the route it belongs to, and optionally the group of keys it belongs to
+/// (the client's network), which bounds how many new keys one group brings
+/// into a store and spreads overflow by group.
 ///
 /// Stores only ever see this hash, never the client's raw value, so raw
 /// values are never stored; [`Limiter`](crate::Limiter) seeds the hash
@@ -18,11 +20,14 @@ pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy, StoreConfigErr
 /// let k = CellKey::new(0xfeed, 3);
 /// assert_eq!((k.hash(), k.route()), (0xfeed, 3));
 /// assert_eq!(CellKey::new(0, 3).hash(), 1, "0 is reserved for empty slots");
+/// assert_eq!(k.group(), 0, "no group");
+/// assert_eq!(k.in_group(0xbeef).group(), 0xbeef);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CellKey {
     hash: u64,
     route: u32,
+    group: u64,
 }
 
 impl CellKey {
@@ -31,7 +36,25 @@ impl CellKey {
     #[inline]
     pub const fn new(hash: u64, route: u32) -> Self {
         let hash = if hash == 0 { 1 } else { hash };
-        CellKey { hash, route }
+        CellKey { hash, route, group: 0 }
+    }
+
+    /// This cell, as a member of `group`: a keyed hash of what the keys of
+    /// one group share (the client's network, say), seeded like the key's
+    /// own hash so clients cannot aim at it. `0` means no group. See
+    /// [`MemoryStoreBuilder::new_keys_per_group`] for what a store does
+    /// with it.
+    #[inline]
+    #[must_use]
+    pub const fn in_group(mut self, group: u64) -> Self {
+        self.group = group;
+        self
+    }
+
+    /// The group this key belongs to (`0`: none).
+    #[inline]
+    pub const fn group(&self) -> u64 {
+        self.group
     }
 
     /// The keyed hash of (route, key). Never 0.
@@ -53,8 +76,12 @@ impl CellKey {
 pub enum Placement {
     /// The key's own cell.
     Own,
-    /// The route's shared overflow cell: the store was full of live keys.
+    /// A shared overflow cell (one of many, picked by the key's group, or
+    /// by the key when it has none): the store was full of live keys.
     Overflow,
+    /// The shared cell of the key's group on its route: the group had
+    /// already brought its budget of new keys into the store.
+    Group,
 }
 
 /// Storage for GCRA cells, one theoretical arrival time (TAT) per key.
@@ -69,8 +96,11 @@ pub enum Placement {
 /// * A store may drop a cell only when its TAT is `<= now` (fully recovered,
 ///   so dropping it gives the client nothing it did not already have).
 /// * A store that cannot hold a new key must not admit it unlimited: it
-///   charges it to a shared overflow cell for `key.route()` (returning
+///   charges it to a shared overflow cell (returning
 ///   [`Placement::Overflow`]) or refuses it (returning `None`).
+/// * A store may bound the new keys of one [group](CellKey::group) and
+///   charge a group's further new keys to a cell the group shares
+///   (returning [`Placement::Group`]); a store may also ignore groups.
 /// * Updates are called on the request path: they must not block on I/O.
 pub trait Store: Send + Sync {
     /// Atomically applies `f` to the cell for `key`. `f` returns a value and,

@@ -48,6 +48,20 @@ fn ranged<'de, D: Deserializer<'de>>(d: D, max: i64, what: &str) -> Result<i64, 
     Ok(n)
 }
 
+/// `[store] new_keys_per_network`: a rate such as `"256/min"` (its count is
+/// also the burst), or `"off"`.
+pub(super) fn new_keys_budget<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Quota>, D::Error> {
+    let text = String::deserialize(d)?;
+    if text.trim() == "off" {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "{e}; expected a rate of new keys such as \"256/min\", or \"off\""
+        ))
+    })
+}
+
 pub(super) fn positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     ranged(d, i64::from(u32::MAX), "a whole number").map(|n| n as u32)
 }

@@ -12,8 +12,8 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use super::fields::{
-    cidrs, claim_name, duration, forwarded_header, header_style, http_url, max_keys, opt_algorithm, opt_http_url,
-    opt_positive_u32, opt_prefix, overflow, positive_u32, quota,
+    cidrs, claim_name, duration, forwarded_header, header_style, http_url, max_keys, new_keys_budget, opt_algorithm,
+    opt_http_url, opt_positive_u32, opt_prefix, overflow, positive_u32, quota,
 };
 use crate::config::{
     GlobalConfig, HeaderStyle, JwtLimits, JwtVerification, ResponseConfig, ServiceConfig, StoreConfig,
@@ -74,6 +74,8 @@ pub(super) struct RawStore {
     pub(super) sweep_interval: Duration,
     #[serde(deserialize_with = "overflow")]
     pub(super) overflow: OverflowPolicy,
+    #[serde(deserialize_with = "new_keys_budget")]
+    pub(super) new_keys_per_network: Option<Quota>,
 }
 
 impl Default for RawStore {
@@ -83,6 +85,7 @@ impl Default for RawStore {
             max_keys: d.max_keys,
             sweep_interval: d.sweep_interval,
             overflow: d.overflow,
+            new_keys_per_network: d.new_keys_per_network,
         }
     }
 }
@@ -98,6 +101,10 @@ pub(super) struct RawIp {
     pub(super) ipv6_prefix: Option<u8>,
     #[serde(default, deserialize_with = "opt_prefix::<32, _>")]
     pub(super) ipv4_prefix: Option<u8>,
+    #[serde(default, deserialize_with = "opt_prefix::<128, _>")]
+    pub(super) ipv6_network_prefix: Option<u8>,
+    #[serde(default, deserialize_with = "opt_prefix::<32, _>")]
+    pub(super) ipv4_network_prefix: Option<u8>,
 }
 
 #[derive(Deserialize, Default)]

@@ -57,5 +57,15 @@ pub(super) fn client_ip(raw: RawIp, ctx: &Ctx<'_>) -> Result<ClientIpConfig, Con
             .ipv4_prefix(p)
             .map_err(|e| ctx.error(&at.key("ipv4_prefix"), e.to_string()))?;
     }
+    if let Some(p) = raw.ipv6_network_prefix {
+        ip = ip
+            .ipv6_network_prefix(p)
+            .map_err(|e| ctx.error(&at.key("ipv6_network_prefix"), e.to_string()))?;
+    }
+    if let Some(p) = raw.ipv4_network_prefix {
+        ip = ip
+            .ipv4_network_prefix(p)
+            .map_err(|e| ctx.error(&at.key("ipv4_network_prefix"), e.to_string()))?;
+    }
     Ok(ip)
 }

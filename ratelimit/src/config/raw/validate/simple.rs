@@ -13,6 +13,7 @@ pub(super) fn store(raw: RawStore) -> StoreConfig {
         max_keys: raw.max_keys,
         sweep_interval: raw.sweep_interval,
         overflow: raw.overflow,
+        new_keys_per_network: raw.new_keys_per_network,
     }
 }
 
