@@ -1,0 +1,56 @@
+//! The quickstart demo as a real process: where its binary is, and a check
+//! that it was built from the sources under test.
+
+use std::path::{Path, PathBuf};
+
+/// `target/<profile>/examples/quickstart`, next to this test's `deps` dir.
+pub(crate) fn quickstart_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the path of the test binary");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in target/<profile>/deps/");
+    let bin = profile_dir
+        .join("examples")
+        .join(format!("quickstart{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "{} is missing: this test runs the quickstart demo as real processes. Build it with the \
+         same profile first: `cargo build --example quickstart` (a plain `cargo test` builds it too; \
+         `cargo test --test <name>` alone does not)",
+        bin.display()
+    );
+    check_fresh(&bin);
+    bin
+}
+
+/// Fails when a source the binary was built from is newer than the binary:
+/// `cargo test --test <name>` rebuilds the test but not the
+/// example, and would otherwise measure the previous code. The sources are
+/// the ones cargo lists in the dep-info file next to the binary.
+fn check_fresh(bin: &Path) {
+    let Ok(dep_info) = std::fs::read_to_string(bin.with_extension("d")) else {
+        return;
+    };
+    let built = std::fs::metadata(bin)
+        .and_then(|m| m.modified())
+        .expect("the quickstart binary's mtime");
+    let line = dep_info.lines().next().unwrap_or_default();
+    let deps = line.split_once(": ").map(|(_, d)| d).unwrap_or_default();
+    // Paths are separated by spaces; a space inside a path is `\ `.
+    let newer: Vec<String> = deps
+        .replace("\\ ", "\u{0}")
+        .split(' ')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.replace('\u{0}', " "))
+        .filter(|p| std::fs::metadata(p).and_then(|m| m.modified()).is_ok_and(|m| m > built))
+        .collect();
+    assert!(
+        newer.is_empty(),
+        "{} is older than its sources ({}{}): rebuild it with `cargo build --example quickstart` \
+         (`cargo test --test <name>` does not rebuild examples)",
+        bin.display(),
+        newer.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+        if newer.len() > 3 { ", ..." } else { "" }
+    );
+}
