@@ -143,3 +143,51 @@ fn bad_settings_are_refused() {
         "no runtime"
     );
 }
+
+/// A service that knows a few partners (keys below 100) and no one else,
+/// answering at once and counting lookups.
+struct Partners(Arc<std::sync::atomic::AtomicUsize>);
+
+impl ratelimit::service::LimitService for Partners {
+    async fn lookup(&self, key: u64) -> Result<Option<ServiceAnswer>, ratelimit::service::ServiceError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok((key < 100).then(|| ServiceAnswer::Tier { tier: "partner".into() }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_inventing_keys_cannot_push_a_partners_answer_out() {
+    let lookups = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let settings = CacheSettings {
+        ttl: Duration::from_secs(600),
+        negative_ttl: Duration::from_secs(600),
+        max_entries: 64,
+        ..settings()
+    };
+    let cache = ServiceCache::new(Partners(Arc::clone(&lookups)), settings).unwrap();
+    let partners: Vec<u64> = (0..16).collect();
+    for &p in &partners {
+        cache.get(p);
+    }
+    for &p in &partners {
+        eventually(|| cache.get(p)).await;
+    }
+    // 20,000 invented keys, each a miss the service answers "unknown" to,
+    // through a cache of 64 entries.
+    for k in 0..20_000u64 {
+        cache.get(1_000_000 + k.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 1_000_000_000);
+        if k % 500 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = lookups.load(std::sync::atomic::Ordering::Relaxed);
+    let kept = partners.iter().filter(|&&p| cache.get(p).is_some()).count();
+    assert_eq!(kept, partners.len(), "every partner's answer is still cached");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        lookups.load(std::sync::atomic::Ordering::Relaxed),
+        before,
+        "and served without asking the service again"
+    );
+}

@@ -6,7 +6,12 @@
 //! for a TTL; after it, the stale answer keeps being served while one refresh
 //! runs. "No answer" (404, an error, a timeout) is remembered for a shorter
 //! negative TTL, so a failing service is not hammered. The cache and the
-//! number of fetches in flight are bounded.
+//! number of fetches in flight are bounded. The cache is split into 16
+//! shards, each behind its own mutex, held for one hash-map probe.
+//!
+//! A full cache evicts "no answer" entries before answers, and a "no answer"
+//! never evicts an answer: a client inventing keys (each a miss) cannot push
+//! a partner's tier out of the cache, since only the service creates answers.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -26,6 +31,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -247,16 +253,64 @@ struct Entry {
     usable_until: Instant,
 }
 
+/// Shards of the cache, each behind its own mutex: a lookup locks one
+/// shard for a hash-map probe, never the whole cache.
+const SHARDS: usize = 16;
+
+/// One shard. Answers and misses are kept apart so that a flood of clients
+/// the service does not know (misses: anyone can make those, with new
+/// keys) can only evict other misses, never a partner's answer (which only
+/// the service can create).
+#[derive(Default)]
 struct State {
-    entries: HashMap<u64, Entry>,
+    answers: HashMap<u64, Entry>,
+    misses: HashMap<u64, Entry>,
     in_flight: HashSet<u64>,
+}
+
+impl State {
+    fn get(&self, key: u64) -> Option<&Entry> {
+        self.answers.get(&key).or_else(|| self.misses.get(&key))
+    }
+
+    /// Stores `entry` within `cap` entries: a miss evicts only a miss (and
+    /// is dropped when the shard holds only answers); an answer evicts a
+    /// miss first, else another answer. Eviction picks an arbitrary entry,
+    /// in constant time: the bound matters, not the choice.
+    fn store(&mut self, key: u64, entry: Entry, cap: usize) {
+        if entry.answer.is_some() {
+            self.misses.remove(&key);
+            if !self.answers.contains_key(&key) && self.answers.len() + self.misses.len() >= cap {
+                if let Some(victim) = self.misses.keys().next().copied() {
+                    self.misses.remove(&victim);
+                } else if let Some(victim) = self.answers.keys().next().copied() {
+                    self.answers.remove(&victim);
+                }
+            }
+            self.answers.insert(key, entry);
+        } else {
+            self.answers.remove(&key);
+            if !self.misses.contains_key(&key) && self.answers.len() + self.misses.len() >= cap {
+                match self.misses.keys().next().copied() {
+                    Some(victim) => {
+                        self.misses.remove(&victim);
+                    }
+                    // Full of answers: keep them; the miss is not cached.
+                    None => return,
+                }
+            }
+            self.misses.insert(key, entry);
+        }
+    }
 }
 
 /// The request-path face of a [`LimitService`]: see the module docs.
 pub struct ServiceCache<S> {
     service: Arc<S>,
     settings: CacheSettings,
-    state: Arc<Mutex<State>>,
+    shards: Arc<[Mutex<State>]>,
+    /// Lookups in flight over all shards (bounded by `max_in_flight`).
+    in_flight: Arc<AtomicUsize>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -280,46 +334,67 @@ impl<S: LimitService> ServiceCache<S> {
         Ok(ServiceCache {
             service: Arc::new(service),
             settings,
-            state: Arc::new(Mutex::new(State {
-                entries: HashMap::new(),
-                in_flight: HashSet::new(),
-            })),
+            shards: (0..SHARDS).map(|_| Mutex::new(State::default())).collect(),
+            in_flight: Arc::new(AtomicUsize::new(0)),
             runtime,
         })
+    }
+
+    /// The shard of `key`, and the most entries it holds.
+    fn shard(&self, key: u64) -> &Mutex<State> {
+        // Keys are hashes already; fold the high bits in anyway, so a
+        // service's own key scheme cannot pile keys on one shard.
+        &self.shards[((key ^ (key >> 32)) as usize) % SHARDS]
+    }
+
+    fn shard_cap(&self) -> usize {
+        self.settings.max_entries.div_ceil(SHARDS).max(1)
     }
 
     /// The cached answer for `key`, never waiting: starts a background fetch
     /// on a miss or a stale entry (at most one per key at a time).
     pub fn get(&self, key: u64) -> Option<ServiceAnswer> {
         let now = Instant::now();
-        let Ok(mut state) = self.state.lock() else {
+        let Ok(mut state) = self.shard(key).lock() else {
             return None;
         };
-        let (answer, needs_fetch) = match state.entries.get(&key) {
+        let (answer, needs_fetch) = match state.get(key) {
             Some(e) if now < e.fresh_until => return e.answer.clone(),
             Some(e) if now < e.usable_until => (e.answer.clone(), true),
             _ => (None, true),
         };
-        if needs_fetch && state.in_flight.len() < self.settings.max_in_flight && state.in_flight.insert(key) {
+        if needs_fetch && !state.in_flight.contains(&key) && self.take_fetch_slot() {
+            state.in_flight.insert(key);
             self.spawn_fetch(key);
         }
         answer
     }
 
+    /// One of the `max_in_flight` lookups, if one is free.
+    fn take_fetch_slot(&self) -> bool {
+        let max = self.settings.max_in_flight;
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .is_ok()
+    }
+
     fn spawn_fetch(&self, key: u64) {
         /// Removes the key from `in_flight` however the fetch ends: done,
         /// panicked in the service, or dropped unrun by a stopped runtime.
-        struct InFlight(Arc<Mutex<State>>, u64);
+        struct InFlight(Arc<[Mutex<State>]>, usize, u64, Arc<AtomicUsize>);
         impl Drop for InFlight {
             fn drop(&mut self) {
-                if let Ok(mut state) = self.0.lock() {
-                    state.in_flight.remove(&self.1);
+                if let Ok(mut state) = self.0[self.1].lock() {
+                    state.in_flight.remove(&self.2);
                 }
+                self.3.fetch_sub(1, Ordering::AcqRel);
             }
         }
-        let guard = InFlight(Arc::clone(&self.state), key);
+        let index = ((key ^ (key >> 32)) as usize) % SHARDS;
+        let guard = InFlight(Arc::clone(&self.shards), index, key, Arc::clone(&self.in_flight));
         let service = Arc::clone(&self.service);
-        let state = Arc::clone(&self.state);
+        let shards = Arc::clone(&self.shards);
+        let cap = self.shard_cap();
         let settings = self.settings;
         self.runtime.spawn(async move {
             let result = tokio::time::timeout(settings.timeout, service.lookup(key)).await;
@@ -327,7 +402,7 @@ impl<S: LimitService> ServiceCache<S> {
             // `guard` (moved in) clears `in_flight` when this future is
             // dropped, after the answer below is stored and the lock released.
             let _guard = &guard;
-            let Ok(mut state) = state.lock() else {
+            let Ok(mut state) = shards[index].lock() else {
                 return;
             };
             let entry = match result {
@@ -343,7 +418,7 @@ impl<S: LimitService> ServiceCache<S> {
                 },
                 // An error or a timeout: keep a stale answer (it stays usable
                 // until its own limit) but retry only after the negative TTL.
-                Ok(Err(_)) | Err(_) => match state.entries.get(&key) {
+                Ok(Err(_)) | Err(_) => match state.get(key) {
                     Some(old) if old.answer.is_some() && now < old.usable_until => Entry {
                         answer: old.answer.clone(),
                         fresh_until: now + settings.negative_ttl,
@@ -356,15 +431,7 @@ impl<S: LimitService> ServiceCache<S> {
                     },
                 },
             };
-            if state.entries.len() >= settings.max_entries && !state.entries.contains_key(&key) {
-                // Full: make room by evicting one entry (an arbitrary one; the
-                // bound matters, not the choice), in constant time, so the
-                // answer is kept and the service is not asked again per request.
-                if let Some(victim) = state.entries.keys().next().copied() {
-                    state.entries.remove(&victim);
-                }
-            }
-            state.entries.insert(key, entry);
+            state.store(key, entry, cap);
         });
     }
 }
