@@ -159,5 +159,8 @@ fn the_generator_produces_dispatched_paths() {
         let (parts, path) = strategy.new_tree(&mut runner).unwrap().current();
         dispatched += usize::from(router_dispatches(&pattern_text(&parts), &path) == Some(true));
     }
-    assert!(dispatched > 200, "{dispatched} of 1000 generated paths were dispatched to the route");
+    assert!(
+        dispatched > 200,
+        "{dispatched} of 1000 generated paths were dispatched to the route"
+    );
 }
