@@ -88,12 +88,34 @@ fn a_full_configuration_loads() {
 }
 
 #[test]
+fn header_styles_by_name() {
+    for (name, style) in [
+        ("draft-06", HeaderStyle::Draft06),
+        ("structured", HeaderStyle::Structured),
+        ("both", HeaderStyle::Both),
+        ("none", HeaderStyle::None),
+    ] {
+        let c = Config::from_toml_str(&format!(
+            "[profiles.a]\nrate = \"1/s\"\n[headers]\nstyle = \"{name}\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.headers, style, "{name}");
+    }
+}
+
+#[test]
 fn defaults_fill_in_the_optional_sections() {
     let c = Config::from_toml_str("[profiles.only]\nrate = \"10/s\"\n").unwrap();
     assert_eq!(c.default_profile(), "only");
     assert_eq!(c.store.max_keys, 100_000);
     assert_eq!(c.store.overflow, OverflowPolicy::SharedBucket);
     assert_eq!(c.headers, HeaderStyle::Draft06);
+    assert_eq!(c.responses, ratelimit::config::ResponseConfig::default());
+    assert_eq!(
+        c.responses.problem_type,
+        "https://iana.org/assignments/http-problem-types#quota-exceeded"
+    );
+    assert_eq!(c.responses.problem_title, "Quota Exceeded");
     assert!(c.ip.trusted_proxies().is_empty());
     assert!(c.jwt.is_none() && c.service.is_none());
 }
@@ -126,7 +148,9 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[store]\nnew_keys_per_network = 256\n", Some(4), "store.new_keys_per_network", "string"),
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\nipv6_network_prefix = 129\n", Some(4), "ip.ipv6_network_prefix", "1 to 128"),
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\nipv4_network_prefix = 0\n", Some(4), "ip.ipv4_network_prefix", "1 to 32"),
-    ("[profiles.a]\nrate = \"1/s\"\n[headers]\nstyle = \"rfc\"\n", Some(4), "headers.style", "draft-06"),
+    ("[profiles.a]\nrate = \"1/s\"\n[headers]\nstyle = \"rfc\"\n", Some(4), "headers.style", "\"draft-06\", \"structured\", \"both\" or \"none\""),
+    // The old name of "structured" is refused, naming the new one.
+    ("[profiles.a]\nrate = \"1/s\"\n[headers]\nstyle = \"draft-11\"\n", Some(4), "headers.style", "is now \"structured\""),
     ("[profiles.a]\nrate = \"1/s\"\n[jwt]\ntier_claim = \"\"\nmax_rate = \"1/s\"\nmax_burst = 1\n", Some(4), "jwt.tier_claim", "invalid claim name"),
     ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"ftp://x\"\n", Some(4), "service.url", "http:// or https://"),
     ("[profiles.a]\nrate = \"1/s\"\n[profiles.a]\nrate = \"2/s\"\n", Some(3), "profiles.a", "duplicate"),

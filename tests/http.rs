@@ -21,6 +21,9 @@ use ratelimit::{rate_limit, ManualClock};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
+#[path = "support/sf.rs"]
+mod sf;
+
 const SECRET: &[u8] = b"http-test-secret-of-reasonable-length";
 
 /// One request per second sustained, 3 at once.
@@ -212,8 +215,12 @@ async fn rejection_is_a_problem_json_429_and_the_handler_never_runs() {
     assert_eq!(header(&r, "content-type").as_deref(), Some("application/problem+json"));
     let body: Value = serde_json::from_slice(&r.into_body().collect().await.unwrap().to_bytes()).unwrap();
     assert_eq!(body["status"], 429);
-    assert_eq!(body["title"], "Too Many Requests");
-    assert_eq!(body["type"], "about:blank");
+    assert_eq!(body["title"], "Quota Exceeded");
+    assert_eq!(
+        body["type"],
+        "https://iana.org/assignments/http-problem-types#quota-exceeded"
+    );
+    assert_eq!(body["violated-policies"], json!(["public/standard"]));
     assert_eq!(body["retry_after"], 1);
 }
 
@@ -473,8 +480,9 @@ resolve = ["profile:premium", "default"]
 }
 
 #[tokio::test]
-async fn a_tighter_rule_replaces_the_attribute_headers() {
-    // The rule allows 2 at once, the attribute 3: the rule's numbers win.
+async fn a_tighter_rule_replaces_the_attribute_triple_and_joins_its_lists() {
+    // The rule allows 2 at once, the attribute 3: the rule's numbers win the
+    // draft-06 triple; the structured fields list both.
     let rule = r#"
 [profiles.tight]
 rate = "60/min"
@@ -486,7 +494,7 @@ path = "/public"
 key = "ip"
 resolve = ["profile:tight", "default"]
 "#;
-    for (style, check) in [("draft-06", "ratelimit-remaining"), ("draft-11", "ratelimit")] {
+    for style in ["draft-06", "structured"] {
         let clock = ManualClock::new();
         let toml = format!(
             "{CONFIG}{rule}
@@ -497,12 +505,24 @@ style = \"{style}\"
         let rl = runtime(&toml, &clock).await;
         let app = router().layer(rl.layer()).into_service();
         let r = send(&app, request("/public", "192.0.2.81:1")).await;
-        let value = header(&r, check).unwrap();
         if style == "draft-06" {
             assert_eq!(triple(&r), t(200, "2", "1", "1", None));
         } else {
-            assert_eq!(value, "\"tight\";r=1;t=1");
-            assert_eq!(header(&r, "ratelimit-policy").as_deref(), Some("\"tight\";q=2;w=2"));
+            // The structured fields list both limits, each by its own name.
+            assert_eq!(
+                sf::limit_triples(&r),
+                vec![
+                    ("public/standard".into(), 2, Some(1)),
+                    ("public/tight".into(), 1, Some(1))
+                ]
+            );
+            assert_eq!(
+                sf::policy_triples(&r),
+                vec![
+                    ("public/standard".into(), 3, Some(3)),
+                    ("public/tight".into(), 2, Some(2))
+                ]
+            );
         }
         // Same name, different buckets: the rule's second request is its
         // last; the attribute's bucket still has 1 after its second.
@@ -543,14 +563,14 @@ trusted_proxies = [\"10.0.0.0/8\"]
 }
 
 #[tokio::test]
-async fn draft_11_structured_fields_by_config() {
+async fn structured_fields_by_config() {
     let toml = format!("{CONFIG}\n[headers]\nstyle = \"both\"\n");
     let clock = ManualClock::new();
     let rl = runtime(&toml, &clock).await;
     let app = router().layer(rl.layer()).into_service();
     let r = send(&app, request("/public", "192.0.2.90:1")).await;
-    assert_eq!(header(&r, "ratelimit-policy").as_deref(), Some("\"standard\";q=3;w=3"));
-    assert_eq!(header(&r, "ratelimit").as_deref(), Some("\"standard\";r=2;t=1"));
+    assert_eq!(sf::policy_triples(&r), vec![("public/standard".into(), 3, Some(3))]);
+    assert_eq!(sf::limit_triples(&r), vec![("public/standard".into(), 2, Some(1))]);
     assert_eq!(header(&r, "ratelimit-remaining").as_deref(), Some("2"));
 
     let toml = format!("{CONFIG}\n[headers]\nstyle = \"none\"\n");

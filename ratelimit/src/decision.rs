@@ -183,6 +183,60 @@ impl Decision {
         Duration::from_nanos(self.reset_after_ns)
     }
 
+    /// Time until at least one more unit of quota is available to the key:
+    /// what the `t` parameter of the `RateLimit` field carries
+    /// (draft-ietf-httpapi-ratelimit-headers-10: "the number of seconds
+    /// until additional quota associated with the quota policy is made
+    /// available"). Zero when the bucket is full: no more quota is coming.
+    ///
+    /// For GCRA the bucket refills continuously, one unit per emission
+    /// interval `T`; this is the time until the next unit, not until the
+    /// bucket is full ([`reset_after`](Self::reset_after)). With capacity
+    /// `burst * T` and `d = TAT - now`:
+    ///
+    /// ```text
+    /// d == 0             0                     (full)
+    /// 0 < d <= capacity  T - (capacity - d) % T
+    /// d > capacity       d - capacity + T      (in debt: the debt first)
+    /// ```
+    ///
+    /// A refusal by the store ([`Denial::StoreFull`]) or by the fleet
+    /// ([`Denial::FleetLimited`]) has no local bucket to read: there it is
+    /// [`retry_after`](Self::retry_after), the estimate of when this
+    /// request fits. For a refused request of cost 1 or more it is never
+    /// later than `retry_after` (a zero-cost probe conforms before the next
+    /// unit is back), so a `Retry-After` derived from that is never earlier
+    /// than `t`.
+    ///
+    /// ```
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    /// use std::time::Duration;
+    ///
+    /// let limiter = Limiter::new(MemoryStore::default(), ManualClock::new());
+    /// let quota = Quota::per_second(10).with_burst(3); // T = 100 ms
+    /// limiter.check(&"k", &quota);
+    /// let d = limiter.check(&"k", &quota);
+    /// assert_eq!(d.reset_after(), Duration::from_millis(200)); // full again
+    /// assert_eq!(d.next_unit_after(), Duration::from_millis(100)); // one more
+    /// ```
+    pub fn next_unit_after(&self) -> Duration {
+        if matches!(self.denial, Some(Denial::StoreFull | Denial::FleetLimited)) {
+            return self.retry_after();
+        }
+        if self.reset_after_ns == 0 {
+            return Duration::ZERO;
+        }
+        let t = u128::from(self.interval_ns);
+        let capacity = t * u128::from(self.limit);
+        let d = u128::from(self.reset_after_ns);
+        let wait = if d <= capacity {
+            t - (capacity - d) % t
+        } else {
+            d - capacity + t
+        };
+        Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX))
+    }
+
     /// Time until a request of this cost would conform; zero when admitted,
     /// [`Duration::MAX`] when it can never conform
     /// ([`Denial::CostExceedsBurst`], or a clock within one bucket's capacity
@@ -196,14 +250,19 @@ impl Decision {
     }
 
     /// This decision (a zero-cost look at the local cell) turned into a
-    /// fleet-wide refusal: nothing charged, no room left, and a retry no
-    /// earlier than the fleet's estimate.
+    /// fleet-wide refusal of a request of `cost`: nothing charged, no room
+    /// left, and a retry no earlier than the fleet's estimate nor than the
+    /// time the local bucket needs for `cost` units.
     #[cfg(feature = "redis")]
-    pub(crate) fn fleet_denied(mut self, retry_ns: u64) -> Decision {
+    pub(crate) fn fleet_denied(mut self, retry_ns: u64, cost: u32) -> Decision {
+        let capacity = u128::from(self.interval_ns) * u128::from(self.limit);
+        let local = (u128::from(self.reset_after_ns) + u128::from(cost) * u128::from(self.interval_ns))
+            .saturating_sub(capacity);
+        let local = u64::try_from(local).unwrap_or(u64::MAX);
         self.allowed = false;
         self.denial = Some(Denial::FleetLimited);
         self.slack_ns = 0;
-        self.retry_after_ns = self.retry_after_ns.max(retry_ns);
+        self.retry_after_ns = self.retry_after_ns.max(retry_ns).max(local);
         self.debug_check();
         self
     }
@@ -256,6 +315,160 @@ mod tests {
         );
         let never = Decision::refused(Denial::CostExceedsBurst, 10, 0, 1_000, 0, u64::MAX);
         assert_eq!(never.retry_after(), Duration::MAX);
+    }
+
+    use crate::gcra::decide;
+    use crate::Quota;
+
+    const MS: u64 = 1_000_000;
+
+    /// Decides `cost` at `now` on a cell holding `stored` (what the store
+    /// does, without a store).
+    fn at(stored: u64, now: u64, quota: &Quota, cost: u32) -> Decision {
+        decide(stored, now, quota, cost).0
+    }
+
+    #[test]
+    fn next_unit_of_a_full_bucket_is_zero() {
+        let quota = Quota::per_second(10).with_burst(3);
+        // A fresh key probed at cost 0, and a cost above the burst on a
+        // fresh key: full, nothing more is coming.
+        assert_eq!(at(0, 5_000 * MS, &quota, 0).next_unit_after(), Duration::ZERO);
+        let never = at(0, 5_000 * MS, &quota, 4);
+        assert_eq!(never.denial(), Some(Denial::CostExceedsBurst));
+        assert_eq!((never.remaining(), never.next_unit_after()), (3, Duration::ZERO));
+    }
+
+    #[test]
+    fn next_unit_is_one_interval_after_a_whole_number_of_units() {
+        let quota = Quota::per_second(10).with_burst(3); // T = 100 ms
+        let now = 5_000 * MS;
+        // After one request from idle: TAT = now + T; 2 left, the third in T.
+        let d = at(0, now, &quota, 1);
+        assert_eq!((d.remaining(), d.reset_after()), (2, Duration::from_millis(100)));
+        assert_eq!(d.next_unit_after(), Duration::from_millis(100));
+        // Two requests' worth in hand: reset 200 ms, next unit still 100 ms.
+        let d = at(now + 100 * MS, now, &quota, 1);
+        assert_eq!((d.remaining(), d.reset_after()), (1, Duration::from_millis(200)));
+        assert_eq!(d.next_unit_after(), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn next_unit_between_units_is_the_rest_of_the_interval() {
+        let quota = Quota::per_second(10).with_burst(4); // T = 100 ms
+        let now = 5_000 * MS;
+        // TAT 250 ms ahead: 1.5 units free, so 1 whole; the next in 50 ms.
+        let d = at(now + 250 * MS, now, &quota, 0);
+        assert_eq!(d.remaining(), 1);
+        assert_eq!(d.next_unit_after(), Duration::from_millis(50));
+        // 1 ns short of full: the last unit comes back in 1 ns.
+        let d = at(now + 1, now, &quota, 0);
+        assert_eq!((d.remaining(), d.next_unit_after()), (3, Duration::from_nanos(1)));
+    }
+
+    #[test]
+    fn next_unit_of_an_empty_bucket_and_of_a_refusal() {
+        let quota = Quota::per_second(10).with_burst(3); // capacity 300 ms
+        let now = 5_000 * MS;
+        // Empty: TAT exactly one capacity ahead.
+        let empty = now + 300 * MS;
+        let d = at(empty, now, &quota, 1);
+        assert_eq!(d.denial(), Some(Denial::RateLimited));
+        assert_eq!(d.next_unit_after(), Duration::from_millis(100));
+        assert_eq!(d.retry_after(), Duration::from_millis(100));
+        // Cost 2 on the empty bucket: the next unit in T, this request in 2T.
+        let d = at(empty, now, &quota, 2);
+        assert_eq!(d.next_unit_after(), Duration::from_millis(100));
+        assert_eq!(d.retry_after(), Duration::from_millis(200));
+        // 0.5 units free, cost 1: both 50 ms.
+        let d = at(now + 250 * MS, now, &quota, 3);
+        assert_eq!(d.next_unit_after(), Duration::from_millis(50));
+        assert_eq!(d.retry_after(), Duration::from_millis(250));
+        // In debt beyond capacity (a move to a smaller quota): the debt, then T.
+        let d = at(now + 1_000 * MS, now, &quota, 1);
+        assert_eq!(d.next_unit_after(), Duration::from_millis(800));
+        assert_eq!(d.retry_after(), Duration::from_millis(800));
+        // A cost above the burst never conforms, but units still come back.
+        let d = at(empty, now, &quota, 4);
+        assert_eq!(
+            (d.next_unit_after(), d.retry_after()),
+            (Duration::from_millis(100), Duration::MAX)
+        );
+    }
+
+    #[test]
+    fn next_unit_is_never_after_the_retry() {
+        let quota = Quota::per_second(7).with_burst(5);
+        let t = quota.interval_ns();
+        let now = 1_000_000 * MS;
+        for ahead in (0..=12 * t).step_by((t / 7) as usize) {
+            for cost in 1..=6 {
+                let d = at(now + ahead, now, &quota, cost);
+                if d.is_denied() {
+                    assert!(d.next_unit_after() <= d.retry_after(), "{ahead} {cost}: {d:?}");
+                }
+                if d.denial() == Some(Denial::RateLimited) {
+                    assert!(d.next_unit_after() > Duration::ZERO, "an empty bucket refills");
+                }
+                assert!(d.next_unit_after() <= Duration::from_nanos(t.max(ahead.saturating_sub(5 * t) + t)));
+            }
+        }
+    }
+
+    #[test]
+    fn next_unit_at_u64_extremes_does_not_overflow() {
+        let quotas = [
+            Quota::new(1, Duration::from_nanos(u64::MAX))
+                .unwrap()
+                .with_burst(u32::MAX),
+            Quota::new(u32::MAX, Duration::from_nanos(1))
+                .unwrap()
+                .with_burst(u32::MAX),
+            Quota::new(1, Duration::from_nanos(u64::MAX)).unwrap(),
+            Quota::per_second(u32::MAX),
+        ];
+        for quota in quotas {
+            for stored in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+                for now in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+                    for cost in [0, 1, u32::MAX] {
+                        let d = at(stored, now, &quota, cost);
+                        let next = d.next_unit_after();
+                        if d.is_denied() && cost > 0 {
+                            assert!(next <= d.retry_after(), "{d:?}");
+                        }
+                    }
+                }
+            }
+        }
+        // Hand-built extremes: the largest debt and interval.
+        let d = Decision::refused(Denial::RateLimited, u32::MAX, 0, u64::MAX, u64::MAX, u64::MAX);
+        assert_eq!(d.next_unit_after(), Duration::from_nanos(u64::MAX));
+        let d = Decision::refused(Denial::RateLimited, 1, 0, u64::MAX, u64::MAX, u64::MAX);
+        assert_eq!(d.next_unit_after(), Duration::from_nanos(u64::MAX));
+    }
+
+    #[test]
+    fn refusals_without_a_bucket_report_their_retry() {
+        let full = Decision::refused(Denial::StoreFull, 3, 0, 100, 0, 100);
+        assert_eq!(full.next_unit_after(), Duration::from_nanos(100));
+    }
+
+    #[test]
+    #[cfg(feature = "redis")]
+    fn a_fleet_refusal_waits_for_the_fleet_and_for_the_local_bucket() {
+        // Local: T = 100, burst 3, TAT 250 ahead (0.5 units free); a probe.
+        let probe = Decision::admitted(3, 50, 100, 250);
+        // The fleet says 30: the local bucket needs 50 for one unit, 150 for 2.
+        let d = probe.fleet_denied(30, 2);
+        assert_eq!(d.denial(), Some(Denial::FleetLimited));
+        assert_eq!((d.remaining(), d.retry_after()), (0, Duration::from_nanos(150)));
+        assert_eq!(d.next_unit_after(), d.retry_after());
+        // The fleet is later than the local bucket: the fleet's estimate.
+        let d = probe.fleet_denied(1_000, 1);
+        assert_eq!(d.retry_after(), Duration::from_nanos(1_000));
+        // Extremes saturate.
+        let d = Decision::admitted(u32::MAX, 0, u64::MAX, u64::MAX).fleet_denied(u64::MAX, u32::MAX);
+        assert_eq!(d.retry_after(), Duration::MAX);
     }
 
     #[test]

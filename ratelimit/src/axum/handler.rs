@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 
 use super::observe::{Once, RouteSeries};
-use super::respond::Outcome;
+use super::respond::{Outcome, RouteName};
 use super::route::RouteSpec;
 use super::RateLimit;
 use crate::claims::VerifiedClaims;
@@ -94,7 +94,9 @@ pub(crate) fn admit<R: Rule>(parts: &Parts, state: Option<&RateLimit>) -> Result
         profiles: R::PROFILES,
     };
     let decide = |rt: &RateLimit| {
-        let outcome = rt.inner.decide(parts, &spec, R::key(), R::chain());
+        let outcome = rt
+            .inner
+            .decide(parts, &spec, RouteName::Static(R::NAME), R::key(), R::chain());
         if outcome.rejects() {
             let config = rt.inner.config.load();
             Err(outcome.rejection(&config.responses).map(axum::body::Body::from))

@@ -1,5 +1,10 @@
 //! What a decision sends back: the rate-limit headers on every limited
 //! response, and the 429 with `Retry-After` and a problem+json body.
+//!
+//! The structured fields follow draft-ietf-httpapi-ratelimit-headers-10:
+//! `RateLimit-Policy` ("a non-empty List of Quota Policy Items ... The Item
+//! value MUST be a String") and `RateLimit` (a List of Service Limit Items),
+//! one member per limit that applied to the request, matched by name.
 
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
@@ -18,15 +23,36 @@ pub static RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limi
 pub static RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
 /// `RateLimit-Reset` (up to draft -06).
 pub static RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
-/// `RateLimit-Policy` (draft -11 structured field).
+/// `RateLimit-Policy` (a structured List, draft-ietf-httpapi-ratelimit-headers-10).
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-/// `RateLimit` (draft -11 structured field).
+/// `RateLimit` (a structured List, draft-ietf-httpapi-ratelimit-headers-10).
 pub static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
-/// The longest `Retry-After` sent: a request that can never conform (its
-/// cost is above the burst) is told to come back in a day, not in 584
-/// years.
+/// The longest `Retry-After` sent for a request that can never conform
+/// (its cost is above the burst): come back in a day, not in 584 years.
+/// (A quota slower than one unit a day can still send a longer one: see
+/// [`Outcome::retry_after_secs`].)
 const MAX_RETRY_SECS: u64 = 86_400;
+
+/// The largest Integer a structured field can carry (RFC 9651, 3.3.1).
+const SF_MAX_INTEGER: u64 = 999_999_999_999_999;
+
+/// The route a decision was made for: an attribute's name is static, a
+/// rule's is shared with the configuration (no allocation either way).
+#[derive(Debug, Clone)]
+pub(crate) enum RouteName {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
+
+impl RouteName {
+    fn as_str(&self) -> &str {
+        match self {
+            RouteName::Static(s) => s,
+            RouteName::Shared(s) => s,
+        }
+    }
+}
 
 /// The result of one limited request, carried from the decision to the
 /// response.
@@ -35,6 +61,7 @@ pub struct Outcome {
     pub(crate) decision: Decision,
     pub(crate) quota: Quota,
     pub(crate) profile: Option<Arc<str>>,
+    pub(crate) route: RouteName,
     pub(crate) shadow: bool,
     pub(crate) style: HeaderStyle,
     /// Claims this crate verified for the request, handed to the handler.
@@ -55,67 +82,136 @@ impl Outcome {
         self.profile.as_deref()
     }
 
+    /// The name of this limit in `RateLimit-Policy`, `RateLimit` and the
+    /// 429 body's `violated-policies`: `<route>/<profile>` (`<route>/custom`
+    /// for numbers from a token or the limit service).
+    ///
+    /// The route is part of the name because a policy is a bucket: two
+    /// routes on the same profile (a `[[rules]]` entry and the attribute
+    /// beneath it) are two buckets, and a response that lists both must
+    /// tell them apart. Bytes outside printable ASCII, and `%`, `"`, `\` (and
+    /// `/` in the profile) are percent-encoded, so the name is a valid
+    /// structured-field String without escapes, and different (route,
+    /// profile) pairs never share a name.
+    pub fn policy_name(&self) -> String {
+        policy_name(self.route.as_str(), self.profile.as_deref())
+    }
+
     /// Whether the request is turned away (denied, and not a shadow route).
     pub fn rejects(&self) -> bool {
         self.decision.is_denied() && !self.shadow
     }
 
-    pub(crate) fn retry_after_secs(&self) -> u64 {
-        ceil_secs(self.decision.retry_after()).clamp(1, MAX_RETRY_SECS)
+    /// `t`: whole seconds, rounded up, until at least one more unit of this
+    /// limit is available ([`Decision::next_unit_after`]); 0 when the bucket
+    /// is full.
+    fn reset_secs(&self) -> u64 {
+        ceil_secs(self.decision.next_unit_after()).min(SF_MAX_INTEGER)
     }
 
-    /// Adds this outcome's rate-limit headers, unless `headers` already
-    /// reports a tighter limit (fewer remaining) from another rule.
+    /// `Retry-After` in whole seconds: the decision's retry, rounded up, at
+    /// least 1 and at most [`MAX_RETRY_SECS`], and never earlier than `t`
+    /// (draft-10: "the Retry-After field value SHOULD NOT reference a point
+    /// in time earlier than the reset parameter").
+    pub(crate) fn retry_after_secs(&self) -> u64 {
+        ceil_secs(self.decision.retry_after())
+            .clamp(1, MAX_RETRY_SECS)
+            .max(self.reset_secs())
+    }
+
+    /// Adds this outcome's rate-limit headers to a response that another
+    /// limit may already have reported on (the layer's rule, around a
+    /// `#[rate_limit]` handler or any service):
+    ///
+    /// * `RateLimit-Limit`, `-Remaining`, `-Reset`: unless the response
+    ///   already reports a tighter limit (fewer remaining);
+    /// * `RateLimit-Policy` and `RateLimit`: this limit's member is added to
+    ///   the Lists already there ("more than one quota policy can affect a
+    ///   given request");
+    /// * `Retry-After` (a refusal from beneath): raised to this limit's `t`
+    ///   when this limit has nothing left either, as the client cannot be
+    ///   served before then.
     pub fn write_headers(&self, headers: &mut HeaderMap) {
-        let remaining = u64::from(self.decision.remaining());
-        if existing_remaining(headers, self.style).is_some_and(|r| r <= remaining) {
-            return;
+        if self.style.draft06() {
+            let remaining = u64::from(self.decision.remaining());
+            if !existing_remaining(headers).is_some_and(|r| r <= remaining) {
+                self.write_draft06(headers);
+            }
         }
-        self.write_headers_over(headers);
+        if self.style.structured() {
+            let name = self.policy_name();
+            append_member(headers, &RATELIMIT_POLICY, &self.policy_member(&name));
+            append_member(headers, &RATELIMIT, &self.limit_member(&name));
+        }
+        if self.decision.remaining() == 0 && !self.shadow {
+            let reset = self.reset_secs();
+            let earlier = headers
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+                .is_some_and(|secs| secs < reset);
+            if earlier {
+                headers.insert(RETRY_AFTER, number(reset));
+            }
+        }
     }
 
     /// Adds this outcome's rate-limit headers, replacing any there (the
     /// handler's own response: no other rule has run inside it).
     pub(crate) fn write_headers_over(&self, headers: &mut HeaderMap) {
-        let remaining = u64::from(self.decision.remaining());
-        let reset = ceil_secs(self.decision.reset_after());
-        if matches!(self.style, HeaderStyle::Draft06 | HeaderStyle::Both) {
-            headers.insert(RATELIMIT_LIMIT.clone(), number(u64::from(self.decision.limit())));
-            headers.insert(RATELIMIT_REMAINING.clone(), number(remaining));
-            headers.insert(RATELIMIT_RESET.clone(), number(reset));
+        if self.style.draft06() {
+            self.write_draft06(headers);
         }
-        if matches!(self.style, HeaderStyle::Draft11 | HeaderStyle::Both) {
+        if self.style.structured() {
             let name = self.policy_name();
-            let window = ceil_secs(self.quota.emission_interval().saturating_mul(self.quota.burst())).max(1);
-            let mut policy = String::with_capacity(48);
-            let mut state = String::with_capacity(48);
-            // Writing to a String cannot fail.
-            let _ = write!(policy, "{name};q={};w={window}", self.quota.burst());
-            let _ = write!(state, "{name};r={remaining};t={reset}");
-            if let (Ok(p), Ok(s)) = (HeaderValue::from_str(&policy), HeaderValue::from_str(&state)) {
+            let policy = self.policy_member(&name);
+            let limit = self.limit_member(&name);
+            if let (Ok(p), Ok(l)) = (HeaderValue::from_str(&policy), HeaderValue::from_str(&limit)) {
                 headers.insert(RATELIMIT_POLICY.clone(), p);
-                headers.insert(RATELIMIT.clone(), s);
+                headers.insert(RATELIMIT.clone(), l);
             }
         }
     }
 
-    /// The draft -11 policy name: the profile, as a structured-field string.
-    fn policy_name(&self) -> String {
-        let raw = self.profile.as_deref().unwrap_or("custom");
-        let mut out = String::with_capacity(raw.len() + 2);
-        out.push('"');
-        for c in raw.chars().filter(|c| (' '..='~').contains(c)) {
-            if c == '"' || c == '\\' {
-                out.push('\\');
-            }
-            out.push(c);
+    fn write_draft06(&self, headers: &mut HeaderMap) {
+        headers.insert(RATELIMIT_LIMIT.clone(), number(u64::from(self.decision.limit())));
+        headers.insert(
+            RATELIMIT_REMAINING.clone(),
+            number(u64::from(self.decision.remaining())),
+        );
+        headers.insert(RATELIMIT_RESET.clone(), number(ceil_secs(self.decision.reset_after())));
+    }
+
+    /// This limit's Quota Policy Item: `"<name>";q=<burst>;w=<seconds>`.
+    /// `q` is the burst (the most a client can have in hand) and `w` the
+    /// seconds the bucket takes to refill it, so `q/w` is the sustained
+    /// rate ("The "w" parameter value conveys a time window applicable to
+    /// the quota", at least 1: "a non-negative, non-zero, Integer").
+    fn policy_member(&self, name: &str) -> String {
+        let window =
+            ceil_secs(self.quota.emission_interval().saturating_mul(self.quota.burst())).clamp(1, SF_MAX_INTEGER);
+        let mut out = String::with_capacity(name.len() + 32);
+        // Writing to a String cannot fail.
+        let _ = write!(out, "\"{name}\";q={};w={window}", self.quota.burst());
+        out
+    }
+
+    /// This limit's Service Limit Item: `"<name>";r=<remaining>;t=<seconds>`,
+    /// with `t` the seconds until the next unit ("the number of seconds
+    /// until additional quota associated with the quota policy is made
+    /// available"), left out when the bucket is full (no more is coming).
+    fn limit_member(&self, name: &str) -> String {
+        let mut out = String::with_capacity(name.len() + 32);
+        let _ = write!(out, "\"{name}\";r={}", self.decision.remaining());
+        let reset = self.reset_secs();
+        if reset > 0 {
+            let _ = write!(out, ";t={reset}");
         }
-        out.push('"');
         out
     }
 
     /// The 429 response: rate-limit headers, `Retry-After` in whole seconds
-    /// (rounded up, at least 1) and a problem+json body.
+    /// (rounded up, at least 1, never earlier than `t`) and a problem+json
+    /// body with the draft's `violated-policies` member.
     pub fn rejection(&self, body: &ResponseConfig) -> Response<Bytes> {
         let retry = self.retry_after_secs();
         let detail = match self.decision.denial() {
@@ -136,14 +232,55 @@ impl Outcome {
             "status": 429,
             "detail": detail,
             "retry_after": retry,
+            "violated-policies": [self.policy_name()],
         });
         let mut response = Response::new(Bytes::from(json.to_string()));
         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         headers.insert(RETRY_AFTER, number(retry));
-        self.write_headers(headers);
+        self.write_headers_over(headers);
         response
+    }
+}
+
+/// `<route>/<profile>`, percent-encoded where a structured-field String
+/// would need an escape or cannot go (see [`Outcome::policy_name`]).
+pub(crate) fn policy_name(route: &str, profile: Option<&str>) -> String {
+    let profile = profile.unwrap_or("custom");
+    let mut out = String::with_capacity(route.len() + profile.len() + 1);
+    push_encoded(&mut out, route, b"");
+    out.push('/');
+    push_encoded(&mut out, profile, b"/");
+    out
+}
+
+fn push_encoded(out: &mut String, text: &str, also: &[u8]) {
+    for b in text.bytes() {
+        if (0x20..=0x7e).contains(&b) && !matches!(b, b'%' | b'"' | b'\\') && !also.contains(&b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+}
+
+/// Adds `member` to the List in `name`: after the members already there
+/// (RFC 9651 3.1: a List split over several field lines is one List, so
+/// they are joined into one line). Values that are not visible ASCII
+/// cannot be Lists and are dropped.
+fn append_member(headers: &mut HeaderMap, name: &HeaderName, member: &str) {
+    let mut value = String::new();
+    for v in headers.get_all(name).iter().filter_map(|v| v.to_str().ok()) {
+        let v = v.trim();
+        if !v.is_empty() {
+            value.push_str(v);
+            value.push_str(", ");
+        }
+    }
+    value.push_str(member);
+    if let Ok(v) = HeaderValue::from_str(&value) {
+        headers.insert(name.clone(), v);
     }
 }
 
@@ -153,28 +290,15 @@ pub(crate) fn ceil_secs(d: Duration) -> u64 {
     d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
-/// The remaining count another rule already put on the response.
-fn existing_remaining(headers: &HeaderMap, style: HeaderStyle) -> Option<u64> {
-    if matches!(style, HeaderStyle::Draft06 | HeaderStyle::Both) {
-        // Only a complete set counts: a lone `RateLimit-Remaining` (from an
-        // upstream, say) must not leave the client without Limit and Reset.
-        let v = headers.get(&RATELIMIT_REMAINING)?;
-        if !headers.contains_key(&RATELIMIT_LIMIT) || !headers.contains_key(&RATELIMIT_RESET) {
-            return None;
-        }
-        return v.to_str().ok()?.trim().parse().ok();
-    }
-    if !headers.contains_key(&RATELIMIT_POLICY) {
+/// The `RateLimit-Remaining` another limit already put on the response.
+fn existing_remaining(headers: &HeaderMap) -> Option<u64> {
+    // Only a complete set counts: a lone `RateLimit-Remaining` (from an
+    // upstream, say) must not leave the client without Limit and Reset.
+    let v = headers.get(&RATELIMIT_REMAINING)?;
+    if !headers.contains_key(&RATELIMIT_LIMIT) || !headers.contains_key(&RATELIMIT_RESET) {
         return None;
     }
-    // `"name";r=..;t=..`: the parameters follow the quoted name, which
-    // may itself contain `;r=`.
-    let v = headers.get(&RATELIMIT)?.to_str().ok()?;
-    let params = &v[v.rfind('"').map_or(0, |i| i + 1)..];
-    params
-        .split(';')
-        .find_map(|p| p.trim().strip_prefix("r="))
-        .and_then(|r| r.trim().parse().ok())
+    v.to_str().ok()?.trim().parse().ok()
 }
 
 /// A header value for a number. Small numbers (the common case) come from a
@@ -206,6 +330,42 @@ mod tests {
         // A wait that never ends saturates (it overflowed, or wrapped to 0).
         assert_eq!(ceil_secs(Duration::MAX), u64::MAX);
         assert_eq!(ceil_secs(Duration::from_secs(u64::MAX)), u64::MAX);
+    }
+
+    #[test]
+    fn policy_names_are_plain_sf_strings_and_distinct() {
+        assert_eq!(policy_name("users.get", Some("standard")), "users.get/standard");
+        assert_eq!(policy_name("users.get", None), "users.get/custom");
+        assert_eq!(
+            policy_name("r", Some("pr\u{e9}\"mi%um\\\n")),
+            "r/pr%C3%A9%22mi%25um%5C%0A"
+        );
+        // The separator is unambiguous: a `/` in the profile is encoded.
+        assert_ne!(policy_name("a/b", Some("c")), policy_name("a", Some("b/c")));
+        assert_eq!(policy_name("a", Some("b/c")), "a/b%2Fc");
+        for name in [policy_name("a b", Some("\u{0}\u{7f}~ ")), policy_name("", Some(""))] {
+            assert!(name
+                .bytes()
+                .all(|b| (0x20..=0x7e).contains(&b) && b != b'"' && b != b'\\'));
+        }
+    }
+
+    #[test]
+    fn members_are_appended_to_the_lists_already_there() {
+        let mut h = HeaderMap::new();
+        append_member(&mut h, &RATELIMIT, "\"a\";r=1");
+        assert_eq!(h.get(&RATELIMIT).unwrap(), "\"a\";r=1");
+        append_member(&mut h, &RATELIMIT, "\"b\";r=2;t=1");
+        assert_eq!(h.get(&RATELIMIT).unwrap(), "\"a\";r=1, \"b\";r=2;t=1");
+        // A List split over two field lines is joined; a value that cannot
+        // be a List (not visible ASCII) is dropped.
+        let mut h = HeaderMap::new();
+        h.append(&RATELIMIT, HeaderValue::from_static("\"x\";r=0"));
+        h.append(&RATELIMIT, HeaderValue::from_static("\"y\";r=5 "));
+        h.append(&RATELIMIT, HeaderValue::from_bytes(b"\xff").unwrap());
+        append_member(&mut h, &RATELIMIT, "\"z\";r=1");
+        assert_eq!(h.get_all(&RATELIMIT).iter().count(), 1);
+        assert_eq!(h.get(&RATELIMIT).unwrap(), "\"x\";r=0, \"y\";r=5, \"z\";r=1");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use http::request::Parts;
 
 use super::error::SetupError;
 use super::report::Observer;
-use super::respond::Outcome;
+use super::respond::{Outcome, RouteName};
 use super::route::{rule_route_id, RouteSpec};
 use crate::config::{Config, ConfigHandle, RuleConfig};
 use crate::jwt::JwtVerifier;
@@ -129,6 +129,7 @@ impl Runtime {
         &self,
         parts: &Parts,
         route: &RouteSpec<'_>,
+        name: RouteName,
         key: &K,
         chain: &R,
     ) -> Outcome {
@@ -184,6 +185,7 @@ impl Runtime {
             decision,
             quota: resolved.quota,
             profile: resolved.profile,
+            route: name,
             shadow,
             style: config.headers,
             claims_checked: cx.claims_checked(),
@@ -213,6 +215,7 @@ impl Runtime {
             series: None,
             profiles: &[],
         };
-        Some(self.decide(parts, &route, &rule.key, &rule.resolve))
+        let name = RouteName::Shared(Arc::clone(&rule.name));
+        Some(self.decide(parts, &route, name, &rule.key, &rule.resolve))
     }
 }

@@ -76,12 +76,23 @@ impl GlobalConfig {
     pub const DEFAULT_MAX_KEYS: usize = crate::defaults::GLOBAL_MAX_KEYS;
 }
 
+impl ResponseConfig {
+    /// The problem type draft-ietf-httpapi-ratelimit-headers-10 registers for
+    /// "requests sent by the client [that] exceed one or more Quota
+    /// Policies", the default `problem_type`.
+    pub const DEFAULT_PROBLEM_TYPE: &'static str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+    /// That problem type's registered title, the default `problem_title`.
+    pub const DEFAULT_PROBLEM_TITLE: &'static str = "Quota Exceeded";
+}
+
 impl Default for ResponseConfig {
-    /// `about:blank`, `Too Many Requests`.
+    /// The draft's `quota-exceeded` problem type and its title
+    /// ([`DEFAULT_PROBLEM_TYPE`](Self::DEFAULT_PROBLEM_TYPE),
+    /// [`DEFAULT_PROBLEM_TITLE`](Self::DEFAULT_PROBLEM_TITLE)).
     fn default() -> Self {
         ResponseConfig {
-            problem_type: "about:blank".to_owned(),
-            problem_title: "Too Many Requests".to_owned(),
+            problem_type: Self::DEFAULT_PROBLEM_TYPE.to_owned(),
+            problem_title: Self::DEFAULT_PROBLEM_TITLE.to_owned(),
         }
     }
 }

@@ -45,20 +45,49 @@ use crate::limits::{LimitParts, LimitTable};
 use crate::store::{MemoryStore, OverflowPolicy};
 use crate::Quota;
 
-/// Which rate-limit response headers to send.
+/// Which rate-limit response headers to send (`[headers] style`).
+///
+/// ```
+/// use ratelimit::config::{Config, HeaderStyle};
+///
+/// let config = Config::from_toml_str(r#"
+///     [profiles.standard]
+///     rate = "60/min"
+///     [headers]
+///     style = "structured"
+/// "#).unwrap();
+/// assert_eq!(config.headers, HeaderStyle::Structured);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum HeaderStyle {
     /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`
-    /// (draft-ietf-httpapi-ratelimit-headers up to -06).
+    /// (draft-ietf-httpapi-ratelimit-headers up to -06), for the limit with
+    /// the fewest remaining. `"draft-06"`.
     #[default]
     Draft06,
-    /// `RateLimit-Policy` and `RateLimit` structured fields (draft -11).
-    Draft11,
-    /// Both sets.
+    /// The structured fields of the working group's current draft
+    /// (draft-ietf-httpapi-ratelimit-headers-10): `RateLimit-Policy` and
+    /// `RateLimit`, Lists (RFC 9651) with one member per limit that applied
+    /// to the request. `"structured"`.
+    Structured,
+    /// Both sets. `"both"`.
     Both,
     /// No rate-limit headers (429 and `Retry-After` are still sent).
+    /// `"none"`.
     None,
+}
+
+impl HeaderStyle {
+    /// Sends `RateLimit-Limit`, `-Remaining` and `-Reset`.
+    pub(crate) const fn draft06(self) -> bool {
+        matches!(self, HeaderStyle::Draft06 | HeaderStyle::Both)
+    }
+
+    /// Sends `RateLimit-Policy` and `RateLimit`.
+    pub(crate) const fn structured(self) -> bool {
+        matches!(self, HeaderStyle::Structured | HeaderStyle::Both)
+    }
 }
 
 /// Store settings.
@@ -172,9 +201,13 @@ impl std::fmt::Debug for FleetSecret {
 /// The `application/problem+json` body of a 429 (`[responses]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseConfig {
-    /// The problem `type` URI (default `about:blank`).
+    /// The problem `type` URI (default
+    /// [`DEFAULT_PROBLEM_TYPE`](Self::DEFAULT_PROBLEM_TYPE), the
+    /// `quota-exceeded` type of draft-ietf-httpapi-ratelimit-headers-10).
     pub problem_type: String,
-    /// The problem `title` (default `Too Many Requests`).
+    /// The problem `title` (default
+    /// [`DEFAULT_PROBLEM_TITLE`](Self::DEFAULT_PROBLEM_TITLE),
+    /// `Quota Exceeded`).
     pub problem_title: String,
 }
 

@@ -389,7 +389,7 @@ impl FleetGate {
             let fit = used.map(|used| self.window.fits(used, cost, quota.interval_ns(), into));
             if let Some(Fit::Exceeds { retry_ns }) = fit {
                 touch(slot, route, round);
-                return limiter.check_cell_at(cell, quota, 0, now).fleet_denied(retry_ns);
+                return limiter.check_cell_at(cell, quota, 0, now).fleet_denied(retry_ns, cost);
             }
             let d = limiter.check_cell_at(cell, quota, cost, now);
             if d.is_allowed() {
@@ -414,7 +414,7 @@ impl FleetGate {
             if let Some(p) = previous {
                 touch(p, route, round);
             }
-            return limiter.check_cell_at(cell, quota, 0, now).fleet_denied(retry_ns);
+            return limiter.check_cell_at(cell, quota, 0, now).fleet_denied(retry_ns, cost);
         }
         // Local first: a request the local limiter refuses leaves no fleet
         // state, so a refused flood cannot fill the table.

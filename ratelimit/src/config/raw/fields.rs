@@ -153,11 +153,18 @@ pub(super) fn forwarded_header<'de, D: Deserializer<'de>>(d: D) -> Result<Forwar
 pub(super) fn header_style<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderStyle, D::Error> {
     match String::deserialize(d)?.as_str() {
         "draft-06" => Ok(HeaderStyle::Draft06),
-        "draft-11" => Ok(HeaderStyle::Draft11),
+        "structured" => Ok(HeaderStyle::Structured),
         "both" => Ok(HeaderStyle::Both),
         "none" => Ok(HeaderStyle::None),
+        // The old name of "structured": it named a draft revision that was
+        // not the one implemented. Refused rather than mapped, so a file
+        // written against it says what it gets.
+        "draft-11" => Err(serde::de::Error::custom(
+            "header style \"draft-11\" is now \"structured\": the RateLimit-Policy and RateLimit fields of \
+             draft-ietf-httpapi-ratelimit-headers-10, the working group's current draft",
+        )),
         other => Err(serde::de::Error::custom(format!(
-            "unknown header style {other:?}: expected \"draft-06\", \"draft-11\", \"both\" or \"none\""
+            "unknown header style {other:?}: expected \"draft-06\", \"structured\", \"both\" or \"none\""
         ))),
     }
 }
