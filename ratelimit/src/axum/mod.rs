@@ -60,12 +60,17 @@
 //! # Responses
 //!
 //! Allowed and rejected responses carry `RateLimit-Limit`,
-//! `RateLimit-Remaining` and `RateLimit-Reset` (or the draft -11
-//! `RateLimit-Policy` and `RateLimit`, or both, or none: `[headers] style`).
-//! A rejection is a 429 with `Retry-After` (whole seconds, rounded up, at
-//! least 1) and an `application/problem+json` body (`[responses]`). When a
-//! config rule and a handler's attribute both limit a request, the response
-//! reports the tighter of the two. See `docs/http.md`.
+//! `RateLimit-Remaining` and `RateLimit-Reset` (or the structured
+//! `RateLimit-Policy` and `RateLimit` of
+//! draft-ietf-httpapi-ratelimit-headers-10, or both, or none:
+//! [`HeaderStyle`](crate::config::HeaderStyle), `[headers] style`). A
+//! rejection is a 429 with `Retry-After` (whole seconds, rounded up, at least
+//! 1, never earlier than the structured `t`) and an
+//! `application/problem+json` body (`[responses]`), by default the draft's
+//! `quota-exceeded` problem type with `violated-policies`. When a config rule
+//! and a handler's attribute both limit a request, the draft-06 triple
+//! reports the tighter of the two and the structured fields list both. See
+//! `docs/http.md`.
 //!
 //! # Observability
 //!

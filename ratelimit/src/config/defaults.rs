@@ -77,9 +77,9 @@ impl GlobalConfig {
 }
 
 impl ResponseConfig {
-    /// The problem type draft-ietf-httpapi-ratelimit-headers-10 registers for
-    /// "requests sent by the client [that] exceed one or more Quota
-    /// Policies", the default `problem_type`.
+    /// The problem type draft-ietf-httpapi-ratelimit-headers-10 registers to
+    /// tell a client "that the requests sent by the client exceed one or
+    /// more Quota Policies": the default `problem_type`.
     pub const DEFAULT_PROBLEM_TYPE: &'static str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
     /// That problem type's registered title, the default `problem_title`.
     pub const DEFAULT_PROBLEM_TITLE: &'static str = "Quota Exceeded";
