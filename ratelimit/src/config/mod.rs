@@ -66,10 +66,9 @@ pub enum HeaderStyle {
     /// the fewest remaining. `"draft-06"`.
     #[default]
     Draft06,
-    /// The structured fields of the working group's current draft
-    /// (draft-ietf-httpapi-ratelimit-headers-10): `RateLimit-Policy` and
-    /// `RateLimit`, Lists (RFC 9651) with one member per limit that applied
-    /// to the request. `"structured"`.
+    /// The structured fields of draft-ietf-httpapi-ratelimit-headers-10:
+    /// `RateLimit-Policy` and `RateLimit`, Lists (RFC 9651) with one member
+    /// per limit that applied to the request. `"structured"`.
     Structured,
     /// Both sets. `"both"`.
     Both,

@@ -161,7 +161,7 @@ pub(super) fn header_style<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderStyl
         // written against it says what it gets.
         "draft-11" => Err(serde::de::Error::custom(
             "header style \"draft-11\" is now \"structured\": the RateLimit-Policy and RateLimit fields of \
-             draft-ietf-httpapi-ratelimit-headers-10, the working group's current draft",
+             draft-ietf-httpapi-ratelimit-headers-10",
         )),
         other => Err(serde::de::Error::custom(format!(
             "unknown header style {other:?}: expected \"draft-06\", \"structured\", \"both\" or \"none\""
