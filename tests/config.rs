@@ -45,6 +45,7 @@ max_burst = 1000
 
 [service]
 url = "http://limits.internal:8080/v1/limits"
+id_secret_env = "RATELIMIT_SERVICE_ID_SECRET"
 ttl = "30s"
 timeout = "150ms"
 "#;
@@ -153,6 +154,9 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[headers]\nstyle = \"draft-11\"\n", Some(4), "headers.style", "is now \"structured\""),
     ("[profiles.a]\nrate = \"1/s\"\n[jwt]\ntier_claim = \"\"\nmax_rate = \"1/s\"\nmax_burst = 1\n", Some(4), "jwt.tier_claim", "invalid claim name"),
     ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"ftp://x\"\n", Some(4), "service.url", "http:// or https://"),
+    // [service]: client ids are keyed with a named secret
+    ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"http://x/limits\"\n", Some(3), "service", "missing `id_secret_env`: name the environment variable holding the secret client ids are keyed with (at least 32 bytes"),
+    ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"http://x/limits\"\nid_secret_env = \" \"\n", Some(5), "service.id_secret_env", "empty variable name"),
     ("[profiles.a]\nrate = \"1/s\"\n[profiles.a]\nrate = \"2/s\"\n", Some(3), "profiles.a", "duplicate"),
     ("[profiles.a\nrate = \"1/s\"\n", Some(1), "profiles.a", "unclosed table, expected `]`"),
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"0.0.0.0/0\"]\n", Some(4), "ip.trusted_proxies", "trusts every address"),

@@ -191,3 +191,184 @@ async fn clients_inventing_keys_cannot_push_a_partners_answer_out() {
         "and served without asking the service again"
     );
 }
+
+/// FNV-1a 64 of the concatenated bytes: the unkeyed id the runtime sent
+/// before the ids were keyed, computable by anyone from public information.
+fn unkeyed_fnv(parts: &[&[u8]]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in parts.iter().flat_map(|p| p.iter()) {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// HMAC-SHA256 with ring (not the library's implementation), truncated to
+/// the first 8 bytes, of the length-prefixed fields: the id as a limit
+/// service computes it (docs/http.md).
+fn independent_id(secret: &[u8], fields: &[&[u8]]) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let mut message = Vec::new();
+    for f in fields {
+        message.extend_from_slice(&u32::try_from(f.len()).unwrap().to_be_bytes());
+        message.extend_from_slice(f);
+    }
+    let tag = ring::hmac::sign(&key, &message);
+    tag.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+const SECRET_A: &[u8] = b"limit-service-id-secret-one-0123456789";
+const SECRET_B: &[u8] = b"limit-service-id-secret-two-0123456789";
+
+/// The config of the runtime below: `[service]` at `url`, with the secret's
+/// variable named (the tests set the secret in code).
+fn service_config(url: &str) -> String {
+    format!(
+        "default_profile = \"std\"\n[profiles.std]\nrate = \"600/min\"\n\
+         [service]\nurl = \"{url}\"\nid_secret_env = \"RATELIMIT_TEST_SERVICE_ID_SECRET_NOT_SET\"\n\
+         [[rules]]\nname = \"by-header\"\npath = \"/h\"\nkey = \"header:x-api-key\"\nresolve = [\"service\", \"default\"]\n\
+         [[rules]]\nname = \"by-ip\"\npath = \"/ip\"\nkey = \"ip\"\nresolve = [\"service\", \"default\"]\n"
+    )
+}
+
+/// The ids a runtime keyed with `secret` sends a real loopback limit
+/// service for a header key (`x-api-key: key-a`) and an address key
+/// (192.0.2.1), through a real router with `[[rules]]` resolving through
+/// `service`.
+async fn ids_sent(secret: &[u8]) -> (String, String) {
+    use axum::body::Body;
+    use axum::routing::get;
+    use ratelimit::axum::RateLimit;
+    use ratelimit::config::ServiceSecret;
+    use ratelimit::key::PeerAddr;
+    use tower::ServiceExt;
+
+    let up = Stub::start("/v1/limits", Reply::Status(404), Duration::ZERO).await;
+    let mut config = Config::from_toml_str(&service_config(&up.url)).unwrap();
+    config.service.as_mut().unwrap().id_secret = Some(ServiceSecret(secret.to_vec()));
+    let rl = RateLimit::from_config(config).await.unwrap();
+    let app = axum::Router::new()
+        .route("/h", get(|| async { "h" }))
+        .route("/ip", get(|| async { "ip" }))
+        .layer(rl.layer());
+    let mut ids = Vec::new();
+    for (path, expected_hits) in [("/h", 1), ("/ip", 2)] {
+        let mut req = http::Request::get(path)
+            .header("x-api-key", "key-a")
+            .body(Body::empty())
+            .unwrap();
+        req.extensions_mut()
+            .insert(PeerAddr("192.0.2.1:40000".parse().unwrap()));
+        let res = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(res.status(), 200);
+        eventually(|| (up.hits() >= expected_hits).then_some(())).await;
+        let paths = up.paths();
+        let id = paths[expected_hits - 1]
+            .strip_prefix("/v1/limits/")
+            .expect("the service's base path")
+            .to_owned();
+        assert_eq!(id.len(), 16, "16 hex digits: {id}");
+        assert!(!paths[expected_hits - 1].contains("key-a") && !paths[expected_hits - 1].contains("192.0.2.1"));
+        ids.push(id);
+    }
+    (ids.remove(0), ids.remove(0))
+}
+
+/// Issue 11, item 4: a client must not be able to compute the id the limit
+/// service knows it by (or a partner's): the id is keyed with a secret
+/// shared with the service, and an address is not recoverable from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_ids_are_not_computable_without_the_secret() {
+    let (header_id, ip_id) = ids_sent(SECRET_A).await;
+    let public_header = unkeyed_fnv(&[b"header:", b"key-a"]);
+    let public_ip = unkeyed_fnv(&[b"ip:", &[192, 0, 2, 1]]);
+    let mut computable = Vec::new();
+    if header_id == public_header {
+        computable.push(format!(
+            "`x-api-key: key-a` was sent as {header_id} = FNV-1a(\"header:key-a\"): any client can aim at a partner's id"
+        ));
+    }
+    if ip_id == public_ip {
+        computable.push(format!(
+            "192.0.2.1 was sent as {ip_id} = FNV-1a(\"ip:\" + 4 bytes): the address inverts in 2^32 steps"
+        ));
+    }
+    assert!(
+        computable.is_empty(),
+        "ids computable without any secret:\n{}",
+        computable.join("\n")
+    );
+
+    // The ids are what a service holding the secret computes, with an HMAC
+    // of its own, from the documented fields...
+    assert_eq!(header_id, independent_id(SECRET_A, &[b"header:", b"key-a"]));
+    assert_eq!(ip_id, independent_id(SECRET_A, &[b"ip:", &[192, 0, 2, 1]]));
+    // ...and depend on the secret: another deployment's ids differ.
+    let (header_b, ip_b) = ids_sent(SECRET_B).await;
+    assert_ne!(header_id, header_b);
+    assert_ne!(ip_id, ip_b);
+    assert_eq!(header_b, independent_id(SECRET_B, &[b"header:", b"key-a"]));
+}
+
+/// The documented test vectors (docs/http.md), against the independent HMAC.
+#[test]
+fn documented_service_id_vectors_match_an_independent_hmac() {
+    let secret = b"ratelimit-service-id-test-secret";
+    let v6: &[u8] = &[0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0];
+    let cases: [(&[&[u8]], &str); 6] = [
+        (&[b"claim:", b"alice"], "03c23b71be4d5546"),
+        (&[b"claim:", b"42"], "ba0b483512a86a30"),
+        (&[b"header:", b"key-a"], "0a6f10605e8deccc"),
+        (&[b"ip:", &[192, 0, 2, 1]], "0cd25fd4c0d56f2d"),
+        (&[b"ip:", v6], "f1ac424a268ca2d8"),
+        (&[b"unknown"], "99f086c9674e3d17"),
+    ];
+    let ids = ratelimit::service::ServiceIdKey::new(secret).unwrap();
+    for (fields, id) in cases {
+        assert_eq!(independent_id(secret, fields), id, "{fields:?}");
+        assert_eq!(format!("{:016x}", ids.id_of_fields(fields)), id, "{fields:?}");
+    }
+}
+
+/// `[service]` without a usable secret does not start: the variable unset,
+/// empty or short is an error naming it.
+#[tokio::test]
+async fn a_missing_empty_or_short_id_secret_is_refused_at_startup() {
+    use ratelimit::axum::RateLimit;
+    let var = "RATELIMIT_TEST_SERVICE_ID_SECRET_OF_THIS_TEST";
+    let text = service_config("http://127.0.0.1:9/v1/limits").replace("RATELIMIT_TEST_SERVICE_ID_SECRET_NOT_SET", var);
+    let start = |value: Option<&str>| {
+        match value {
+            Some(v) => std::env::set_var(var, v),
+            None => std::env::remove_var(var),
+        }
+        let config = Config::from_toml_str(&text).unwrap();
+        async move {
+            RateLimit::from_config(config)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    };
+    let unset = start(None).await.unwrap_err();
+    assert!(
+        unset.contains(&format!(
+            "[service] id_secret_env: the environment variable {var} is not set"
+        )),
+        "{unset}"
+    );
+    let empty = start(Some("")).await.unwrap_err();
+    assert!(unset.contains("at least 32 bytes"), "{unset}");
+    assert!(
+        empty.contains(&format!("the environment variable {var} is empty")),
+        "{empty}"
+    );
+    let short = start(Some("only-31-bytes-of-secret-0123456")).await.unwrap_err();
+    assert!(
+        short.contains(&format!(
+            "[service] id_secret_env: {var}: the client id secret is 31 bytes; at least 32"
+        )),
+        "{short}"
+    );
+    start(Some("exactly-32-bytes-of-secret-01234")).await.unwrap();
+    std::env::remove_var(var);
+}

@@ -211,7 +211,8 @@ fn attribute(r: &Rule) -> String {
 fn config(r: &Rule) -> String {
     let mut text = String::from(
         "default_profile = \"std\"\n[profiles.std]\nrate = \"1/s\"\nburst = 4294967295\n\
-         [jwt]\nmax_rate = \"10/s\"\nmax_burst = 10\n[service]\nurl = \"http://127.0.0.1:9/limits\"\n",
+         [jwt]\nmax_rate = \"10/s\"\nmax_burst = 10\n[service]\nurl = \"http://127.0.0.1:9/limits\"\n\
+         id_secret_env = \"RATELIMIT_SERVICE_ID_SECRET\"\n",
     );
     let mut defined = vec!["std".to_owned()];
     for s in &r.steps {

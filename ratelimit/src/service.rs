@@ -26,8 +26,11 @@
 //! ```
 //!
 //! The key sent is a `u64` chosen by the caller: a stable identifier of the
-//! client agreed with the service (for example a keyed hash with a shared
-//! secret), never the raw client value.
+//! client agreed with the service, never the raw client value. The HTTP
+//! runtime sends [`ServiceIdKey::client_id`]: HMAC-SHA256, under a secret
+//! shared with the service, of the key's length-prefixed fields (see
+//! `docs/http.md`), so neither a client nor anyone reading the service's URLs
+//! can compute or invert it.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -36,6 +39,138 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
+
+/// The shortest secret [`ServiceIdKey`] accepts, in bytes.
+pub const MIN_ID_SECRET_LEN: usize = 32;
+
+/// The secret the limit service's client ids are computed under, shared
+/// with the service: an id is the first 8 bytes, big-endian, of
+/// HMAC-SHA256(secret, message), where the message is the key's fields
+/// (what [`KeySource::write_id`](crate::key::KeySource::write_id) writes,
+/// one field per `write` call), each as its length (a `u32`, big-endian)
+/// followed by its bytes. `docs/http.md` lists the fields of each key kind
+/// and test vectors.
+///
+/// ```
+/// use ratelimit::service::ServiceIdKey;
+///
+/// let ids = ServiceIdKey::new(b"ratelimit-service-id-test-secret").unwrap();
+/// // A header key `x-api-key: key-a`: the fields `header:` and `key-a`.
+/// assert_eq!(ids.id_of_fields(&[b"header:", b"key-a"]), 0x0a6f_1060_5e8d_eccc);
+/// assert!(ServiceIdKey::new(b"too short").is_err());
+/// ```
+#[derive(Clone)]
+pub struct ServiceIdKey {
+    mac: hmac::Hmac<sha2::Sha256>,
+}
+
+impl std::fmt::Debug for ServiceIdKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServiceIdKey(<redacted>)")
+    }
+}
+
+impl ServiceIdKey {
+    /// The key for `secret`, at least [`MIN_ID_SECRET_LEN`] bytes.
+    pub fn new(secret: &[u8]) -> Result<Self, ServiceError> {
+        use hmac::KeyInit;
+        if secret.len() < MIN_ID_SECRET_LEN {
+            return Err(ServiceError::of(
+                ServiceErrorKind::Setup,
+                format!(
+                    "the client id secret is {} bytes; at least {MIN_ID_SECRET_LEN} are needed",
+                    secret.len()
+                ),
+            ));
+        }
+        let mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret)
+            .map_err(|e| ServiceError::of(ServiceErrorKind::Setup, format!("client id secret: {e}")))?;
+        Ok(ServiceIdKey { mac })
+    }
+
+    /// The id of the key `source` found for a request (`key`, in the
+    /// context `cx` it was extracted in).
+    pub fn client_id<K: crate::key::KeySource + ?Sized>(
+        &self,
+        source: &K,
+        cx: &crate::key::KeyContext<'_>,
+        key: &crate::key::ClientKey,
+    ) -> u64 {
+        let mut fields = IdFields(self.mac.clone());
+        source.write_id(cx, key, &mut fields);
+        std::hash::Hasher::finish(&fields)
+    }
+
+    /// The id of a message made of `fields` (for a service computing the ids
+    /// of its own clients, and for tests).
+    pub fn id_of_fields(&self, fields: &[&[u8]]) -> u64 {
+        let mut h = IdFields(self.mac.clone());
+        for f in fields {
+            std::hash::Hasher::write(&mut h, f);
+        }
+        std::hash::Hasher::finish(&h)
+    }
+}
+
+/// The message of an id: each `write` is one field, length-prefixed, so no
+/// two different sequences of fields give the same bytes. Integers are
+/// written big-endian (never in the platform's order), one field each.
+struct IdFields(hmac::Hmac<sha2::Sha256>);
+
+impl std::hash::Hasher for IdFields {
+    fn write(&mut self, bytes: &[u8]) {
+        use hmac::Mac;
+        // A field is a header value, a claim or an address: far below 4 GiB
+        // (the HTTP server bounds them); a longer one would still be hashed,
+        // with a saturated length.
+        let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+        self.0.update(&len.to_be_bytes());
+        self.0.update(bytes);
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.write(&[n]);
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.write(&n.to_be_bytes());
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write(&n.to_be_bytes());
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.write(&n.to_be_bytes());
+    }
+    fn write_u128(&mut self, n: u128) {
+        self.write(&n.to_be_bytes());
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write(&(n as u64).to_be_bytes());
+    }
+    fn write_i8(&mut self, n: i8) {
+        self.write(&n.to_be_bytes());
+    }
+    fn write_i16(&mut self, n: i16) {
+        self.write(&n.to_be_bytes());
+    }
+    fn write_i32(&mut self, n: i32) {
+        self.write(&n.to_be_bytes());
+    }
+    fn write_i64(&mut self, n: i64) {
+        self.write(&n.to_be_bytes());
+    }
+    fn write_i128(&mut self, n: i128) {
+        self.write(&n.to_be_bytes());
+    }
+    fn write_isize(&mut self, n: isize) {
+        self.write(&(n as i64).to_be_bytes());
+    }
+    fn finish(&self) -> u64 {
+        use hmac::Mac;
+        let tag = self.0.clone().finalize().into_bytes();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&tag[..8]);
+        u64::from_be_bytes(first)
+    }
+}
 
 /// What the limit service says about a client.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -433,5 +568,73 @@ impl<S: LimitService> ServiceCache<S> {
             };
             state.store(key, entry, cap);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ServiceIdKey;
+    use crate::key::{Claim, ClientKey, Header, Ip, KeyContext, KeyHasher};
+
+    const SECRET: &[u8] = b"ratelimit-service-id-test-secret";
+
+    /// The vectors of `docs/http.md`, computed with Python's `hmac` module
+    /// (an independent implementation), so a limit service can check its code.
+    #[test]
+    fn documented_test_vectors() {
+        let ids = ServiceIdKey::new(SECRET).unwrap();
+        let cases: [(&[&[u8]], u64); 6] = [
+            (&[b"claim:", b"alice"], 0x03c2_3b71_be4d_5546),
+            (&[b"claim:", b"42"], 0xba0b_4835_12a8_6a30),
+            (&[b"header:", b"key-a"], 0x0a6f_1060_5e8d_eccc),
+            (&[b"ip:", &[192, 0, 2, 1]], 0x0cd2_5fd4_c0d5_6f2d),
+            (
+                &[b"ip:", &[0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0]],
+                0xf1ac_424a_268c_a2d8,
+            ),
+            (&[b"unknown"], 0x99f0_86c9_674e_3d17),
+        ];
+        for (fields, id) in cases {
+            assert_eq!(ids.id_of_fields(fields), id, "{fields:?}");
+        }
+    }
+
+    /// The built-in key sources write exactly the documented fields.
+    #[test]
+    fn key_sources_write_the_documented_fields() {
+        let ids = ServiceIdKey::new(SECRET).unwrap();
+        let hasher = KeyHasher::new();
+        let (parts, ()) = http::Request::builder()
+            .header("x-api-key", "  key-a ")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let v4 = ClientKey::Ip("192.0.2.1".parse().unwrap());
+        let cx = KeyContext::with_address(&parts, v4, &hasher);
+        assert_eq!(ids.client_id(&Ip, &cx, &v4), 0x0cd2_5fd4_c0d5_6f2d);
+        // A header key (its value trimmed), and its address fallback.
+        let header = Header::from_static("x-api-key");
+        assert_eq!(
+            ids.client_id(&header, &cx, &ClientKey::Header(1)),
+            0x0a6f_1060_5e8d_eccc
+        );
+        assert_eq!(ids.client_id(&header, &cx, &v4), 0x0cd2_5fd4_c0d5_6f2d);
+        let v6 = ClientKey::Ip("2001:db8:1:2::".parse().unwrap());
+        assert_eq!(ids.client_id(&Ip, &cx, &v6), 0xf1ac_424a_268c_a2d8);
+        assert_eq!(ids.client_id(&Ip, &cx, &ClientKey::UnknownPeer), 0x99f0_86c9_674e_3d17);
+        // A claim without verified claims in the context: the address.
+        assert_eq!(ids.client_id(&Claim("sub"), &cx, &v4), 0x0cd2_5fd4_c0d5_6f2d);
+    }
+
+    #[test]
+    fn ids_depend_on_the_secret_and_on_field_boundaries() {
+        let a = ServiceIdKey::new(SECRET).unwrap();
+        let b = ServiceIdKey::new(b"another-secret-of-32-bytes-or-so").unwrap();
+        assert_ne!(a.id_of_fields(&[b"header:", b"k"]), b.id_of_fields(&[b"header:", b"k"]));
+        // Length prefixes: moving bytes between fields changes the id.
+        assert_ne!(a.id_of_fields(&[b"header:", b"k"]), a.id_of_fields(&[b"header:k"]));
+        assert_ne!(a.id_of_fields(&[b"header:", b"k"]), a.id_of_fields(&[b"header", b":k"]));
+        assert!(ServiceIdKey::new(&SECRET[..31]).is_err());
+        assert_eq!(format!("{a:?}"), "ServiceIdKey(<redacted>)");
     }
 }

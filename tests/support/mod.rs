@@ -26,6 +26,7 @@ pub(crate) enum Reply {
 pub(crate) struct Stub {
     pub(crate) url: String,
     hits: Arc<AtomicUsize>,
+    paths: Arc<Mutex<Vec<String>>>,
     reply: Arc<Mutex<(Reply, Duration)>>,
 }
 
@@ -36,13 +37,14 @@ impl Stub {
         let url = format!("http://{}{path}", listener.local_addr().unwrap());
         let hits = Arc::new(AtomicUsize::new(0));
         let reply = Arc::new(Mutex::new((reply, delay)));
-        let (h, r) = (hits.clone(), reply.clone());
+        let paths = Arc::new(Mutex::new(Vec::new()));
+        let (h, r, p) = (hits.clone(), reply.clone(), paths.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((mut sock, _)) = listener.accept().await else {
                     return;
                 };
-                let (h, r) = (h.clone(), r.clone());
+                let (h, r, p) = (h.clone(), r.clone(), p.clone());
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 4096];
                     let mut n = 0;
@@ -51,6 +53,11 @@ impl Stub {
                             Ok(0) | Err(_) => return,
                             Ok(k) => n += k,
                         }
+                    }
+                    // The request line: `GET /path HTTP/1.1`.
+                    let head = String::from_utf8_lossy(&buf[..n]);
+                    if let Some(path) = head.split(' ').nth(1) {
+                        p.lock().unwrap().push(path.to_owned());
                     }
                     h.fetch_add(1, Ordering::SeqCst);
                     let (reply, delay) = r.lock().unwrap().clone();
@@ -72,12 +79,22 @@ impl Stub {
                 });
             }
         });
-        Stub { url, hits, reply }
+        Stub {
+            url,
+            hits,
+            paths,
+            reply,
+        }
     }
 
     /// Changes the answer for the next requests.
     pub(crate) fn set(&self, reply: Reply) {
         self.reply.lock().unwrap().0 = reply;
+    }
+
+    /// The paths of the requests received so far, in order.
+    pub(crate) fn paths(&self) -> Vec<String> {
+        self.paths.lock().unwrap().clone()
     }
 
     /// Requests received so far.

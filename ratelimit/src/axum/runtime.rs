@@ -16,7 +16,7 @@ use crate::config::{Config, ConfigHandle, RuleConfig};
 use crate::jwt::JwtVerifier;
 use crate::key::{ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
 use crate::resolve::{FinalResolver, ResolveContext};
-use crate::service::{CacheSettings, HttpLimitService, ServiceCache};
+use crate::service::{CacheSettings, HttpLimitService, ServiceCache, ServiceIdKey};
 use crate::{AnyClock, Clock, Limiter, MemoryStore};
 
 pub(crate) struct Runtime {
@@ -26,6 +26,8 @@ pub(crate) struct Runtime {
     pub(crate) key_hasher: KeyHasher,
     pub(crate) jwt: Option<JwtVerifier>,
     pub(crate) service: Option<ServiceCache<HttpLimitService>>,
+    /// The key of the service's client ids (with `service`).
+    service_ids: Option<ServiceIdKey>,
     observer: Observer,
     /// The fleet-wide gate, when `[global]` is configured.
     #[cfg(feature = "redis")]
@@ -40,6 +42,36 @@ impl fmt::Debug for Runtime {
             .field("service", &self.service.is_some())
             .finish_non_exhaustive()
     }
+}
+
+/// The key of the limit service's client ids: `[service] id_secret` set in
+/// code, else the variable `id_secret_env` names; unset, empty or short is a
+/// startup error naming the variable (never an unkeyed id).
+fn service_id_key(s: &crate::config::ServiceConfig) -> Result<ServiceIdKey, SetupError> {
+    let least = crate::service::MIN_ID_SECRET_LEN;
+    let fail = |message: String| SetupError::new("service", format!("[service] {message}"));
+    if let Some(secret) = &s.id_secret {
+        return ServiceIdKey::new(&secret.0).map_err(|e| fail(format!("id_secret: {e}")));
+    }
+    let Some(var) = &s.id_secret_env else {
+        return Err(fail(format!(
+            "id_secret_env: name the environment variable holding the secret client ids are keyed with (at \
+             least {least} bytes, shared with the limit service)"
+        )));
+    };
+    let secret = match std::env::var_os(var) {
+        None => {
+            return Err(fail(format!(
+                "id_secret_env: the environment variable {var} is not set (the secret client ids are keyed with: \
+                 at least {least} bytes, shared with the limit service)"
+            )))
+        }
+        Some(v) if v.is_empty() => {
+            return Err(fail(format!("id_secret_env: the environment variable {var} is empty")));
+        }
+        Some(v) => v.into_encoded_bytes(),
+    };
+    ServiceIdKey::new(&secret).map_err(|e| fail(format!("id_secret_env: {var}: {e}")))
 }
 
 impl Runtime {
@@ -61,9 +93,10 @@ impl Runtime {
                 .await
                 .map_err(|e| SetupError::caused_by("jwt", "[jwt]: ", e))?,
         };
-        let service = match &config.service {
-            None => None,
+        let (service, service_ids) = match &config.service {
+            None => (None, None),
             Some(s) => {
+                let ids = service_id_key(s)?;
                 let http = HttpLimitService::new(&s.url)
                     .map_err(|e| SetupError::caused_by("service", "[service] url: ", e))?;
                 let settings = CacheSettings {
@@ -73,10 +106,9 @@ impl Runtime {
                     max_entries: s.max_entries,
                     ..CacheSettings::default()
                 };
-                Some(
-                    ServiceCache::new(http, settings)
-                        .map_err(|e| SetupError::caused_by("service", "[service]: ", e))?,
-                )
+                let cache = ServiceCache::new(http, settings)
+                    .map_err(|e| SetupError::caused_by("service", "[service]: ", e))?;
+                (Some(cache), Some(ids))
             }
         };
         #[cfg(feature = "redis")]
@@ -103,6 +135,7 @@ impl Runtime {
             key_hasher: KeyHasher::new(),
             jwt,
             service,
+            service_ids,
             observer: Observer::default(),
             #[cfg(feature = "redis")]
             gate,
@@ -151,8 +184,8 @@ impl Runtime {
             cx.claims();
         }
         let mut ctx = ResolveContext::new(&*config, route.name, cx.found_claims()).with_service(self.service.as_ref());
-        if route.wants_service {
-            ctx = ctx.with_client(key.client_id(&cx, &client));
+        if let (true, Some(ids)) = (route.wants_service, &self.service_ids) {
+            ctx = ctx.with_client(ids.client_id(key, &cx, &client));
         }
         let resolved = chain.resolve_final(&ctx);
         let overrides = config.route(route.name);

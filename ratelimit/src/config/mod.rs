@@ -118,6 +118,23 @@ pub struct ServiceConfig {
     pub timeout: Duration,
     /// Most answers cached.
     pub max_entries: usize,
+    /// The environment variable holding the secret client ids are keyed
+    /// with (at least 32 bytes, shared with the service): the service is
+    /// asked about HMAC-SHA256 ids under it, never about a value a client
+    /// could compute (`docs/http.md`). Required in `[service]`.
+    pub id_secret_env: Option<String>,
+    /// The id secret itself, set in code instead of reading `id_secret_env`.
+    pub id_secret: Option<ServiceSecret>,
+}
+
+/// The limit service's client id secret, set in code; never prints.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServiceSecret(pub Vec<u8>);
+
+impl std::fmt::Debug for ServiceSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServiceSecret(<redacted>)")
+    }
 }
 
 /// A validated configuration. Build it with [`Config::from_file`] or

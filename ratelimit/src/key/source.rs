@@ -67,22 +67,21 @@ pub trait KeySource: Send + Sync {
     /// The key of the request.
     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey;
 
-    /// Writes the key's identity into `h`: a kind tag and the raw value
-    /// (the address bytes, the header value, the claim), the same on every
-    /// instance. Hashed with the fleet secret for the fleet gate, and with
-    /// FNV-1a for the limit service's client id. When `key` is the address
-    /// fallback, write [`write_address_id`].
+    /// Writes the key's identity into `h` as fields, one `write` call per
+    /// field: a kind tag (`b"tenant:"`), then the value's bytes (the address
+    /// octets, the header value, the claim), the same on every instance.
+    /// Write integers as bytes in a fixed order (`&n.to_be_bytes()`), not
+    /// with `write_u64` and the like, whose bytes some hashers take in the
+    /// platform's order. When `key` is the address fallback, write
+    /// [`write_address_id`].
+    ///
+    /// Two consumers hash the fields with their own secrets: the fleet gate
+    /// (`[global]`, SipHash under the fleet secret) and the limit service's
+    /// client id (`[service]`, HMAC-SHA256 under the id secret, each field
+    /// length-prefixed: `ratelimit::service::ServiceIdKey`), so
+    /// a service computing the ids of its own clients writes the same
+    /// fields (`docs/http.md` lists the built-in ones).
     fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher);
-
-    /// A stable identifier of the client for the limit service: FNV-1a
-    /// (64-bit) of [`write_id`](Self::write_id) (see `docs/http.md`), so the
-    /// service can compute it for its clients. Only computed for chains that
-    /// ask the service.
-    fn client_id(&self, cx: &KeyContext<'_>, key: &ClientKey) -> u64 {
-        let mut f = Fnv::new(b"");
-        self.write_id(cx, key, &mut f);
-        f.finish()
-    }
 }
 
 /// The process's seeded hash of key values: raw values are hashed once,
@@ -435,59 +434,30 @@ fn write_decimal(n: i128, h: &mut dyn Hasher) {
     h.write(&buf[i..]);
 }
 
-/// FNV-1a, 64-bit: simple enough for a limit service in any language to
-/// reproduce.
-struct Fnv(u64);
-
-impl Fnv {
-    fn new(tag: &[u8]) -> Fnv {
-        let mut f = Fnv(0xcbf2_9ce4_8422_2325);
-        f.write(tag);
-        f
-    }
-    #[cfg(test)]
-    fn bytes(mut self, bytes: &[u8]) -> Fnv {
-        self.write(bytes);
-        self
-    }
-    #[cfg(test)]
-    fn decimal(mut self, n: i128) -> Fnv {
-        write_decimal(n, &mut self);
-        self
-    }
-}
-
-impl Hasher for Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::Fnv;
     use std::hash::Hasher;
 
+    /// Records each `write` as one field.
+    #[derive(Default)]
+    struct Fields(Vec<Vec<u8>>);
+
+    impl Hasher for Fields {
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.push(bytes.to_vec());
+        }
+        fn finish(&self) -> u64 {
+            0
+        }
+    }
+
     #[test]
-    fn fnv_reference_values() {
-        // Published FNV-1a 64 test vectors.
-        assert_eq!(Fnv::new(b"").finish(), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(Fnv::new(b"a").finish(), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(
-            Fnv::new(b"claim:").decimal(-42).finish(),
-            Fnv::new(b"claim:-42").finish()
-        );
-        assert_eq!(Fnv::new(b"claim:").decimal(0).finish(), Fnv::new(b"claim:0").finish());
-        // The ids docs/http.md lists, so a limit service can check its code.
-        assert_eq!(Fnv::new(b"claim:").bytes(b"alice").finish(), 0xd7e4_f80e_e79e_a819);
-        assert_eq!(Fnv::new(b"claim:").decimal(42).finish(), 0x0b3d_6955_e691_baa9);
-        assert_eq!(Fnv::new(b"ip:").bytes(&[192, 0, 2, 1]).finish(), 0x37b8_fda7_ceec_5af3);
-        assert_eq!(Fnv::new(b"header:").bytes(b"key-a").finish(), 0xc86b_3ef2_3b67_6fcb);
-        assert_eq!(Fnv::new(b"unknown").finish(), 0x4988_65c7_bd1f_3959);
+    fn integers_are_written_as_one_field_of_decimal_digits() {
+        let min = i128::MIN.to_string();
+        for (n, text) in [(0, "0"), (42, "42"), (-42, "-42"), (i128::MIN, min.as_str())] {
+            let mut f = Fields::default();
+            super::write_decimal(n, &mut f);
+            assert_eq!(f.0, vec![text.as_bytes().to_vec()]);
+        }
     }
 }

@@ -200,6 +200,7 @@ pub(super) struct RawService {
     pub(super) timeout: Duration,
     #[serde(default = "service_max_entries", deserialize_with = "max_keys")]
     pub(super) max_entries: usize,
+    pub(super) id_secret_env: Option<String>,
 }
 
 fn service_ttl() -> Duration {

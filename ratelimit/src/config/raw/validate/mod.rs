@@ -58,6 +58,7 @@ pub(super) fn validate(raw: RawConfig, ctx: &Ctx<'_>) -> Result<Config, ConfigEr
     };
     let rules = rules::rules(raw.rules, &known, ctx)?;
     let responses = simple::responses(raw.responses, ctx)?;
+    let service = raw.service.map(|s| simple::service(s, ctx)).transpose()?;
     let global = raw
         .global
         .map(|g| global::global(g, &profiles, jwt.as_ref(), ctx))
@@ -76,7 +77,7 @@ pub(super) fn validate(raw: RawConfig, ctx: &Ctx<'_>) -> Result<Config, ConfigEr
         headers: raw.headers.style,
         header_keys: simple::header_keys(raw.header_keys),
         jwt,
-        service: raw.service.map(simple::service),
+        service,
         rules,
         global,
         responses,

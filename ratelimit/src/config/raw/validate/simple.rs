@@ -25,14 +25,30 @@ pub(super) fn header_keys(raw: RawHeaderKeys) -> HeaderCardinality {
     }
 }
 
-pub(super) fn service(raw: RawService) -> ServiceConfig {
-    ServiceConfig {
+/// `[service]`: client ids are keyed, so the section names the secret's
+/// variable (an unkeyed id would be one any client can compute and aim at a
+/// partner's).
+pub(super) fn service(raw: RawService, ctx: &Ctx<'_>) -> Result<ServiceConfig, ConfigError> {
+    let section = field("service");
+    let Some(var) = raw.id_secret_env else {
+        return Err(ctx.error(
+            &section,
+            "missing `id_secret_env`: name the environment variable holding the secret client ids are keyed \
+             with (at least 32 bytes, shared with the limit service; docs/http.md)",
+        ));
+    };
+    if var.trim().is_empty() {
+        return Err(ctx.error(&section.key("id_secret_env"), "empty variable name"));
+    }
+    Ok(ServiceConfig {
         url: raw.url,
         ttl: raw.ttl,
         negative_ttl: raw.negative_ttl,
         timeout: raw.timeout,
         max_entries: raw.max_entries,
-    }
+        id_secret_env: Some(var),
+        id_secret: None,
+    })
 }
 
 /// The 429 body; its title must say something.
