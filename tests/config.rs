@@ -153,6 +153,9 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     // The old name of "structured" is refused, naming the new one.
     ("[profiles.a]\nrate = \"1/s\"\n[headers]\nstyle = \"draft-11\"\n", Some(4), "headers.style", "is now \"structured\""),
     ("[profiles.a]\nrate = \"1/s\"\n[jwt]\ntier_claim = \"\"\nmax_rate = \"1/s\"\nmax_burst = 1\n", Some(4), "jwt.tier_claim", "invalid claim name"),
+    ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nmax_failed_per_ip = 0\n", Some(6), "jwt.max_failed_per_ip", "from 1"),
+    ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nfailed_window = \"0s\"\n", Some(6), "jwt.failed_window", "longer than zero"),
+    ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nmax_failed_tracked = 0\n", Some(6), "jwt.max_failed_tracked", "from 1"),
     ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"ftp://x\"\n", Some(4), "service.url", "http:// or https://"),
     // [service]: client ids are keyed with a named secret
     ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"http://x/limits\"\n", Some(3), "service", "missing `id_secret_env`: name the environment variable holding the secret client ids are keyed with (at least 32 bytes"),
@@ -353,6 +356,20 @@ fn jwt_verification_and_header_key_settings() {
     let v = c.jwt.as_ref().unwrap().verification.as_ref().unwrap();
     assert_eq!(v.keys, ratelimit::config::JwtKeySource::HmacSecretEnv("SECRET".into()));
     assert_eq!((v.issuer.len(), v.leeway), (1, Duration::from_secs(10)));
+    assert_eq!(
+        (v.max_failed_per_ip, v.failed_window, v.max_failed_tracked),
+        (10, Duration::from_secs(60), 10_000),
+        "the default budget of failed signature checks"
+    );
+    let c = Config::from_toml_str(&jwt(
+        "hmac_secret_env = \"SECRET\"\nalgorithm = \"HS256\"\nmax_failed_per_ip = 3\nfailed_window = \"10s\"\nmax_failed_tracked = 500\n",
+    ))
+    .unwrap();
+    let v = c.jwt.as_ref().unwrap().verification.as_ref().unwrap();
+    assert_eq!(
+        (v.max_failed_per_ip, v.failed_window, v.max_failed_tracked),
+        (3, Duration::from_secs(10), 500)
+    );
     assert!(
         Config::from_toml_str(&jwt(""))
             .unwrap()

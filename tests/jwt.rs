@@ -304,3 +304,133 @@ fn forged_tokens_get_the_ip_key_and_the_default_limit() {
         assert_eq!(count, 10, "{auth:.60}: a forged token raised the limit");
     }
 }
+
+/// Through a real router, a `[[rules]]` entry keyed by a verified `sub`: the
+/// anonymous profile has a burst of 2000, the premium tier 5000, so the
+/// `RateLimit-Limit` header says whether a token verified.
+const FLOOD_CONFIG: &str = r#"
+default_profile = "anon"
+[profiles.anon]
+rate = "60000/min"
+burst = 2000
+[profiles.premium]
+rate = "600000/min"
+burst = 5000
+[jwt]
+max_rate = "600000/min"
+max_burst = 5000
+pem_file = "PEM"
+algorithm = "RS256"
+[[rules]]
+name = "me"
+path = "/{*rest}"
+key = "jwt_claim:sub"
+resolve = ["jwt", "default"]
+"#;
+
+/// A well-formed RS256 token that no key signed: a premium tier claim and a
+/// signature of random-looking bytes, distinct for each `i` (what a flood
+/// costs its sender: nothing; what it costs a verifier: a full RSA check).
+fn forged_rs256(i: u64) -> String {
+    let header = b64(&json!({"alg": "RS256", "typ": "JWT"}));
+    let claims = b64(&json!({"sub": format!("victim-{i}"), "exp": in_ten_minutes(), "ratelimit_tier": "premium"}));
+    let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut sig = vec![0u8; 256];
+    for b in sig.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    sig[0] = 0x01; // below the modulus: the check runs to the end
+    let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sig);
+    format!("{header}.{claims}.{sig}")
+}
+
+/// Issue 11, item 5: distinct well-formed forged RS256 tokens flooding from
+/// one address cost at most the address's budget of failed signature checks
+/// (by default 10 per minute), not one check each; past it, that address's
+/// tokens are anonymous without a check. A good token the flooding address
+/// had verified before stays verified (cached); a good client elsewhere is
+/// unaffected; one forged token repeated costs one check (negative cache).
+#[tokio::test]
+async fn a_forged_token_flood_costs_a_bounded_number_of_signature_checks() {
+    use axum::body::Body;
+    use axum::routing::get;
+    use ratelimit::axum::RateLimit;
+    use ratelimit::config::Config;
+    use ratelimit::key::PeerAddr;
+    use tower::ServiceExt;
+
+    const FLOOD: u64 = 1000;
+    let pem = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/rsa_public.pem");
+    let config = Config::from_toml_str(&FLOOD_CONFIG.replace("PEM", pem)).unwrap();
+    let rl = RateLimit::builder(config)
+        .clock(ratelimit::ManualClock::new())
+        .build()
+        .await
+        .unwrap();
+    let app = axum::Router::new()
+        .route("/me", get(|| async { "me" }))
+        .layer(rl.layer());
+    let send = |token: String, peer: &'static str| {
+        let app = app.clone();
+        async move {
+            let mut req = http::Request::get("/me")
+                .header("authorization", format!("Bearer {token}"))
+                .body(Body::empty())
+                .unwrap();
+            req.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
+            let res = app.oneshot(req).await.unwrap();
+            assert_eq!(res.status(), 200);
+            res.headers()["ratelimit-limit"].to_str().unwrap().to_owned()
+        }
+    };
+    let checks = || rl.jwt_verifier().expect("[jwt] pem_file").signature_checks();
+    let premium = |sub: &str| json!({"sub": sub, "exp": in_ten_minutes(), "ratelimit_tier": "premium"});
+    const FLOODER: &str = "203.0.113.9:5000";
+
+    let good_early = rs256(&premium("early"), RSA_PRIVATE, None);
+    assert_eq!(send(good_early.clone(), FLOODER).await, "5000", "a good token verifies");
+
+    let before = checks();
+    let start = std::time::Instant::now();
+    for i in 0..FLOOD {
+        assert_eq!(
+            send(forged_rs256(i), FLOODER).await,
+            "2000",
+            "a forged token is anonymous"
+        );
+    }
+    let elapsed = start.elapsed();
+    let flood_checks = checks() - before;
+    println!("{FLOOD} distinct forged RS256 tokens from one address in {elapsed:?}: {flood_checks} signature checks");
+    assert!(
+        flood_checks <= 10,
+        "{flood_checks} signature checks for {FLOOD} forged tokens from one address (budget: 10 per minute)"
+    );
+
+    assert_eq!(
+        send(good_early, FLOODER).await,
+        "5000",
+        "a token the flooding address had verified stays verified (cached)"
+    );
+    assert_eq!(
+        send(rs256(&premium("elsewhere"), RSA_PRIVATE, None), "198.51.100.7:5000").await,
+        "5000",
+        "a good client at another address is unaffected"
+    );
+    // The trade-off: a new good token from the flooding address waits for
+    // the window, like every token from there.
+    assert_eq!(send(rs256(&premium("late"), RSA_PRIVATE, None), FLOODER).await, "2000");
+
+    let before = checks();
+    for _ in 0..50 {
+        assert_eq!(send(forged_rs256(FLOOD + 1), "192.0.2.44:5000").await, "2000");
+    }
+    assert_eq!(
+        checks() - before,
+        1,
+        "one forged token repeated costs one signature check"
+    );
+}

@@ -7,6 +7,13 @@ use std::time::Duration;
 
 /// Clock skew tolerated on a token's `exp`.
 pub(crate) const JWT_LEEWAY: Duration = Duration::from_secs(30);
+/// Failed signature checks a client address may cause at once, and per
+/// `JWT_FAILED_WINDOW`.
+pub(crate) const JWT_MAX_FAILED_PER_IP: u32 = 10;
+/// The window of `JWT_MAX_FAILED_PER_IP`.
+pub(crate) const JWT_FAILED_WINDOW: Duration = Duration::from_secs(60);
+/// Client addresses whose failed checks are tracked at once.
+pub(crate) const JWT_MAX_FAILED_TRACKED: usize = 10_000;
 /// How often a JWKS URL is fetched again.
 pub(crate) const JWKS_REFRESH: Duration = Duration::from_secs(600);
 /// Least time between two fetches of a JWKS URL.

@@ -8,17 +8,26 @@
 //!   checked; a leeway (default 30 s) absorbs clock skew.
 //! * Tokens over 8 KiB are refused before any parsing.
 //! * Verified tokens are cached until they expire (bounded), so a hot client
-//!   pays for one signature check, not one per request. Failures are not
-//!   cached: a forged token cannot fill the cache.
+//!   pays for one signature check, not one per request.
+//! * Forged tokens are bounded twice: a token that failed its signature
+//!   check is remembered (bounded, for a minute or until the key set
+//!   changes), so one forged token repeated costs one check; and each client
+//!   address may cause a limited number of failed checks per window
+//!   ([`JwtVerifier::failed_checks_per_ip`], by default 10 per minute),
+//!   past which its tokens are anonymous without a check (a flood of
+//!   distinct forged tokens then costs its budget, not one check each).
+//!   Tokens already verified and cached stay verified.
 //!
 //! Keys: an HMAC secret (from an environment variable), a PEM public key, a
 //! JWKS document (each key with a `kid` and an `alg`), or, with the `service`
 //! feature too, a JWKS URL refreshed in the background with a cooldown.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::Path;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -30,10 +39,107 @@ use crate::claims::VerifiedClaims;
 pub const MAX_TOKEN_LEN: usize = 8 * 1024;
 const CACHE_SHARDS: usize = 16;
 
-/// Verified tokens by a 128-bit keyed hash of the token: claims and `exp`.
 /// Verified tokens by a 128-bit keyed hash of the token: claims, `exp`, and
 /// the generation of the key set that verified them.
 type TokenCacheShard = Mutex<HashMap<(u64, u64), (VerifiedClaims, u64, usize)>>;
+/// Tokens that failed their signature check, keyed like the verified ones:
+/// until when (seconds) the failure is remembered, and under which key set.
+type FailedCacheShard = Mutex<HashMap<(u64, u64), (u64, usize)>>;
+/// How long a failed token is remembered (at most; a key set change ends it).
+const FAILED_TTL_SECS: u64 = 60;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks; if something did, the data
+    // (counters and caches) is still usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Failed signature checks per client address: GCRA, `per_ip` at once and
+/// `per_ip` more per window, in a bounded, sharded table. A unit is taken
+/// before a check and given back when the token verifies, so only failures
+/// count. When a shard is full of addresses still in debt, new addresses
+/// share that shard's overflow cell (bounded work, never unbounded checks).
+struct FailureBudget {
+    shards: Vec<Mutex<BudgetShard>>,
+    hasher: ahash::RandomState,
+    /// Nanoseconds per unit (`window / per_ip`).
+    interval: u64,
+    /// GCRA tolerance: `interval * (per_ip - 1)`.
+    tau: u64,
+    per_shard: usize,
+    base: Instant,
+}
+
+#[derive(Default)]
+struct BudgetShard {
+    tats: HashMap<u64, u64>,
+    overflow: u64,
+}
+
+/// The cell a unit was taken from, to give it back.
+#[derive(Clone, Copy)]
+struct Taken {
+    key: u64,
+    overflow: bool,
+}
+
+impl FailureBudget {
+    fn new(per_ip: u32, window: Duration, max_tracked: usize) -> Self {
+        let per_ip = u64::from(per_ip.max(1));
+        let interval = (nanos(window) / per_ip).max(1);
+        FailureBudget {
+            shards: (0..CACHE_SHARDS).map(|_| Mutex::new(BudgetShard::default())).collect(),
+            hasher: ahash::RandomState::new(),
+            interval,
+            tau: interval.saturating_mul(per_ip - 1),
+            per_shard: max_tracked.div_ceil(CACHE_SHARDS).max(1),
+            base: Instant::now(),
+        }
+    }
+
+    /// Takes one unit of `client`'s budget (`None`: the requests without a
+    /// peer address, together); `None` when it has none left.
+    fn take(&self, client: Option<IpAddr>) -> Option<Taken> {
+        let key = self.hasher.hash_one(client);
+        let mut guard = lock(&self.shards[(key as usize) % CACHE_SHARDS]);
+        let shard = &mut *guard;
+        // Offset by one interval so a fresh cell (0) is fully recovered.
+        let now = nanos(self.base.elapsed()).saturating_add(self.interval);
+        if !shard.tats.contains_key(&key) && shard.tats.len() >= self.per_shard {
+            shard.tats.retain(|_, tat| *tat > now);
+        }
+        let overflow = !shard.tats.contains_key(&key) && shard.tats.len() >= self.per_shard;
+        let cell = if overflow {
+            &mut shard.overflow
+        } else {
+            shard.tats.entry(key).or_insert(0)
+        };
+        let tat = (*cell).max(now);
+        if tat - now > self.tau {
+            return None;
+        }
+        *cell = tat.saturating_add(self.interval);
+        Some(Taken { key, overflow })
+    }
+
+    /// Gives back a unit taken for a token that verified.
+    fn give_back(&self, taken: Taken) {
+        let mut guard = lock(&self.shards[(taken.key as usize) % CACHE_SHARDS]);
+        let shard = &mut *guard;
+        let cell = if taken.overflow {
+            Some(&mut shard.overflow)
+        } else {
+            shard.tats.get_mut(&taken.key)
+        };
+        if let Some(cell) = cell {
+            *cell = cell.saturating_sub(self.interval);
+        }
+    }
+}
 
 /// Why a verifier could not be built: the key material, the settings, or
 /// a JWKS URL that could not be fetched. Opaque: its message, and the
@@ -117,6 +223,12 @@ pub struct JwtVerifier {
     hasher: (ahash::RandomState, ahash::RandomState),
     cache: Vec<TokenCacheShard>,
     cache_per_shard: usize,
+    failed: Vec<FailedCacheShard>,
+    budget: FailureBudget,
+    /// Tokens that reached a signature check.
+    signature_checks: AtomicU64,
+    /// Tokens refused unchecked: their address had no failure budget left.
+    budget_refusals: AtomicU64,
 }
 
 impl std::fmt::Debug for JwtVerifier {
@@ -146,6 +258,14 @@ impl JwtVerifier {
             hasher: (ahash::RandomState::new(), ahash::RandomState::new()),
             cache: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             cache_per_shard: 10_000 / CACHE_SHARDS,
+            failed: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            budget: FailureBudget::new(
+                crate::defaults::JWT_MAX_FAILED_PER_IP,
+                crate::defaults::JWT_FAILED_WINDOW,
+                crate::defaults::JWT_MAX_FAILED_TRACKED,
+            ),
+            signature_checks: AtomicU64::new(0),
+            budget_refusals: AtomicU64::new(0),
         }
     }
 
@@ -225,15 +345,63 @@ impl JwtVerifier {
         self
     }
 
-    /// How many verified tokens are remembered (default 10,000).
+    /// How many verified tokens are remembered (default 10,000), and as
+    /// many failed ones.
     #[must_use]
     pub fn cache_capacity(mut self, tokens: usize) -> Self {
         self.cache_per_shard = tokens.div_ceil(CACHE_SHARDS).max(1);
         self
     }
 
+    /// Bounds the signature checks a client address can make fail: at most
+    /// `per_ip` at once and `per_ip` more per `window` (default 10 per
+    /// minute), for up to `max_tracked` addresses at once (default 10,000;
+    /// beyond, new addresses share a small overflow budget). Past its budget,
+    /// an address's tokens are anonymous without a check, except those
+    /// already verified and cached. Applies to [`verify_from`](Self::verify_from)
+    /// and [`verify_request_from`](Self::verify_request_from), which the HTTP
+    /// runtime calls with the client's address (after `[ip]` trusted proxies
+    /// and prefix aggregation).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::jwt::JwtVerifier;
+    /// use jsonwebtoken::Algorithm;
+    ///
+    /// let v = JwtVerifier::hmac(b"a long random secret", Algorithm::HS256)
+    ///     .unwrap()
+    ///     .failed_checks_per_ip(2, Duration::from_secs(60), 1000);
+    /// let peer = Some("203.0.113.9".parse().unwrap());
+    /// for i in 0..100 {
+    ///     let forged = format!("eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{i}");
+    ///     assert!(v.verify_from(&forged, peer).is_none());
+    /// }
+    /// assert_eq!(v.signature_checks(), 2, "two failures, then no more checks");
+    /// ```
+    #[must_use]
+    pub fn failed_checks_per_ip(mut self, per_ip: u32, window: Duration, max_tracked: usize) -> Self {
+        self.budget = FailureBudget::new(per_ip, window, max_tracked);
+        self
+    }
+
     /// The claims of `token` if it verifies; `None` (anonymous) otherwise.
+    /// No per-address budget applies (the failed-token cache does); on a
+    /// request path, use [`verify_from`](Self::verify_from).
     pub fn verify(&self, token: &str) -> Option<VerifiedClaims> {
+        self.verify_for(token, None)
+    }
+
+    /// [`verify`](Self::verify) for a token from `client` (the client's
+    /// address as it is limited; `None` when the request has no peer
+    /// address, all such requests sharing one budget): a token that needs a
+    /// signature check is refused unchecked when `client` has used its
+    /// budget of failed checks ([`failed_checks_per_ip`](Self::failed_checks_per_ip)).
+    pub fn verify_from(&self, token: &str, client: Option<IpAddr>) -> Option<VerifiedClaims> {
+        self.verify_for(token, Some(client))
+    }
+
+    /// `client`: `None` for no budget, else the address whose budget applies.
+    fn verify_for(&self, token: &str, client: Option<Option<IpAddr>>) -> Option<VerifiedClaims> {
         if token.is_empty() || token.len() > MAX_TOKEN_LEN {
             return None;
         }
@@ -255,6 +423,13 @@ impl JwtVerifier {
                     }
                     return Some(claims);
                 }
+            }
+        }
+        let failed_shard = &self.failed[(id.0 as usize) % CACHE_SHARDS];
+        if let Some((until, gen)) = lock(failed_shard).get(&id) {
+            // The same forged token again: refused without a second check.
+            if *until > now && *gen == generation {
+                return None;
             }
         }
 
@@ -302,7 +477,37 @@ impl JwtVerifier {
         if let Some(iss) = &self.issuer {
             validation.set_issuer(iss);
         }
-        let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &pinned.key, &validation).ok()?;
+        let taken = match client {
+            None => None,
+            Some(client) => match self.budget.take(client) {
+                Some(taken) => Some(taken),
+                None => {
+                    self.budget_refusals.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+            },
+        };
+        self.signature_checks.fetch_add(1, Ordering::Relaxed);
+        let data = match jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &pinned.key, &validation) {
+            Ok(data) => data,
+            Err(e) => {
+                // Remembered, unless it may verify soon (`nbf` ahead).
+                if !matches!(e.kind(), jsonwebtoken::errors::ErrorKind::ImmatureSignature) {
+                    let mut failed = lock(failed_shard);
+                    if failed.len() >= self.cache_per_shard {
+                        failed.retain(|_, (until, _)| *until > now);
+                        if failed.len() >= self.cache_per_shard {
+                            failed.clear();
+                        }
+                    }
+                    failed.insert(id, (now.saturating_add(FAILED_TTL_SECS), generation));
+                }
+                return None;
+            }
+        };
+        if let Some(taken) = taken {
+            self.budget.give_back(taken);
+        }
         let exp = data.claims.get("exp").and_then(Value::as_u64)?;
         let claims = VerifiedClaims::new(data.claims);
 
@@ -316,6 +521,19 @@ impl JwtVerifier {
             cache.insert(id, (claims.clone(), exp, generation));
         }
         Some(claims)
+    }
+
+    /// How many tokens reached a signature check (cache misses that were
+    /// well-formed enough to try), since the verifier was built: for
+    /// monitoring, and for measuring what a flood of forged tokens costs.
+    pub fn signature_checks(&self) -> u64 {
+        self.signature_checks.load(Ordering::Relaxed)
+    }
+
+    /// How many tokens were refused without a signature check because their
+    /// address had used its budget of failed checks.
+    pub fn budget_refusals(&self) -> u64 {
+        self.budget_refusals.load(Ordering::Relaxed)
     }
 
     /// Identifies the key set in force: changes when a JWKS URL refresh
@@ -332,6 +550,12 @@ impl JwtVerifier {
     /// one such header is present and the token verifies.
     pub fn verify_request(&self, parts: &http::request::Parts) -> Option<VerifiedClaims> {
         self.verify(bearer_token(parts)?)
+    }
+
+    /// [`verify_request`](Self::verify_request) under `client`'s budget of
+    /// failed checks (see [`verify_from`](Self::verify_from)).
+    pub fn verify_request_from(&self, parts: &http::request::Parts, client: Option<IpAddr>) -> Option<VerifiedClaims> {
+        self.verify_from(bearer_token(parts)?, client)
     }
 }
 
@@ -597,4 +821,116 @@ pub fn bearer_token(parts: &http::request::Parts) -> Option<&str> {
     let value = value.to_str().ok()?.trim();
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JwtVerifier;
+    use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+    use std::net::IpAddr;
+    use std::time::Duration;
+
+    const SECRET: &[u8] = b"unit-test-secret-of-some-length";
+
+    fn token(sub: &str, secret: &[u8]) -> String {
+        let exp = jsonwebtoken::get_current_timestamp() + 600;
+        let claims = serde_json::json!({"sub": sub, "exp": exp});
+        encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(secret).unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn ip(s: &str) -> Option<IpAddr> {
+        Some(s.parse().unwrap())
+    }
+
+    #[test]
+    fn only_failures_use_the_budget() {
+        let v = JwtVerifier::hmac(SECRET, Algorithm::HS256)
+            .unwrap()
+            .failed_checks_per_ip(2, Duration::from_secs(60), 100);
+        // Twenty distinct good tokens from one address (a NAT): all verify.
+        for i in 0..20 {
+            assert!(v
+                .verify_from(&token(&format!("u{i}"), SECRET), ip("192.0.2.1"))
+                .is_some());
+        }
+        for i in 0..20 {
+            assert!(v
+                .verify_from(
+                    &token(&format!("f{i}"), b"wrong-secret-of-some-length-too"),
+                    ip("192.0.2.1")
+                )
+                .is_none());
+        }
+        assert_eq!(v.signature_checks(), 22, "20 good, then 2 failures, then none");
+        assert_eq!(v.budget_refusals(), 18);
+        // Other addresses, and the unbudgeted `verify`, are unaffected.
+        assert!(v.verify_from(&token("other", SECRET), ip("192.0.2.2")).is_some());
+        assert!(v.verify(&token("direct", SECRET)).is_some());
+        // Past its budget, the address's new good tokens wait too (the
+        // trade-off); its cached ones still verify.
+        assert!(v.verify_from(&token("new", SECRET), ip("192.0.2.1")).is_none());
+        assert!(v.verify_from(&token("u0", SECRET), ip("192.0.2.1")).is_some());
+    }
+
+    #[test]
+    fn the_budget_refills_over_its_window() {
+        let v = JwtVerifier::hmac(SECRET, Algorithm::HS256)
+            .unwrap()
+            .failed_checks_per_ip(2, Duration::from_millis(200), 100);
+        let bad = |i: u32| token(&format!("f{i}"), b"wrong-secret-of-some-length-too");
+        for i in 0..5 {
+            assert!(v.verify_from(&bad(i), ip("2001:db8::")).is_none());
+        }
+        assert_eq!(v.signature_checks(), 2);
+        std::thread::sleep(Duration::from_millis(150)); // at least one unit back (100 ms each)
+        for i in 5..10 {
+            assert!(v.verify_from(&bad(i), ip("2001:db8::")).is_none());
+        }
+        let checks = v.signature_checks();
+        assert!((3..=4).contains(&checks), "{checks}");
+    }
+
+    #[test]
+    fn a_failed_token_is_checked_once() {
+        let v = JwtVerifier::hmac(SECRET, Algorithm::HS256).unwrap();
+        let forged = token("x", b"wrong-secret-of-some-length-too");
+        for _ in 0..100 {
+            assert!(v.verify(&forged).is_none());
+        }
+        assert_eq!(v.signature_checks(), 1);
+        // A token not yet valid (`nbf` ahead) is not remembered as failed.
+        let now = jsonwebtoken::get_current_timestamp();
+        let claims = serde_json::json!({"sub": "s", "exp": now + 600, "nbf": now + 300});
+        let early = encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(SECRET).unwrap(),
+        )
+        .unwrap();
+        assert!(v.verify(&early).is_none());
+        assert!(v.verify(&early).is_none());
+        assert_eq!(v.signature_checks(), 3);
+    }
+
+    #[test]
+    fn a_table_full_of_addresses_bounds_the_rest_together() {
+        // One address per shard, then every new address shares its shard's
+        // overflow budget: a flood from many addresses is bounded too.
+        let v = JwtVerifier::hmac(SECRET, Algorithm::HS256)
+            .unwrap()
+            .failed_checks_per_ip(1, Duration::from_secs(60), 1);
+        for i in 0..2000u32 {
+            let addr = IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+            assert!(v
+                .verify_from(&token(&format!("f{i}"), b"wrong-secret-of-some-length-too"), Some(addr))
+                .is_none());
+        }
+        let checks = v.signature_checks();
+        assert!(checks <= 2 * super::CACHE_SHARDS as u64, "{checks}");
+    }
 }

@@ -63,6 +63,15 @@ pub struct JwtVerification {
     pub jwks_refresh: Duration,
     /// Least time between JWKS URL fetches.
     pub jwks_cooldown: Duration,
+    /// Failed signature checks a client address may cause at once, and as
+    /// many more per `failed_window`; past them its tokens are anonymous
+    /// without a check (cached verified tokens excepted).
+    pub max_failed_per_ip: u32,
+    /// The window of `max_failed_per_ip`.
+    pub failed_window: Duration,
+    /// Client addresses tracked for failed checks at once (beyond, new
+    /// addresses share an overflow budget).
+    pub max_failed_tracked: usize,
 }
 
 /// How JWT claims set a client's limit, and how tokens are verified.

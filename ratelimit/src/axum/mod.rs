@@ -142,6 +142,13 @@ impl RateLimit {
         &self.inner.limiter
     }
 
+    /// The token verifier, when `[jwt]` names a key source or the builder
+    /// was given one (for monitoring: [`JwtVerifier::signature_checks`],
+    /// [`JwtVerifier::jwks_fetches`]).
+    pub fn jwt_verifier(&self) -> Option<&JwtVerifier> {
+        self.inner.jwt.as_ref()
+    }
+
     /// The fleet-wide gate, when `[global]` is configured (feature `redis`).
     #[cfg(feature = "redis")]
     pub fn gate(&self) -> Option<&crate::global::FleetGate> {

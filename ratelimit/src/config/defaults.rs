@@ -48,6 +48,13 @@ impl JwtVerification {
     pub const DEFAULT_JWKS_REFRESH: Duration = crate::defaults::JWKS_REFRESH;
     /// Least time between JWKS URL fetches, by default (also `JwksSettings`').
     pub const DEFAULT_JWKS_COOLDOWN: Duration = crate::defaults::JWKS_COOLDOWN;
+    /// Failed signature checks per client address at once and per window,
+    /// by default (also `JwtVerifier`'s).
+    pub const DEFAULT_MAX_FAILED_PER_IP: u32 = crate::defaults::JWT_MAX_FAILED_PER_IP;
+    /// The window of `max_failed_per_ip`, by default.
+    pub const DEFAULT_FAILED_WINDOW: Duration = crate::defaults::JWT_FAILED_WINDOW;
+    /// Addresses tracked for failed checks at once, by default.
+    pub const DEFAULT_MAX_FAILED_TRACKED: usize = crate::defaults::JWT_MAX_FAILED_TRACKED;
 }
 
 impl ServiceConfig {

@@ -337,7 +337,10 @@ impl Config {
                 ))
             }
         };
-        let mut verifier = verifier.leeway(v.leeway);
+        let mut verifier =
+            verifier
+                .leeway(v.leeway)
+                .failed_checks_per_ip(v.max_failed_per_ip, v.failed_window, v.max_failed_tracked);
         if !v.issuer.is_empty() {
             verifier = verifier.issuer(&v.issuer.iter().map(String::as_str).collect::<Vec<_>>());
         }

@@ -235,8 +235,16 @@ impl<'a> KeyContext<'a> {
         if !self.own_verifier && self.parts.extensions.get::<NotVerified>().is_some() {
             return None;
         }
+        // Failed signature checks are budgeted per client address, the one
+        // the request is limited by.
         #[cfg(feature = "jwt")]
-        return self.verifier?.verify_request(self.parts);
+        {
+            let client = match self.address {
+                ClientKey::Ip(ip) => Some(ip),
+                _ => None,
+            };
+            self.verifier?.verify_request_from(self.parts, client)
+        }
         #[cfg(not(feature = "jwt"))]
         None
     }

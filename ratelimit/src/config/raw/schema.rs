@@ -166,6 +166,12 @@ pub(super) struct RawJwt {
     pub(super) jwks_refresh: Duration,
     #[serde(default = "jwks_cooldown", deserialize_with = "duration")]
     pub(super) jwks_cooldown: Duration,
+    #[serde(default = "max_failed_per_ip", deserialize_with = "positive_u32")]
+    pub(super) max_failed_per_ip: u32,
+    #[serde(default = "failed_window", deserialize_with = "duration")]
+    pub(super) failed_window: Duration,
+    #[serde(default = "max_failed_tracked", deserialize_with = "max_keys")]
+    pub(super) max_failed_tracked: usize,
 }
 
 fn tier_claim() -> String {
@@ -185,6 +191,15 @@ fn jwks_refresh() -> Duration {
 }
 fn jwks_cooldown() -> Duration {
     JwtVerification::DEFAULT_JWKS_COOLDOWN
+}
+fn max_failed_per_ip() -> u32 {
+    JwtVerification::DEFAULT_MAX_FAILED_PER_IP
+}
+fn failed_window() -> Duration {
+    JwtVerification::DEFAULT_FAILED_WINDOW
+}
+fn max_failed_tracked() -> usize {
+    JwtVerification::DEFAULT_MAX_FAILED_TRACKED
 }
 
 #[derive(Deserialize)]

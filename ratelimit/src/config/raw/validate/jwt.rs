@@ -68,6 +68,9 @@ pub(super) fn jwt(j: RawJwt, ctx: &Ctx<'_>) -> Result<JwtLimits, ConfigError> {
             leeway: j.leeway,
             jwks_refresh: j.jwks_refresh,
             jwks_cooldown: j.jwks_cooldown,
+            max_failed_per_ip: j.max_failed_per_ip,
+            failed_window: j.failed_window,
+            max_failed_tracked: j.max_failed_tracked,
         }),
     })
 }
