@@ -77,6 +77,7 @@ pub enum HeaderStyle {
     None,
 }
 
+#[cfg(feature = "axum")]
 impl HeaderStyle {
     /// Sends `RateLimit-Limit`, `-Remaining` and `-Reset`.
     pub(crate) const fn draft06(self) -> bool {
