@@ -389,3 +389,154 @@ problem_title = "Slow down"
     assert_eq!(b["title"], "Slow down");
     assert_eq!(b["violated-policies"], serde_json::json!(["public/standard"]));
 }
+
+// ---------------------------------------------------------------------------
+// Review (h-headers): attacks on the structured fields and Retry-After.
+// ---------------------------------------------------------------------------
+
+/// An upstream behind the layer that sends an earlier draft's `RateLimit`
+/// (draft-07/08: a Dictionary, `limit=10, remaining=5, reset=3`). The layer
+/// joins it with its own member into one field line; the result must still
+/// let a client read the layer's own member.
+#[tokio::test]
+async fn review_an_upstream_non_list_ratelimit_does_not_hide_the_layers_member() {
+    async fn upstream() -> impl axum::response::IntoResponse {
+        ([("ratelimit", "limit=10, remaining=5, reset=3")], "upstream")
+    }
+    let rule = r#"
+[[rules]]
+name = "outer"
+path = "/{*any}"
+key = "ip"
+resolve = ["default"]
+"#;
+    let clock = ManualClock::new();
+    let rl = RateLimit::builder(Config::from_toml_str(&config(rule)).unwrap())
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
+    let app = Router::new()
+        .route("/upstream", get(upstream))
+        .layer(rl.layer())
+        .into_service::<Body>();
+    let r = get_from(&app, "/upstream", "192.0.2.40:1").await;
+    assert_eq!(r.status(), 200);
+    let value = header(&r, "ratelimit").unwrap();
+    // What a client does: parse the field as an RFC 9651 List.
+    let parsed = sfv::Parser::new(&value).parse::<sfv::List>();
+    assert!(
+        parsed.is_ok(),
+        "the layer's member is unreadable: RateLimit = {value:?} is not a List ({:?})",
+        parsed.err()
+    );
+}
+
+/// A refusal whose real wait is longer than a day: `Retry-After` is capped
+/// at 86400 s although the request cannot conform before 60 h; a client that
+/// honours it is refused again.
+#[tokio::test]
+async fn review_retry_after_is_not_earlier_than_the_real_wait_beyond_a_day() {
+    let toml = r#"
+default_profile = "hourly"
+
+[profiles.hourly]
+rate = "1/h"
+burst = 60
+
+[headers]
+style = "structured"
+
+[[rules]]
+name = "bulk"
+path = "/plain"
+key = "ip"
+cost = 60
+resolve = ["default"]
+"#;
+    let clock = ManualClock::new();
+    let app = app(toml, &clock).await;
+    assert_eq!(get_from(&app, "/plain", "192.0.2.41:1").await.status(), 200);
+    let r = get_from(&app, "/plain", "192.0.2.41:1").await;
+    assert_eq!(r.status(), 429);
+    let retry = retry_after(&r);
+    clock.advance(Duration::from_secs(retry as u64));
+    let again = get_from(&app, "/plain", "192.0.2.41:1").await;
+    assert_eq!(
+        again.status(),
+        200,
+        "Retry-After was {retry} s, but the request still waits {:?} s",
+        header(&again, "retry-after")
+    );
+}
+
+/// The attribute refuses beneath a rule of cost 2 that has one unit left
+/// (`r=1`): `Retry-After` is the attribute's 1 s and is not raised, as the
+/// raise looks only at `r == 0`; but the rule cannot take cost 2 for another
+/// 9 s, so a client that honours `Retry-After` is refused by the rule.
+#[tokio::test]
+async fn review_retry_after_waits_for_the_rules_own_cost() {
+    let rule = r#"
+[profiles.tight]
+rate = "6/min"
+burst = 9
+
+[[rules]]
+name = "outer"
+path = "/{*any}"
+key = "ip"
+cost = 2
+resolve = ["profile:tight", "default"]
+"#;
+    let clock = ManualClock::new();
+    let app = app(&config(rule), &clock).await;
+    for _ in 0..3 {
+        assert_eq!(get_from(&app, "/public", "192.0.2.42:1").await.status(), 200);
+    }
+    let r = get_from(&app, "/public", "192.0.2.42:1").await;
+    assert_eq!(r.status(), 429);
+    let retry = retry_after(&r);
+    let triples = limit_triples(&r);
+    clock.advance(Duration::from_secs(retry as u64));
+    let again = get_from(&app, "/public", "192.0.2.42:1").await;
+    assert_eq!(
+        again.status(),
+        200,
+        "Retry-After was {retry} s ({triples:?}), but then {:?} refused with Retry-After {:?}",
+        limit_triples(&again),
+        header(&again, "retry-after")
+    );
+}
+
+/// When the layer raises a 429's `Retry-After` to the rule's `t`, the
+/// problem body (built beneath, by the attribute) still says the old
+/// number: `retry_after` and `detail` contradict the header.
+#[tokio::test]
+async fn review_a_raised_retry_after_is_also_the_bodys() {
+    let rule = r#"
+[profiles.tight]
+rate = "6/min"
+burst = 4
+
+[[rules]]
+name = "outer"
+path = "/{*any}"
+key = "ip"
+resolve = ["profile:tight", "default"]
+"#;
+    let clock = ManualClock::new();
+    let app = app(&config(rule), &clock).await;
+    for _ in 0..3 {
+        assert_eq!(get_from(&app, "/public", "192.0.2.43:1").await.status(), 200);
+    }
+    let r = get_from(&app, "/public", "192.0.2.43:1").await;
+    assert_eq!(r.status(), 429);
+    let retry = retry_after(&r);
+    assert_eq!(retry, 10, "raised to the rule's t");
+    let b = body(r).await;
+    assert_eq!(b["retry_after"], serde_json::json!(retry), "body: {b}");
+    assert!(
+        b["detail"].as_str().unwrap().contains(&format!("retry in {retry} s")),
+        "body: {b}"
+    );
+}
