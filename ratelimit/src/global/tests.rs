@@ -512,3 +512,38 @@ async fn a_key_unread_for_several_slices_keeps_counting_its_units() {
         "{quiet} admitted in the window, then {more} more of a budget of 100"
     );
 }
+
+/// Review (h-headers): an admitted request that used the fleet's last unit
+/// reports `remaining() == 0` (the fleet's room) but `next_unit_after()`
+/// from the local bucket only (one emission interval), so the `RateLimit`
+/// member says `r=0;t=1` while the fleet admits nothing until its oldest
+/// slice leaves the window. A client that waits `t` is refused.
+#[test]
+fn review_next_unit_after_a_fleet_tightened_admission_is_the_fleets() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    // 600/min with burst 1000 locally (T = 100 ms); 100 per 10 s fleet-wide.
+    let q = Quota::per_minute(600).with_burst(1000);
+    let mut last = None;
+    for _ in 0..100 {
+        let d = g.check(&limiter, 1, "k", &q, 1);
+        assert!(d.is_allowed());
+        last = Some(d);
+    }
+    let last = last.unwrap();
+    assert_eq!(last.remaining(), 0, "the fleet's room");
+    // `Decision::next_unit_after` promises a unit by then. (The header
+    // rounds it up to whole seconds; by then this test's gate, which runs
+    // no sync loop, has forgotten the closed slice, so the header-level
+    // effect needs the sync loop to show.)
+    let t = last.next_unit_after();
+    clock.advance(t);
+    let next = g.check(&limiter, 1, "k", &q, 1);
+    assert!(
+        next.is_allowed(),
+        "t = {t:?} after the fleet's last unit, but then refused: {:?} (retry {:?})",
+        next.denial(),
+        next.retry_after()
+    );
+}
