@@ -847,6 +847,18 @@ mod tests {
         Some(s.parse().unwrap())
     }
 
+    /// Review (h-headers): a leeway longer than the time since 1970 (a
+    /// config typo such as `leeway = "500000h"`, accepted at load) reaches
+    /// jsonwebtoken's `now - leeway` (u64): a debug build panics there, a
+    /// release build wraps and refuses every valid token as expired.
+    #[test]
+    fn review_a_leeway_longer_than_the_epoch_still_verifies_a_valid_token() {
+        let v = JwtVerifier::hmac(SECRET, Algorithm::HS256)
+            .unwrap()
+            .leeway(Duration::from_secs(500_000 * 3600));
+        assert!(v.verify(&token("u", SECRET)).is_some());
+    }
+
     #[test]
     fn only_failures_use_the_budget() {
         let v = JwtVerifier::hmac(SECRET, Algorithm::HS256)
