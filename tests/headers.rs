@@ -540,3 +540,33 @@ resolve = ["profile:tight", "default"]
         "body: {b}"
     );
 }
+
+/// A shadow rule with nothing left around an attribute that refuses: the
+/// rule's member says `r=0;t=10` but `Retry-After` stays the attribute's
+/// 1 s (a shadow rule never refuses, so nothing raises it). The response
+/// then carries a reset parameter later than `Retry-After`, what draft-10
+/// says it SHOULD NOT; a client that trusts the List waits 10 s for a limit
+/// that is not enforced.
+#[tokio::test]
+async fn review_a_shadow_rules_empty_member_and_retry_after_agree() {
+    let rule = r#"
+[profiles.tight]
+rate = "6/min"
+burst = 4
+
+[[rules]]
+name = "outer"
+path = "/{*any}"
+key = "ip"
+shadow = true
+resolve = ["profile:tight", "default"]
+"#;
+    let clock = ManualClock::new();
+    let app = app(&config(rule), &clock).await;
+    for _ in 0..3 {
+        assert_eq!(get_from(&app, "/public", "192.0.2.44:1").await.status(), 200);
+    }
+    let r = get_from(&app, "/public", "192.0.2.44:1").await;
+    assert_eq!(r.status(), 429);
+    assert_retry_after_not_before_t(&r);
+}
