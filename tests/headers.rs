@@ -570,3 +570,93 @@ resolve = ["profile:tight", "default"]
     assert_eq!(r.status(), 429);
     assert_retry_after_not_before_t(&r);
 }
+
+/// Review (h-headers): the fields stay valid Lists, and `Retry-After` no
+/// earlier than `t`, at the extremes of the quota arithmetic (a burst of
+/// u32::MAX at one a day, and at 4294967295 per nanosecond), with a cost of
+/// the whole burst.
+#[tokio::test]
+async fn review_extreme_quotas_still_send_valid_fields() {
+    for (rate, burst, cost) in [
+        ("1/d", 4_294_967_295u64, 4_294_967_295u64),
+        ("1/d", 4_294_967_295, 1),
+        ("4294967295/ns", 4_294_967_295, 4_294_967_295),
+        ("1/d", 1, 1),
+    ] {
+        let toml = format!(
+            r#"
+default_profile = "huge"
+
+[profiles.huge]
+rate = "{rate}"
+burst = {burst}
+
+[headers]
+style = "both"
+
+[[rules]]
+name = "x"
+path = "/plain"
+key = "ip"
+cost = {cost}
+resolve = ["default"]
+"#
+        );
+        let clock = ManualClock::new();
+        let app = app(&toml, &clock).await;
+        for i in 0..3 {
+            let r = get_from(&app, "/plain", "192.0.2.45:1").await;
+            assert_fields_match(&r);
+            let _ = policy_triples(&r);
+            let _ = limit_triples(&r);
+            if r.status() == 429 {
+                assert_retry_after_not_before_t(&r);
+            }
+            eprintln!(
+                "{rate} b={burst} c={cost} #{i}: {} {:?} {:?} ra={:?}",
+                r.status(),
+                header(&r, "ratelimit-policy"),
+                header(&r, "ratelimit"),
+                header(&r, "retry-after")
+            );
+        }
+    }
+}
+
+/// Review (h-headers): a quota whose capacity (`T * burst`) is beyond u64
+/// nanoseconds (584 years) is accepted at load, but a fresh client's first
+/// request of more than `u64::MAX / T` units (213503 at one a day) is
+/// refused as `RateLimited` ("retry in 86400 s", no `t`, `r=213503` on a
+/// full bucket of 4294967295) and stays refused forever: the TAT cannot be
+/// stored (gcra.rs, `new > MAX_TAT`). Either the load should refuse such a
+/// quota, or the engine should cap the capacity it keeps.
+#[tokio::test]
+async fn review_a_quota_beyond_u64_nanoseconds_admits_a_fresh_clients_first_request() {
+    let toml = r#"
+default_profile = "huge"
+
+[profiles.huge]
+rate = "1/d"
+burst = 4294967295
+
+[headers]
+style = "structured"
+
+[[rules]]
+name = "x"
+path = "/plain"
+key = "ip"
+cost = 300000
+resolve = ["default"]
+"#;
+    let clock = ManualClock::new();
+    let app = app(toml, &clock).await;
+    let r = get_from(&app, "/plain", "192.0.2.46:1").await;
+    assert_eq!(
+        r.status(),
+        200,
+        "a full bucket of 4294967295 refuses 300000: {:?} Retry-After {:?}",
+        header(&r, "ratelimit"),
+        header(&r, "retry-after")
+    );
+}
