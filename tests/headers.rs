@@ -660,3 +660,31 @@ resolve = ["default"]
         header(&r, "retry-after")
     );
 }
+
+/// Review (h-headers): a store-full refusal (`overflow = "refuse"`) sends
+/// valid fields and a `Retry-After` no earlier than `t`. Passes.
+#[tokio::test]
+async fn review_a_store_full_refusal_sends_valid_fields() {
+    let extra = r#"
+[store]
+max_keys = 1
+overflow = "refuse"
+new_keys_per_network = "off"
+"#;
+    let clock = ManualClock::new();
+    let app = app(&config(extra), &clock).await;
+    let mut refused = None;
+    for i in 0..64 {
+        let r = get_from(&app, "/reports", &format!("198.51.{}.{}:1", i / 200, i % 200 + 1)).await;
+        if r.status() == 429 {
+            refused = Some(r);
+            break;
+        }
+    }
+    let r = refused.expect("a full store refuses new clients");
+    assert_fields_match(&r);
+    assert_retry_after_not_before_t(&r);
+    eprintln!("{:?} {:?} {:?}", header(&r, "ratelimit"), header(&r, "retry-after"), header(&r, "ratelimit-policy"));
+    let b = body(r).await;
+    assert_eq!(b["violated-policies"], serde_json::json!(["reports/slow"]));
+}
