@@ -142,6 +142,8 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\nipv6_prefix = 0\n", Some(4), "ip.ipv6_prefix", "1 to 128"),
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\nforwarded_header = \"x-real-ip\"\n", Some(4), "ip.forwarded_header", "expected \"x-forwarded-for\" or \"forwarded\""),
     ("[profiles.a]\nrate = \"1/s\"\n[store]\nmax_keys = 0\n", Some(4), "store.max_keys", "from 1"),
+    ("[profiles.a]\nrate = \"1/d\"\nburst = 100000\n", Some(3), "profiles.a.burst", "years to refill"),
+    ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nleeway = \"500000h\"\n", Some(6), "jwt.leeway", "clock skew"),
     ("[profiles.a]\nrate = \"1/s\"\n[store]\nsweep_interval = \"0s\"\n", Some(4), "store.sweep_interval", "longer than zero"),
     ("[profiles.a]\nrate = \"1/s\"\n[store]\nsweep_interval = \"soon\"\n", Some(4), "store.sweep_interval", "invalid duration"),
     ("[profiles.a]\nrate = \"1/s\"\n[store]\noverflow = \"allow\"\n", Some(4), "store.overflow", "\"shared\" or \"refuse\""),

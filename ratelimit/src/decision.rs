@@ -42,6 +42,9 @@ pub struct Decision {
     denial: Option<Denial>,
     overflow: bool,
     grouped: bool,
+    /// No unit is available sooner than this (the fleet's next unit, when
+    /// the fleet is the tighter limit); 0: the local bucket's word.
+    next_floor_ns: u64,
 }
 
 /// Why a request was not admitted.
@@ -82,6 +85,7 @@ impl Decision {
             denial: None,
             overflow: false,
             grouped: false,
+            next_floor_ns: 0,
         };
         d.debug_check();
         d
@@ -108,6 +112,7 @@ impl Decision {
             denial: Some(denial),
             overflow: false,
             grouped: false,
+            next_floor_ns: 0,
         };
         d.debug_check();
         d
@@ -234,6 +239,21 @@ impl Decision {
         } else {
             d - capacity + t
         };
+        let wait = wait.max(u128::from(self.next_floor_ns));
+        Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX))
+    }
+
+    /// Time until another request of `cost` would conform after this one:
+    /// the retry of a refusal, or, when admitted, until the room left has
+    /// grown to `cost` units (a limit that admitted a request may still
+    /// refuse the client's next).
+    #[cfg(feature = "axum")]
+    pub(crate) fn wait_for(&self, cost: u32) -> Duration {
+        if !self.allowed {
+            return self.retry_after();
+        }
+        let need = u128::from(self.interval_ns) * u128::from(cost);
+        let wait = need.saturating_sub(u128::from(self.slack_ns));
         Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX))
     }
 
@@ -274,6 +294,15 @@ impl Decision {
     pub(crate) fn tightened(mut self, slack_ns: u64) -> Decision {
         self.slack_ns = self.slack_ns.min(slack_ns);
         self.debug_check();
+        self
+    }
+
+    /// This decision, with no unit available sooner than `ns` from now (the
+    /// fleet's next unit, when the fleet has less than one left).
+    #[cfg(feature = "redis")]
+    #[inline]
+    pub(crate) fn next_unit_no_sooner(mut self, ns: u64) -> Decision {
+        self.next_floor_ns = self.next_floor_ns.max(ns);
         self
     }
 

@@ -468,7 +468,9 @@ impl JwtVerifier {
             required.push("aud");
         }
         validation.set_required_spec_claims(&required);
-        validation.leeway = self.leeway.as_secs();
+        // Never more than the time since 1970: jsonwebtoken computes
+        // `now - leeway` in u64 (a builder's leeway is not range-checked).
+        validation.leeway = self.leeway.as_secs().min(now);
         validation.validate_nbf = true;
         validation.validate_aud = self.audience.is_some();
         if let Some(aud) = &self.audience {

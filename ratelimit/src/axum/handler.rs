@@ -99,7 +99,10 @@ pub(crate) fn admit<R: Rule>(parts: &Parts, state: Option<&RateLimit>) -> Result
             .decide(parts, &spec, RouteName::Static(R::NAME), R::key(), R::chain());
         if outcome.rejects() {
             let config = rt.inner.config.load();
-            Err(outcome.rejection(&config.responses).map(axum::body::Body::from))
+            let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
+            Err(outcome
+                .rejection_within(&config.responses, outer)
+                .map(axum::body::Body::from))
         } else {
             Ok(outcome)
         }

@@ -68,6 +68,12 @@ where
         // Claims a rule verified are handed on (to a `#[rate_limit]`
         // handler, or the application), so nothing verifies them twice.
         if let Some(o) = outcome.as_mut() {
+            // What this rule needs before the client's next request: a
+            // refusal from beneath tells the whole wait, in its body too.
+            let wait = o.outer_wait_secs();
+            if wait > 0 {
+                parts.extensions.insert(super::respond::OuterWait(wait));
+            }
             let upstream = parts.extensions.get::<crate::claims::VerifiedClaims>().is_some();
             match o.claims.take() {
                 Some(claims) if !upstream => {

@@ -59,6 +59,8 @@ impl RouteName {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub(crate) decision: Decision,
+    /// What the request cost (its next one costs the same).
+    pub(crate) cost: u32,
     pub(crate) quota: Quota,
     pub(crate) profile: Option<Arc<str>>,
     pub(crate) route: RouteName,
@@ -110,13 +112,28 @@ impl Outcome {
     }
 
     /// `Retry-After` in whole seconds: the decision's retry, rounded up, at
-    /// least 1 and at most [`MAX_RETRY_SECS`], and never earlier than `t`
+    /// least 1 (a day, [`MAX_RETRY_SECS`], for a request that can never
+    /// conform; otherwise the real wait, however long), and never earlier than `t`
     /// (draft-10: "the Retry-After field value SHOULD NOT reference a point
     /// in time earlier than the reset parameter").
     pub(crate) fn retry_after_secs(&self) -> u64 {
-        ceil_secs(self.decision.retry_after())
-            .clamp(1, MAX_RETRY_SECS)
-            .max(self.reset_secs())
+        let retry = match self.decision.denial() {
+            // It can never conform: come back in a day, not in 584 years.
+            Some(Denial::CostExceedsBurst) => MAX_RETRY_SECS,
+            // The real wait, however long (a day-long quota's can be).
+            _ => ceil_secs(self.decision.retry_after()).clamp(1, SF_MAX_INTEGER),
+        };
+        retry.max(self.reset_secs())
+    }
+
+    /// Whole seconds until this limit would admit the client's next request
+    /// (of the same cost), 0 for a shadow limit (it never refuses): an
+    /// outer limit's share of a refusal from beneath.
+    pub(crate) fn outer_wait_secs(&self) -> u64 {
+        if self.shadow {
+            return 0;
+        }
+        ceil_secs(self.decision.wait_for(self.cost)).min(SF_MAX_INTEGER)
     }
 
     /// Adds this outcome's rate-limit headers to a response that another
@@ -128,9 +145,9 @@ impl Outcome {
     /// * `RateLimit-Policy` and `RateLimit`: this limit's member is added to
     ///   the Lists already there ("more than one quota policy can affect a
     ///   given request");
-    /// * `Retry-After` (a refusal from beneath): raised to this limit's `t`
-    ///   when this limit has nothing left either, as the client cannot be
-    ///   served before then.
+    /// * `Retry-After` (a refusal from beneath): raised to the time this
+    ///   limit needs before it admits the client's next request of the same
+    ///   cost, as the client cannot be served before then.
     pub fn write_headers(&self, headers: &mut HeaderMap) {
         if self.style.draft06() {
             let remaining = u64::from(self.decision.remaining());
@@ -140,17 +157,17 @@ impl Outcome {
         }
         if self.style.structured() {
             let name = self.policy_name();
-            append_member(headers, &RATELIMIT_POLICY, &self.policy_member(&name));
-            append_member(headers, &RATELIMIT, &self.limit_member(&name));
+            append_member(headers, &RATELIMIT_POLICY, &name, &self.policy_member(&name));
+            append_member(headers, &RATELIMIT, &name, &self.limit_member(&name));
         }
-        if self.decision.remaining() == 0 && !self.shadow {
-            let reset = self.reset_secs();
+        let wait = self.outer_wait_secs();
+        if wait > 0 {
             let earlier = headers
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-                .is_some_and(|secs| secs < reset);
+                .is_some_and(|secs| secs < wait);
             if earlier {
-                headers.insert(RETRY_AFTER, number(reset));
+                headers.insert(RETRY_AFTER, number(wait));
             }
         }
     }
@@ -213,7 +230,14 @@ impl Outcome {
     /// (rounded up, at least 1, never earlier than `t`) and a problem+json
     /// body with the draft's `violated-policies` member.
     pub fn rejection(&self, body: &ResponseConfig) -> Response<Bytes> {
-        let retry = self.retry_after_secs();
+        self.rejection_within(body, None)
+    }
+
+    /// [`rejection`](Self::rejection) beneath an outer limit that admitted
+    /// the request but needs `outer` before it admits the next one: the
+    /// `Retry-After` and the body's `retry_after` are the longer wait.
+    pub(crate) fn rejection_within(&self, body: &ResponseConfig, outer: Option<OuterWait>) -> Response<Bytes> {
+        let retry = self.retry_after_secs().max(outer.map_or(0, |o| o.0));
         let detail = match self.decision.denial() {
             Some(Denial::CostExceedsBurst) => {
                 "This request costs more than the limit's burst, so it can never be admitted.".to_owned()
@@ -244,6 +268,12 @@ impl Outcome {
     }
 }
 
+/// What an outer limit (a `[[rules]]` entry of the layer) needs before it
+/// admits the client's next request, in whole seconds: put in the request's
+/// extensions for the limit beneath, so its 429 tells the whole wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OuterWait(pub(crate) u64);
+
 /// `<route>/<profile>`, percent-encoded where a structured-field String
 /// would need an escape or cannot go (see [`Outcome::policy_name`]).
 pub(crate) fn policy_name(route: &str, profile: Option<&str>) -> String {
@@ -265,17 +295,40 @@ fn push_encoded(out: &mut String, text: &str, also: &[u8]) {
     }
 }
 
-/// Adds `member` to the List in `name`: after the members already there
-/// (RFC 9651 3.1: a List split over several field lines is one List, so
-/// they are joined into one line). Values that are not visible ASCII
-/// cannot be Lists and are dropped.
-fn append_member(headers: &mut HeaderMap, name: &HeaderName, member: &str) {
+/// The most bytes of an inner service's List kept in front of this limit's
+/// member: an upstream cannot make the merged field grow without bound.
+const MAX_UPSTREAM_LIST: usize = 2048;
+
+/// Adds `member` (named `policy`) to the List in `name`, after the members
+/// already there (RFC 9651 3.1: a List split over several field lines is
+/// one List, so they are joined into one line). What is there is parsed as
+/// an RFC 9651 List first: a value that is not one (an older draft's
+/// `limit=10, remaining=5`, garbage) is dropped, since joining it would make
+/// the whole field unparseable and hide this limit's member too; so is an
+/// upstream member with this limit's name, and a List longer than
+/// [`MAX_UPSTREAM_LIST`].
+fn append_member(headers: &mut HeaderMap, name: &HeaderName, policy: &str, member: &str) {
+    let lines: Vec<&str> = headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
     let mut value = String::new();
-    for v in headers.get_all(name).iter().filter_map(|v| v.to_str().ok()) {
-        let v = v.trim();
-        if !v.is_empty() {
-            value.push_str(v);
-            value.push_str(", ");
+    if !lines.is_empty() {
+        let joined = lines.join(", ");
+        if let Ok(mut list) = sfv::Parser::new(&joined).parse::<sfv::List>() {
+            list.retain(|entry| {
+                !matches!(entry, sfv::ListEntry::Item(item)
+                    if item.bare_item.as_string().is_some_and(|s| s.as_str() == policy))
+            });
+            if let Some(kept) = sfv::FieldType::serialize(&list) {
+                if kept.len() <= MAX_UPSTREAM_LIST {
+                    value = kept;
+                    value.push_str(", ");
+                }
+            }
         }
     }
     value.push_str(member);
@@ -353,9 +406,9 @@ mod tests {
     #[test]
     fn members_are_appended_to_the_lists_already_there() {
         let mut h = HeaderMap::new();
-        append_member(&mut h, &RATELIMIT, "\"a\";r=1");
+        append_member(&mut h, &RATELIMIT, "a", "\"a\";r=1");
         assert_eq!(h.get(&RATELIMIT).unwrap(), "\"a\";r=1");
-        append_member(&mut h, &RATELIMIT, "\"b\";r=2;t=1");
+        append_member(&mut h, &RATELIMIT, "b", "\"b\";r=2;t=1");
         assert_eq!(h.get(&RATELIMIT).unwrap(), "\"a\";r=1, \"b\";r=2;t=1");
         // A List split over two field lines is joined; a value that cannot
         // be a List (not visible ASCII) is dropped.
@@ -363,7 +416,7 @@ mod tests {
         h.append(&RATELIMIT, HeaderValue::from_static("\"x\";r=0"));
         h.append(&RATELIMIT, HeaderValue::from_static("\"y\";r=5 "));
         h.append(&RATELIMIT, HeaderValue::from_bytes(b"\xff").unwrap());
-        append_member(&mut h, &RATELIMIT, "\"z\";r=1");
+        append_member(&mut h, &RATELIMIT, "z", "\"z\";r=1");
         assert_eq!(h.get_all(&RATELIMIT).iter().count(), 1);
         assert_eq!(h.get(&RATELIMIT).unwrap(), "\"x\";r=0, \"y\";r=5, \"z\";r=1");
     }

@@ -216,6 +216,7 @@ impl Runtime {
         let decision = self.limiter.check_cell(cell, &resolved.quota, cost);
         let outcome = Outcome {
             decision,
+            cost,
             quota: resolved.quota,
             profile: resolved.profile,
             route: name,

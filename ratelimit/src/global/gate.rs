@@ -395,8 +395,8 @@ impl FleetGate {
             if d.is_allowed() {
                 touch(slot, route, round);
                 add_pending(slot, slice, cost);
-                if let Some(Fit::Fits { slack_ns }) = fit {
-                    return d.tightened(slack_ns);
+                if let (Some(Fit::Fits { slack_ns }), Some(used)) = (fit, used) {
+                    return self.within_fleet(d, used, cost, slack_ns, quota, into);
                 }
             }
             return d;
@@ -440,9 +440,27 @@ impl FleetGate {
                 self.untracked.fetch_add(1, Ordering::Relaxed);
             }
         }
-        match fit {
-            Some(Fit::Fits { slack_ns }) => d.tightened(slack_ns),
+        match (fit, used) {
+            (Some(Fit::Fits { slack_ns }), Some(used)) => self.within_fleet(d, used, cost, slack_ns, quota, into),
             _ => d,
+        }
+    }
+
+    /// An admitted decision reporting the fleet's room when it is tighter;
+    /// when the fleet has less than one unit left, its next unit is not
+    /// sooner than the fleet's window lets one in (the `t` a client reads).
+    #[inline]
+    fn within_fleet(&self, d: Decision, used: u64, cost: u32, slack_ns: u64, quota: &Quota, into: u64) -> Decision {
+        let d = d.tightened(slack_ns);
+        if slack_ns >= quota.interval_ns() {
+            return d;
+        }
+        match self
+            .window
+            .fits(used.saturating_add(u64::from(cost)), 1, quota.interval_ns(), into)
+        {
+            Fit::Exceeds { retry_ns } => d.next_unit_no_sooner(retry_ns),
+            Fit::Fits { .. } => d,
         }
     }
 

@@ -514,10 +514,16 @@ async fn a_key_unread_for_several_slices_keeps_counting_its_units() {
 }
 
 /// Review (h-headers): an admitted request that used the fleet's last unit
-/// reports `remaining() == 0` (the fleet's room) but `next_unit_after()`
-/// from the local bucket only (one emission interval), so the `RateLimit`
-/// member says `r=0;t=1` while the fleet admits nothing until its oldest
-/// slice leaves the window. A client that waits `t` is refused.
+/// reports `remaining() == 0` (the fleet's room); its `next_unit_after()`
+/// (the `t` a client reads) must not be sooner than the fleet would let the
+/// next request in. It was the local bucket's (one emission interval,
+/// 100 ms) while the fleet's own retry said 400 ms.
+///
+/// (The fleet's retry is itself an estimate: room opens at the next slice
+/// boundary, or as the excess drains at the rate, whichever is later; in a
+/// sliding window the units of this slice leave only when it does, so a
+/// client that retries at `t` can still be refused once more. Tracked as an
+/// open point, not asserted here.)
 #[test]
 fn review_next_unit_after_a_fleet_tightened_admission_is_the_fleets() {
     let clock = ManualClock::new();
@@ -533,17 +539,12 @@ fn review_next_unit_after_a_fleet_tightened_admission_is_the_fleets() {
     }
     let last = last.unwrap();
     assert_eq!(last.remaining(), 0, "the fleet's room");
-    // `Decision::next_unit_after` promises a unit by then. (The header
-    // rounds it up to whole seconds; by then this test's gate, which runs
-    // no sync loop, has forgotten the closed slice, so the header-level
-    // effect needs the sync loop to show.)
     let t = last.next_unit_after();
-    clock.advance(t);
-    let next = g.check(&limiter, 1, "k", &q, 1);
+    let refused = g.check(&limiter, 1, "k", &q, 1);
+    assert_eq!(refused.denial(), Some(crate::Denial::FleetLimited));
     assert!(
-        next.is_allowed(),
-        "t = {t:?} after the fleet's last unit, but then refused: {:?} (retry {:?})",
-        next.denial(),
-        next.retry_after()
+        t >= refused.retry_after(),
+        "t = {t:?} after the fleet's last unit, but the fleet refuses the next request for {:?}",
+        refused.retry_after()
     );
 }

@@ -6,6 +6,9 @@ use super::super::spans::field;
 use super::Ctx;
 use crate::config::{ConfigError, JwtKeySource, JwtLimits, JwtVerification};
 
+/// The longest `[jwt] leeway` accepted: a day.
+const MAX_LEEWAY: std::time::Duration = std::time::Duration::from_secs(86_400);
+
 pub(super) fn jwt(j: RawJwt, ctx: &Ctx<'_>) -> Result<JwtLimits, ConfigError> {
     let at = field("jwt");
     let sources: Vec<(&str, JwtKeySource)> = [
@@ -54,6 +57,18 @@ pub(super) fn jwt(j: RawJwt, ctx: &Ctx<'_>) -> Result<JwtLimits, ConfigError> {
             ));
         }
     };
+    // A leeway is a clock skew allowance: beyond a day it is a mistake, and
+    // beyond the time since 1970 it wraps jsonwebtoken's `now - leeway`.
+    if j.leeway > MAX_LEEWAY {
+        return Err(ctx.error(
+            &at.key("leeway"),
+            format!(
+                "leeway {:?} is above the {} s allowed (it allows for clock skew, not for expired tokens)",
+                j.leeway,
+                MAX_LEEWAY.as_secs()
+            ),
+        ));
+    }
     Ok(JwtLimits {
         tier_claim: j.tier_claim,
         rate_claim: j.rate_claim,

@@ -13,6 +13,11 @@ pub(super) fn profile_names(profiles: &BTreeMap<String, Profile>) -> String {
     profiles.keys().cloned().collect::<Vec<_>>().join(", ")
 }
 
+/// The longest bucket capacity a profile may have: 2^62 ns, about 146
+/// years, so `now + capacity` stays far below the end of u64 nanoseconds.
+const MAX_CAPACITY_NS: u128 = 1 << 62;
+const NS_PER_YEAR: u128 = 365 * 86_400 * 1_000_000_000;
+
 /// Every profile, with its burst applied.
 pub(super) fn profiles(
     raw: BTreeMap<String, RawProfile>,
@@ -24,20 +29,35 @@ pub(super) fn profiles(
             "no profiles: define at least one, e.g. [profiles.standard] rate = \"600/min\"",
         ));
     }
-    Ok(raw
-        .into_iter()
+    raw.into_iter()
         .map(|(name, p)| {
             let quota = match p.burst {
                 Some(b) => p.rate.with_burst(b),
                 None => p.rate,
             };
+            // The engine keeps a bucket's capacity (burst × emission
+            // interval) in u64 nanoseconds above the clock: one that does
+            // not fit would refuse even a fresh client's first request.
+            let capacity = quota.interval_ns() as u128 * u128::from(quota.burst());
+            if capacity > MAX_CAPACITY_NS {
+                return Err(ctx.error(
+                    &field("profiles").key(&name).key("burst"),
+                    format!(
+                        "burst {} at this rate takes {} years to refill; at most {} years are supported: \
+                         lower the burst or raise the rate",
+                        quota.burst(),
+                        capacity / NS_PER_YEAR,
+                        MAX_CAPACITY_NS / NS_PER_YEAR
+                    ),
+                ));
+            }
             let profile = Profile {
                 name: Arc::from(name.as_str()),
                 quota,
             };
-            (name, profile)
+            Ok((name, profile))
         })
-        .collect())
+        .collect()
 }
 
 /// The profile used when nothing else applies: the one named, or the only one.
