@@ -366,7 +366,10 @@ impl MemoryStore {
     fn overflow_cell(&self, key: CellKey) -> &AtomicU64 {
         let i = if key.group() != 0 {
             // The top bits of the mix: OVERFLOW_CELLS is a power of two.
-            (mix(key.group()) >> (64 - OVERFLOW_CELLS.trailing_zeros())) as usize
+            // The route too: a network's overflow on one route must not
+            // be charged, with that route's quota, to its others.
+            (mix(key.group() ^ u64::from(key.route()).rotate_left(32)) >> (64 - OVERFLOW_CELLS.trailing_zeros()))
+                as usize
         } else {
             key.route() as usize % OVERFLOW_CELLS
         };
@@ -393,13 +396,20 @@ impl MemoryStore {
 }
 
 /// The cell a group's keys share on `route` once its budget is spent.
+///
+/// The route is part of the hash: the table finds cells by hash alone, so
+/// without it one network's shared cell would be the same cell on every
+/// route, charged with each route's quota (a spent strict route would deny
+/// the network's new clients on all routes).
 fn group_cell(group: u64, route: u32) -> CellKey {
-    CellKey::new(mix(group ^ GROUP_SHARED_TAG), route)
+    CellKey::new(mix(mix(group ^ GROUP_SHARED_TAG) ^ u64::from(route)), route)
 }
 
-/// The cell counting the new keys a group brought in on `route`.
-fn group_budget_cell(group: u64, route: u32) -> CellKey {
-    CellKey::new(mix(group ^ GROUP_BUDGET_TAG), route)
+/// The cell counting the new keys a group brought in, over all routes
+/// (`store.new_keys_per_network` bounds a network's new keys, whatever
+/// their routes).
+fn group_budget_cell(group: u64) -> CellKey {
+    CellKey::new(mix(group ^ GROUP_BUDGET_TAG), 0)
 }
 
 impl MemoryStore {
@@ -407,7 +417,7 @@ impl MemoryStore {
     /// (spending a unit of its budget). A budget cell that finds no room is
     /// no reason to refuse: the key's own insert meets the same full store.
     fn admits_new_key(&self, key: CellKey, now: u64, budget: &Quota) -> bool {
-        let cell = group_budget_cell(key.group(), key.route());
+        let cell = group_budget_cell(key.group());
         let spent = self.place(cell, now, false, |stored| {
             let (decision, write) = gcra::decide(stored, now, budget, 1);
             let write = match write {
@@ -639,6 +649,27 @@ mod tests {
         assert_eq!(charge(&store, grouped(13, 77), later, later + 1), Placement::Group);
         // Own cells, two group cells (budget and shared) per group used.
         assert_eq!(store.len(), 3 + 2 + 1 + 1 + 1 + 1);
+    }
+
+    #[test]
+    fn a_groups_shared_cell_is_per_route() {
+        // The store finds cells by hash alone, so a derived cell must carry
+        // its route in its hash: else a network's shared cell on one route
+        // (say a strict login limit, spent) is the same cell on every route.
+        let store = MemoryStore::builder()
+            .max_keys(1_000)
+            .new_keys_per_group(Quota::per_minute(2))
+            .build();
+        let on = |i: u64, route: u32| CellKey::new(key(i).hash(), route).in_group(77);
+        assert_eq!(charge(&store, on(0, 0), 0, 1_000), Placement::Own);
+        assert_eq!(charge(&store, on(1, 1), 0, 1_000), Placement::Own);
+        // Route 0's third new key of group 77: the shared cell, charged.
+        assert_eq!(charge(&store, on(2, 0), 0, 60_000_000_000), Placement::Group);
+        assert_eq!(charge(&store, on(3, 0), 0, 60_000_000_000), Placement::Group);
+        // Route 1's shared cell is its own: route 0's charge is not in it.
+        let (tat, at) = store.update(on(4, 1), 0, |t| (t, Some(t + 1))).unwrap();
+        assert_eq!(at, Placement::Group);
+        assert_eq!(tat, 0, "route 1's new clients are not charged for route 0's");
     }
 
     #[test]
