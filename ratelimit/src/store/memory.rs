@@ -418,7 +418,7 @@ impl MemoryStore {
     /// no reason to refuse: the key's own insert meets the same full store.
     fn admits_new_key(&self, key: CellKey, now: u64, budget: &Quota) -> bool {
         let cell = group_budget_cell(key.group());
-        let spent = self.place(cell, now, false, |stored| {
+        let spent = self.place(cell, now, None, |stored| {
             let (decision, write) = gcra::decide(stored, now, budget, 1);
             let write = match write {
                 Write::Keep => None,
@@ -429,10 +429,12 @@ impl MemoryStore {
         !matches!(spent, Some((true, Placement::Own)))
     }
 
-    /// [`Store::update`], with overflow (or refusal, per the policy) when
-    /// `overflow`, else `None` when the key finds no room.
+    /// [`Store::update`], with overflow (or refusal, per the policy) into
+    /// `overflow`'s cell when given, else `None` when the key finds no room.
+    /// (A group's shared cell overflows into the cell of the group's key,
+    /// not into the route's cell of ungrouped keys.)
     #[inline]
-    fn place<T, F>(&self, key: CellKey, now: u64, overflow: bool, mut f: F) -> Option<(T, Placement)>
+    fn place<T, F>(&self, key: CellKey, now: u64, overflow: Option<CellKey>, mut f: F) -> Option<(T, Placement)>
     where
         F: FnMut(u64) -> (T, Option<u64>),
     {
@@ -493,10 +495,12 @@ impl MemoryStore {
                 if let Some(budget) = &self.group_budget {
                     if !self.admits_new_key(key, now, budget) {
                         let shared = group_cell(key.group(), key.route());
-                        return self.place(shared, now, overflow, f).map(|(out, placed)| match placed {
-                            Placement::Own => (out, Placement::Group),
-                            other => (out, other),
-                        });
+                        return self
+                            .place(shared, now, overflow.map(|_| key), f)
+                            .map(|(out, placed)| match placed {
+                                Placement::Own => (out, Placement::Group),
+                                other => (out, other),
+                            });
                     }
                 }
             }
@@ -513,8 +517,8 @@ impl MemoryStore {
                         }
                     }
                     return match self.policy {
-                        OverflowPolicy::SharedBucket if overflow => Some(self.update_overflow(key, f)),
-                        _ => None,
+                        OverflowPolicy::SharedBucket => overflow.map(|of| self.update_overflow(of, f)),
+                        OverflowPolicy::Refuse => None,
                     };
                 }
             }
@@ -538,7 +542,7 @@ impl Store for MemoryStore {
     where
         F: FnMut(u64) -> (T, Option<u64>),
     {
-        self.place(key, now, true, f)
+        self.place(key, now, Some(key), f)
     }
 
     fn sweep(&self, now: u64) -> usize {
@@ -670,6 +674,26 @@ mod tests {
         let (tat, at) = store.update(on(4, 1), 0, |t| (t, Some(t + 1))).unwrap();
         assert_eq!(at, Placement::Group);
         assert_eq!(tat, 0, "route 1's new clients are not charged for route 0's");
+    }
+
+    #[test]
+    fn a_group_past_its_budget_in_a_full_store_overflows_into_its_own_cell() {
+        // Group 77 spends its budget, then the store fills: its next new
+        // key's shared cell finds no room and overflows. It must land on
+        // the group's overflow cell, not on the route's cell that every
+        // ungrouped key (claims, unknown peers) overflows into.
+        let store = MemoryStore::builder()
+            .max_keys(4)
+            .new_keys_per_group(Quota::per_minute(1))
+            .build();
+        assert_eq!(charge(&store, grouped(0, 77), 0, 1_000), Placement::Own);
+        assert_eq!(charge(&store, key(10), 0, 1_000), Placement::Own);
+        assert_eq!(charge(&store, key(11), 0, 1_000), Placement::Own);
+        assert_eq!(store.len(), 4, "full: three keys and group 77's budget");
+        assert_eq!(charge(&store, grouped(1, 77), 0, 60_000_000_000), Placement::Overflow);
+        let (tat, at) = store.update(key(12), 0, |t| (t, Some(t + 1))).unwrap();
+        assert_eq!(at, Placement::Overflow);
+        assert_eq!(tat, 0, "an ungrouped new key is not charged for group 77's flood");
     }
 
     #[test]
