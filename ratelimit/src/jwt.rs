@@ -932,6 +932,29 @@ mod tests {
     }
 
     #[test]
+    fn one_48_cannot_make_every_new_clients_token_anonymous() {
+        // Default budget: 10 failed checks per address per minute, 10,000
+        // addresses tracked. One forged token puts an address in debt for
+        // 6 s, so one IPv6 /48 (65,536 /64s, each its own address as
+        // limited) sending one forged token from each of 12,000 /64s (12,000
+        // cheap requests, repeated every 6 s) fills the table and spends
+        // every shard's shared overflow budget. A good client from another
+        // network, with a fresh valid token, must still be verified.
+        let v = JwtVerifier::hmac(SECRET, Algorithm::HS256).unwrap();
+        for i in 0..12_000u32 {
+            let addr = IpAddr::from([0x2001, 0x0db8, 0xaaaa, i as u16, 0, 0, 0, 0]);
+            let forged = format!("eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{i}");
+            assert!(v.verify_from(&forged, Some(addr)).is_none());
+        }
+        let good = token("alice", SECRET);
+        assert!(
+            v.verify_from(&good, ip("2001:db8:bbbb:1::")).is_some(),
+            "a client of another network is anonymous after one network's flood ({} refused unchecked)",
+            v.budget_refusals()
+        );
+    }
+
+    #[test]
     fn a_table_full_of_addresses_bounds_the_rest_together() {
         // One address per shard, then every new address shares its shard's
         // overflow budget: a flood from many addresses is bounded too.
