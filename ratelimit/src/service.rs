@@ -500,6 +500,9 @@ impl<S: LimitService> ServiceCache<S> {
         };
         if needs_fetch && !state.in_flight.contains(&key) && self.take_fetch_slot() {
             state.in_flight.insert(key);
+            // Unlocked before spawning: a runtime that has stopped drops the
+            // fetch at once, on this thread, and its guard locks this shard.
+            drop(state);
             self.spawn_fetch(key);
         }
         answer
@@ -624,6 +627,40 @@ mod tests {
         assert_eq!(ids.client_id(&Ip, &cx, &ClientKey::UnknownPeer), 0x99f0_86c9_674e_3d17);
         // A claim without verified claims in the context: the address.
         assert_eq!(ids.client_id(&Claim("sub"), &cx, &v4), 0x0cd2_5fd4_c0d5_6f2d);
+    }
+
+    struct NoAnswers;
+    impl super::LimitService for NoAnswers {
+        async fn lookup(&self, _key: u64) -> Result<Option<super::ServiceAnswer>, super::ServiceError> {
+            Ok(None)
+        }
+    }
+
+    /// A cache whose runtime has stopped: a fetch spawned there is dropped
+    /// unrun at once, on the calling thread, and its in-flight guard locks
+    /// the key's shard. `get` must not deadlock on its own shard lock, and
+    /// must not leak a fetch slot.
+    #[test]
+    fn get_after_the_runtime_stopped_neither_deadlocks_nor_leaks_a_slot() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let settings = super::CacheSettings {
+            max_in_flight: 1,
+            ..super::CacheSettings::default()
+        };
+        let cache = rt.block_on(async { super::ServiceCache::new(NoAnswers, settings).unwrap() });
+        drop(rt);
+        let cache = std::sync::Arc::new(cache);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let c = std::sync::Arc::clone(&cache);
+        std::thread::spawn(move || {
+            let _ = c.get(1);
+            let _ = c.get(2);
+            let _ = tx.send(c.in_flight.load(std::sync::atomic::Ordering::Acquire));
+        });
+        let in_flight = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("get deadlocked (or panicked) after the runtime stopped");
+        assert_eq!(in_flight, 0, "a fetch slot leaked");
     }
 
     #[test]
