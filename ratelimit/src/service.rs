@@ -642,7 +642,10 @@ mod tests {
     /// must not leak a fetch slot.
     #[test]
     fn get_after_the_runtime_stopped_neither_deadlocks_nor_leaks_a_slot() {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let settings = super::CacheSettings {
             max_in_flight: 1,
             ..super::CacheSettings::default()
@@ -661,6 +664,35 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(5))
             .expect("get deadlocked (or panicked) after the runtime stopped");
         assert_eq!(in_flight, 0, "a fetch slot leaked");
+    }
+
+    /// Two claim keys (or two header keys) with the same value are
+    /// different clients to the service: a user whose `sub` is `acme`
+    /// must not get the tier of the organisation `org = "acme"`.
+    #[test]
+    fn ids_of_different_claims_with_one_value_differ() {
+        let ids = ServiceIdKey::new(SECRET).unwrap();
+        let hasher = KeyHasher::new();
+        let claims = serde_json::json!({"sub": "acme", "org": "acme"});
+        let serde_json::Value::Object(map) = claims else {
+            unreachable!()
+        };
+        let (mut parts, ()) = http::Request::builder()
+            .header("x-user", "acme")
+            .header("x-org", "acme")
+            .body(())
+            .unwrap()
+            .into_parts();
+        parts.extensions.insert(crate::claims::VerifiedClaims::new(map));
+        let v4 = ClientKey::Ip("192.0.2.1".parse().unwrap());
+        let mut cx = KeyContext::with_address(&parts, v4, &hasher);
+        assert!(cx.claims().is_some());
+        let sub = ids.client_id(&Claim("sub"), &cx, &ClientKey::Claim(1));
+        let org = ids.client_id(&Claim("org"), &cx, &ClientKey::Claim(1));
+        assert_ne!(sub, org, "claim sub=acme and claim org=acme share a service id");
+        let user = ids.client_id(&Header::from_static("x-user"), &cx, &ClientKey::Header(1));
+        let tenant = ids.client_id(&Header::from_static("x-org"), &cx, &ClientKey::Header(1));
+        assert_ne!(user, tenant, "header x-user: acme and x-org: acme share a service id");
     }
 
     #[test]
