@@ -372,3 +372,53 @@ async fn a_missing_empty_or_short_id_secret_is_refused_at_startup() {
     start(Some("exactly-32-bytes-of-secret-01234")).await.unwrap();
     std::env::remove_var(var);
 }
+
+/// A service that knows partners (keys below 100), answering after 50 ms.
+struct SlowPartners;
+
+impl ratelimit::service::LimitService for SlowPartners {
+    async fn lookup(&self, key: u64) -> Result<Option<ServiceAnswer>, ratelimit::service::ServiceError> {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok((key < 100).then(|| ServiceAnswer::Tier { tier: "partner".into() }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_inventing_keys_cannot_starve_a_partners_refresh() {
+    // Every lookup takes 50 ms, so a client inventing keys (each a miss)
+    // faster than 64 per 50 ms holds every fetch slot. A partner's answer,
+    // fresh for 100 ms and usable 400 ms more, must still get refreshed.
+    let settings = CacheSettings {
+        ttl: Duration::from_millis(100),
+        negative_ttl: Duration::from_secs(60),
+        max_stale: Duration::from_millis(400),
+        max_entries: 100_000,
+        ..settings()
+    };
+    let cache = Arc::new(ServiceCache::new(SlowPartners, settings).unwrap());
+    cache.get(7);
+    eventually(|| cache.get(7)).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let (cache, stop) = (Arc::clone(&cache), Arc::clone(&stop));
+        tokio::spawn(async move {
+            let mut k = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                k += 1;
+                cache.get(1_000_000 + k);
+                if k % 64 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        })
+    };
+    // The partner asks every 20 ms, for 1 s (twice its usable window).
+    let mut lost = 0;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        lost += usize::from(cache.get(7).is_none());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flood.await.unwrap();
+    assert_eq!(lost, 0, "the partner lost its tier in {lost} of 50 requests");
+}

@@ -498,7 +498,12 @@ impl<S: LimitService> ServiceCache<S> {
             Some(e) if now < e.usable_until => (e.answer.clone(), true),
             _ => (None, true),
         };
-        if needs_fetch && !state.in_flight.contains(&key) && self.take_fetch_slot() {
+        // Refreshing an answer may use every slot; a lookup for a key with
+        // no answer (anyone can invent those) only three quarters of them,
+        // so a flood of invented keys cannot starve partners' refreshes.
+        let max = self.settings.max_in_flight;
+        let slots = if answer.is_some() { max } else { max - max / 4 };
+        if needs_fetch && !state.in_flight.contains(&key) && self.take_fetch_slot(slots) {
             state.in_flight.insert(key);
             // Unlocked before spawning: a runtime that has stopped drops the
             // fetch at once, on this thread, and its guard locks this shard.
@@ -508,9 +513,8 @@ impl<S: LimitService> ServiceCache<S> {
         answer
     }
 
-    /// One of the `max_in_flight` lookups, if one is free.
-    fn take_fetch_slot(&self) -> bool {
-        let max = self.settings.max_in_flight;
+    /// One of the first `max` of the `max_in_flight` lookups, if one is free.
+    fn take_fetch_slot(&self, max: usize) -> bool {
         self.in_flight
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
             .is_ok()
