@@ -62,7 +62,7 @@
 //! miss path (a key without a cell) reads the budget: a key already in the
 //! table costs nothing more.
 //!
-//! Overflow is spread over 4,096 cells by the key's group, so when many
+//! Overflow is spread over 4,096 cells by the key's group and route, so when many
 //! networks do fill the table, a new client shares an overflow cell with the
 //! flood only if its network's cell is one the flood's networks landed on:
 //! the collateral is a fraction. Keys without a group share their route's
@@ -96,7 +96,7 @@ pub enum OverflowPolicy {
     /// quota: the new clients that land on one cell together get one
     /// client's allowance until room frees up. A key with a
     /// [group](CellKey::group) (the HTTP runtime groups address and header
-    /// keys by network) lands on one of 4,096 cells picked by its group;
+    /// keys by network) lands on one of 4,096 cells picked by its group and route;
     /// a key without one shares its route's cell.
     #[default]
     SharedBucket,
