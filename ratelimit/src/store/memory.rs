@@ -405,9 +405,10 @@ fn group_cell(group: u64, route: u32) -> CellKey {
     CellKey::new(mix(mix(group ^ GROUP_SHARED_TAG) ^ u64::from(route)), route)
 }
 
-/// The cell counting the new keys a group brought in, over all routes
-/// (`store.new_keys_per_network` bounds a network's new keys, whatever
-/// their routes).
+/// The cell counting the new keys a group brought in. (A group given to
+/// the store is counted whatever the routes of its keys; the groups that
+/// [`Limiter::grouped_cell_key`](crate::Limiter::grouped_cell_key) makes
+/// hash the route in, so through it the budget is per network and route.)
 fn group_budget_cell(group: u64) -> CellKey {
     CellKey::new(mix(group ^ GROUP_BUDGET_TAG), 0)
 }
