@@ -300,13 +300,19 @@ async fn service_ids_are_not_computable_without_the_secret() {
 
     // The ids are what a service holding the secret computes, with an HMAC
     // of its own, from the documented fields...
-    assert_eq!(header_id, independent_id(SECRET_A, &[b"header:", b"key-a"]));
+    assert_eq!(
+        header_id,
+        independent_id(SECRET_A, &[b"header:", b"x-api-key", b"key-a"])
+    );
     assert_eq!(ip_id, independent_id(SECRET_A, &[b"ip:", &[192, 0, 2, 1]]));
     // ...and depend on the secret: another deployment's ids differ.
     let (header_b, ip_b) = ids_sent(SECRET_B).await;
     assert_ne!(header_id, header_b);
     assert_ne!(ip_id, ip_b);
-    assert_eq!(header_b, independent_id(SECRET_B, &[b"header:", b"key-a"]));
+    assert_eq!(
+        header_b,
+        independent_id(SECRET_B, &[b"header:", b"x-api-key", b"key-a"])
+    );
 }
 
 /// The documented test vectors (docs/http.md), against the independent HMAC.
@@ -315,9 +321,9 @@ fn documented_service_id_vectors_match_an_independent_hmac() {
     let secret = b"ratelimit-service-id-test-secret";
     let v6: &[u8] = &[0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0];
     let cases: [(&[&[u8]], &str); 6] = [
-        (&[b"claim:", b"alice"], "03c23b71be4d5546"),
-        (&[b"claim:", b"42"], "ba0b483512a86a30"),
-        (&[b"header:", b"key-a"], "0a6f10605e8deccc"),
+        (&[b"claim:", b"sub", b"alice"], "0fe9a6b8ae5a8ab8"),
+        (&[b"claim:", b"uid", b"42"], "892cbad0be4b189e"),
+        (&[b"header:", b"x-api-key", b"key-a"], "ae26b4e400037401"),
         (&[b"ip:", &[192, 0, 2, 1]], "0cd25fd4c0d56f2d"),
         (&[b"ip:", v6], "f1ac424a268ca2d8"),
         (&[b"unknown"], "99f086c9674e3d17"),

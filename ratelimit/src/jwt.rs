@@ -58,20 +58,49 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Failed signature checks per client address: GCRA, `per_ip` at once and
-/// `per_ip` more per window, in a bounded, sharded table. A unit is taken
+/// Failed signature checks per client network, then per client address:
+/// GCRA at each level (`per_network` and `per_ip` at once, as many more per
+/// window), in a bounded, sharded table. A unit is taken at both levels
 /// before a check and given back when the token verifies, so only failures
-/// count. When a shard is full of addresses still in debt, new addresses
-/// share that shard's overflow cell (bounded work, never unbounded checks).
+/// count. The network is taken first: a network out of budget (one /48
+/// rotating its 65,536 /64s) is refused without adding an address to the
+/// table, so one network cannot fill it. When a shard is full of entries
+/// still in debt, new ones share that shard's overflow cell (bounded work,
+/// never unbounded checks).
 struct FailureBudget {
     shards: Vec<Mutex<BudgetShard>>,
     hasher: ahash::RandomState,
-    /// Nanoseconds per unit (`window / per_ip`).
-    interval: u64,
-    /// GCRA tolerance: `interval * (per_ip - 1)`.
-    tau: u64,
+    address: Rate,
+    /// `None`: no network level.
+    network: Option<NetworkRate>,
     per_shard: usize,
     base: Instant,
+}
+
+/// One level's GCRA: nanoseconds per unit (`window / n`) and tolerance
+/// (`interval * (n - 1)`).
+#[derive(Clone, Copy)]
+struct Rate {
+    interval: u64,
+    tau: u64,
+}
+
+impl Rate {
+    fn new(n: u32, window: Duration) -> Rate {
+        let n = u64::from(n.max(1));
+        let interval = (nanos(window) / n).max(1);
+        Rate {
+            interval,
+            tau: interval.saturating_mul(n - 1),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct NetworkRate {
+    rate: Rate,
+    ipv6_prefix: u8,
+    ipv4_prefix: u8,
 }
 
 #[derive(Default)]
@@ -85,30 +114,70 @@ struct BudgetShard {
 struct Taken {
     key: u64,
     overflow: bool,
+    interval: u64,
+}
+
+/// The units taken for one check: the address's, and the network's.
+#[derive(Clone, Copy)]
+struct TakenUnits {
+    address: Taken,
+    network: Option<Taken>,
 }
 
 impl FailureBudget {
     fn new(per_ip: u32, window: Duration, max_tracked: usize) -> Self {
-        let per_ip = u64::from(per_ip.max(1));
-        let interval = (nanos(window) / per_ip).max(1);
         FailureBudget {
             shards: (0..CACHE_SHARDS).map(|_| Mutex::new(BudgetShard::default())).collect(),
             hasher: ahash::RandomState::new(),
-            interval,
-            tau: interval.saturating_mul(per_ip - 1),
+            address: Rate::new(per_ip, window),
+            network: Some(NetworkRate {
+                rate: Rate::new(crate::defaults::JWT_MAX_FAILED_PER_NETWORK, window),
+                ipv6_prefix: 48,
+                ipv4_prefix: 24,
+            }),
             per_shard: max_tracked.div_ceil(CACHE_SHARDS).max(1),
             base: Instant::now(),
         }
     }
 
-    /// Takes one unit of `client`'s budget (`None`: the requests without a
-    /// peer address, together); `None` when it has none left.
-    fn take(&self, client: Option<IpAddr>) -> Option<Taken> {
-        let key = self.hasher.hash_one(client);
+    /// The network level: `per_network` failed checks per window for the
+    /// addresses within one IPv6 /`ipv6_prefix` or IPv4 /`ipv4_prefix`.
+    fn with_network(mut self, per_network: u32, window: Duration, ipv6_prefix: u8, ipv4_prefix: u8) -> Self {
+        self.network = Some(NetworkRate {
+            rate: Rate::new(per_network, window),
+            ipv6_prefix: ipv6_prefix.clamp(1, 128),
+            ipv4_prefix: ipv4_prefix.clamp(1, 32),
+        });
+        self
+    }
+
+    /// Takes one unit of `client`'s network's budget and one of its own
+    /// (`None`: the requests without a peer address, together); `None`
+    /// when either has none left (and nothing is kept).
+    fn take(&self, client: Option<IpAddr>) -> Option<TakenUnits> {
+        let network = match (client, self.network) {
+            (Some(ip), Some(level)) => {
+                let net = network_of(ip, level.ipv6_prefix, level.ipv4_prefix);
+                Some(self.take_cell(self.hasher.hash_one((1u8, net)), level.rate)?)
+            }
+            _ => None,
+        };
+        match self.take_cell(self.hasher.hash_one((0u8, client)), self.address) {
+            Some(address) => Some(TakenUnits { address, network }),
+            None => {
+                if let Some(n) = network {
+                    self.give_back_cell(n);
+                }
+                None
+            }
+        }
+    }
+
+    fn take_cell(&self, key: u64, rate: Rate) -> Option<Taken> {
         let mut guard = lock(&self.shards[(key as usize) % CACHE_SHARDS]);
         let shard = &mut *guard;
         // Offset by one interval so a fresh cell (0) is fully recovered.
-        let now = nanos(self.base.elapsed()).saturating_add(self.interval);
+        let now = nanos(self.base.elapsed()).saturating_add(rate.interval);
         if !shard.tats.contains_key(&key) && shard.tats.len() >= self.per_shard {
             shard.tats.retain(|_, tat| *tat > now);
         }
@@ -119,15 +188,26 @@ impl FailureBudget {
             shard.tats.entry(key).or_insert(0)
         };
         let tat = (*cell).max(now);
-        if tat - now > self.tau {
+        if tat - now > rate.tau {
             return None;
         }
-        *cell = tat.saturating_add(self.interval);
-        Some(Taken { key, overflow })
+        *cell = tat.saturating_add(rate.interval);
+        Some(Taken {
+            key,
+            overflow,
+            interval: rate.interval,
+        })
     }
 
-    /// Gives back a unit taken for a token that verified.
-    fn give_back(&self, taken: Taken) {
+    /// Gives back the units taken for a token that verified.
+    fn give_back(&self, taken: TakenUnits) {
+        self.give_back_cell(taken.address);
+        if let Some(n) = taken.network {
+            self.give_back_cell(n);
+        }
+    }
+
+    fn give_back_cell(&self, taken: Taken) {
         let mut guard = lock(&self.shards[(taken.key as usize) % CACHE_SHARDS]);
         let shard = &mut *guard;
         let cell = if taken.overflow {
@@ -136,7 +216,26 @@ impl FailureBudget {
             shard.tats.get_mut(&taken.key)
         };
         if let Some(cell) = cell {
-            *cell = cell.saturating_sub(self.interval);
+            *cell = cell.saturating_sub(taken.interval);
+        }
+    }
+}
+
+/// `ip`'s network: its first `v6` (IPv6) or `v4` (IPv4) bits; an
+/// IPv4-mapped IPv6 address is its IPv4 address.
+fn network_of(ip: IpAddr, v6: u8, v4: u8) -> IpAddr {
+    let ip = match ip {
+        IpAddr::V6(v6addr) => v6addr.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4addr => v4addr,
+    };
+    match ip {
+        IpAddr::V4(a) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(v4)).unwrap_or(0);
+            IpAddr::V4((u32::from(a) & mask).into())
+        }
+        IpAddr::V6(a) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(v6)).unwrap_or(0);
+            IpAddr::V6((u128::from(a) & mask).into())
         }
     }
 }
@@ -380,7 +479,46 @@ impl JwtVerifier {
     /// ```
     #[must_use]
     pub fn failed_checks_per_ip(mut self, per_ip: u32, window: Duration, max_tracked: usize) -> Self {
+        let network = self.budget.network;
         self.budget = FailureBudget::new(per_ip, window, max_tracked);
+        if let Some(n) = network {
+            self.budget.network = Some(n);
+        }
+        self
+    }
+
+    /// Bounds the failed checks of all the addresses of one client network
+    /// (an IPv6 /`ipv6_prefix`, an IPv4 /`ipv4_prefix`) together, before
+    /// each address's own budget ([`failed_checks_per_ip`](Self::failed_checks_per_ip)):
+    /// `per_network` at once and as many more per `window`. Default: 100
+    /// per minute per /48 or /24, so one network rotating addresses cannot
+    /// fill the budget's table (and, through its shared overflow, make
+    /// every new client's token anonymous).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::jwt::JwtVerifier;
+    /// use jsonwebtoken::Algorithm;
+    ///
+    /// let v = JwtVerifier::hmac(b"a long random secret", Algorithm::HS256)
+    ///     .unwrap()
+    ///     .failed_checks_per_network(3, Duration::from_secs(60), 48, 24);
+    /// for i in 0..100u16 {
+    ///     let forged = format!("eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{i}");
+    ///     let addr = std::net::IpAddr::from([0x2001, 0xdb8, 0xaaaa, i, 0, 0, 0, 0]);
+    ///     assert!(v.verify_from(&forged, Some(addr)).is_none());
+    /// }
+    /// assert_eq!(v.signature_checks(), 3, "three failures for the whole /48");
+    /// ```
+    #[must_use]
+    pub fn failed_checks_per_network(
+        mut self,
+        per_network: u32,
+        window: Duration,
+        ipv6_prefix: u8,
+        ipv4_prefix: u8,
+    ) -> Self {
+        self.budget = self.budget.with_network(per_network, window, ipv6_prefix, ipv4_prefix);
         self
     }
 

@@ -67,6 +67,10 @@ pub struct JwtVerification {
     /// many more per `failed_window`; past them its tokens are anonymous
     /// without a check (cached verified tokens excepted).
     pub max_failed_per_ip: u32,
+    /// Failed signature checks the addresses of one client network (`[ip]`
+    /// network prefixes) may cause together, at once and per
+    /// `failed_window`; counted before each address's own budget.
+    pub max_failed_per_network: u32,
     /// The window of `max_failed_per_ip`.
     pub failed_window: Duration,
     /// Client addresses tracked for failed checks at once (beyond, new

@@ -96,7 +96,16 @@ impl ServiceIdKey {
         cx: &crate::key::KeyContext<'_>,
         key: &crate::key::ClientKey,
     ) -> u64 {
-        let mut fields = IdFields(self.mac.clone());
+        // The source's name follows the kind tag, for the key's own value
+        // only: an address fallback is the address's id, whatever the rule.
+        let name = match key {
+            crate::key::ClientKey::Ip(_) | crate::key::ClientKey::UnknownPeer => None,
+            _ => source.id_name(),
+        };
+        let mut fields = IdFields {
+            mac: self.mac.clone(),
+            name: name.map(str::as_bytes),
+        };
         source.write_id(cx, key, &mut fields);
         std::hash::Hasher::finish(&fields)
     }
@@ -104,7 +113,10 @@ impl ServiceIdKey {
     /// The id of a message made of `fields` (for a service computing the ids
     /// of its own clients, and for tests).
     pub fn id_of_fields(&self, fields: &[&[u8]]) -> u64 {
-        let mut h = IdFields(self.mac.clone());
+        let mut h = IdFields {
+            mac: self.mac.clone(),
+            name: None,
+        };
         for f in fields {
             std::hash::Hasher::write(&mut h, f);
         }
@@ -115,17 +127,31 @@ impl ServiceIdKey {
 /// The message of an id: each `write` is one field, length-prefixed, so no
 /// two different sequences of fields give the same bytes. Integers are
 /// written big-endian (never in the platform's order), one field each.
-struct IdFields(hmac::Hmac<sha2::Sha256>);
+/// The source's name (see `KeySource::id_name`) is written as the second
+/// field, right after the first (the kind tag).
+struct IdFields<'a> {
+    mac: hmac::Hmac<sha2::Sha256>,
+    name: Option<&'a [u8]>,
+}
 
-impl std::hash::Hasher for IdFields {
-    fn write(&mut self, bytes: &[u8]) {
+impl IdFields<'_> {
+    fn field(&mut self, bytes: &[u8]) {
         use hmac::Mac;
         // A field is a header value, a claim or an address: far below 4 GiB
         // (the HTTP server bounds them); a longer one would still be hashed,
         // with a saturated length.
         let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-        self.0.update(&len.to_be_bytes());
-        self.0.update(bytes);
+        self.mac.update(&len.to_be_bytes());
+        self.mac.update(bytes);
+    }
+}
+
+impl std::hash::Hasher for IdFields<'_> {
+    fn write(&mut self, bytes: &[u8]) {
+        self.field(bytes);
+        if let Some(name) = self.name.take() {
+            self.field(name);
+        }
     }
     fn write_u8(&mut self, n: u8) {
         self.write(&[n]);
@@ -165,7 +191,7 @@ impl std::hash::Hasher for IdFields {
     }
     fn finish(&self) -> u64 {
         use hmac::Mac;
-        let tag = self.0.clone().finalize().into_bytes();
+        let tag = self.mac.clone().finalize().into_bytes();
         let mut first = [0u8; 8];
         first.copy_from_slice(&tag[..8]);
         u64::from_be_bytes(first)
@@ -591,9 +617,9 @@ mod tests {
     fn documented_test_vectors() {
         let ids = ServiceIdKey::new(SECRET).unwrap();
         let cases: [(&[&[u8]], u64); 6] = [
-            (&[b"claim:", b"alice"], 0x03c2_3b71_be4d_5546),
-            (&[b"claim:", b"42"], 0xba0b_4835_12a8_6a30),
-            (&[b"header:", b"key-a"], 0x0a6f_1060_5e8d_eccc),
+            (&[b"claim:", b"sub", b"alice"], 0x0fe9_a6b8_ae5a_8ab8),
+            (&[b"claim:", b"uid", b"42"], 0x892c_bad0_be4b_189e),
+            (&[b"header:", b"x-api-key", b"key-a"], 0xae26_b4e4_0003_7401),
             (&[b"ip:", &[192, 0, 2, 1]], 0x0cd2_5fd4_c0d5_6f2d),
             (
                 &[b"ip:", &[0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0]],
@@ -623,7 +649,7 @@ mod tests {
         let header = Header::from_static("x-api-key");
         assert_eq!(
             ids.client_id(&header, &cx, &ClientKey::Header(1)),
-            0x0a6f_1060_5e8d_eccc
+            0xae26_b4e4_0003_7401
         );
         assert_eq!(ids.client_id(&header, &cx, &v4), 0x0cd2_5fd4_c0d5_6f2d);
         let v6 = ClientKey::Ip("2001:db8:1:2::".parse().unwrap());

@@ -51,6 +51,8 @@ impl JwtVerification {
     /// Failed signature checks per client address at once and per window,
     /// by default (also `JwtVerifier`'s).
     pub const DEFAULT_MAX_FAILED_PER_IP: u32 = crate::defaults::JWT_MAX_FAILED_PER_IP;
+    /// Failed checks per client network (`[ip]` network prefixes), by default.
+    pub const DEFAULT_MAX_FAILED_PER_NETWORK: u32 = crate::defaults::JWT_MAX_FAILED_PER_NETWORK;
     /// The window of `max_failed_per_ip`, by default.
     pub const DEFAULT_FAILED_WINDOW: Duration = crate::defaults::JWT_FAILED_WINDOW;
     /// Addresses tracked for failed checks at once, by default.

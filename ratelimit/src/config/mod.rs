@@ -338,10 +338,15 @@ impl Config {
                 ))
             }
         };
-        let mut verifier =
-            verifier
-                .leeway(v.leeway)
-                .failed_checks_per_ip(v.max_failed_per_ip, v.failed_window, v.max_failed_tracked);
+        let mut verifier = verifier
+            .leeway(v.leeway)
+            .failed_checks_per_ip(v.max_failed_per_ip, v.failed_window, v.max_failed_tracked)
+            .failed_checks_per_network(
+                v.max_failed_per_network,
+                v.failed_window,
+                self.ip.network_prefixes().0,
+                self.ip.network_prefixes().1,
+            );
         if !v.issuer.is_empty() {
             verifier = verifier.issuer(&v.issuer.iter().map(String::as_str).collect::<Vec<_>>());
         }

@@ -209,6 +209,15 @@ impl ClientIpConfig {
         }
     }
 
+    /// The network prefix lengths in force, IPv6 then IPv4 (never finer
+    /// than the client's own aggregation).
+    pub fn network_prefixes(&self) -> (u8, u8) {
+        (
+            self.ipv6_network.min(self.ipv6_prefix),
+            self.ipv4_network.min(self.ipv4_prefix),
+        )
+    }
+
     /// The header trusted proxies set.
     pub fn header(&self) -> ForwardedHeader {
         self.header

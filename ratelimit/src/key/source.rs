@@ -82,6 +82,16 @@ pub trait KeySource: Send + Sync {
     /// a service computing the ids of its own clients writes the same
     /// fields (`docs/http.md` lists the built-in ones).
     fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher);
+
+    /// The name of what this source reads (a header's name, a claim's
+    /// path), when two sources of one kind can hold the same value for
+    /// different clients: the limit service's client id puts it right after
+    /// the kind tag, so `sub = "acme"` and `org = "acme"` are two clients to
+    /// the service. Not used for address fallbacks, nor by the fleet gate
+    /// (its ids include the route, and a route has one key). Default: none.
+    fn id_name(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The process's seeded hash of key values: raw values are hashed once,
@@ -318,6 +328,9 @@ impl KeySource for Header {
             None => cx.address,
         }
     }
+    fn id_name(&self) -> Option<&str> {
+        Some(self.0.as_str())
+    }
     fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
         match (key, cx.parts.headers.get(&self.0)) {
             (ClientKey::Header(_), Some(v)) => {
@@ -343,6 +356,9 @@ impl<N: AsRef<str> + Send + Sync> KeySource for Claim<N> {
             // anonymous.
             None => cx.address,
         }
+    }
+    fn id_name(&self) -> Option<&str> {
+        Some(self.0.as_ref())
     }
     fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
         let claim = cx.claims.as_ref().and_then(|c| c.get_key(self.0.as_ref()));
@@ -402,6 +418,13 @@ impl KeySource for AnyKey {
             AnyKey::Ip(k) => k.write_id(cx, key, h),
             AnyKey::Header(k) => k.write_id(cx, key, h),
             AnyKey::Claim(k) => k.write_id(cx, key, h),
+        }
+    }
+    fn id_name(&self) -> Option<&str> {
+        match self {
+            AnyKey::Ip(k) => k.id_name(),
+            AnyKey::Header(k) => k.id_name(),
+            AnyKey::Claim(k) => k.id_name(),
         }
     }
 }

@@ -168,6 +168,8 @@ pub(super) struct RawJwt {
     pub(super) jwks_cooldown: Duration,
     #[serde(default = "max_failed_per_ip", deserialize_with = "positive_u32")]
     pub(super) max_failed_per_ip: u32,
+    #[serde(default = "max_failed_per_network", deserialize_with = "positive_u32")]
+    pub(super) max_failed_per_network: u32,
     #[serde(default = "failed_window", deserialize_with = "duration")]
     pub(super) failed_window: Duration,
     #[serde(default = "max_failed_tracked", deserialize_with = "max_keys")]
@@ -194,6 +196,9 @@ fn jwks_cooldown() -> Duration {
 }
 fn max_failed_per_ip() -> u32 {
     JwtVerification::DEFAULT_MAX_FAILED_PER_IP
+}
+fn max_failed_per_network() -> u32 {
+    JwtVerification::DEFAULT_MAX_FAILED_PER_NETWORK
 }
 fn failed_window() -> Duration {
     JwtVerification::DEFAULT_FAILED_WINDOW

@@ -84,6 +84,7 @@ pub(super) fn jwt(j: RawJwt, ctx: &Ctx<'_>) -> Result<JwtLimits, ConfigError> {
             jwks_refresh: j.jwks_refresh,
             jwks_cooldown: j.jwks_cooldown,
             max_failed_per_ip: j.max_failed_per_ip,
+            max_failed_per_network: j.max_failed_per_network,
             failed_window: j.failed_window,
             max_failed_tracked: j.max_failed_tracked,
         }),
