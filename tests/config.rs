@@ -156,6 +156,7 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[headers]\nstyle = \"draft-11\"\n", Some(4), "headers.style", "is now \"structured\""),
     ("[profiles.a]\nrate = \"1/s\"\n[jwt]\ntier_claim = \"\"\nmax_rate = \"1/s\"\nmax_burst = 1\n", Some(4), "jwt.tier_claim", "invalid claim name"),
     ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nmax_failed_per_ip = 0\n", Some(6), "jwt.max_failed_per_ip", "from 1"),
+    ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nmax_failed_per_network = 0\n", Some(6), "jwt.max_failed_per_network", "from 1"),
     ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nfailed_window = \"0s\"\n", Some(6), "jwt.failed_window", "longer than zero"),
     ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nmax_failed_tracked = 0\n", Some(6), "jwt.max_failed_tracked", "from 1"),
     ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"ftp://x\"\n", Some(4), "service.url", "http:// or https://"),
