@@ -176,8 +176,16 @@ impl FailureBudget {
     fn take_cell(&self, key: u64, rate: Rate) -> Option<Taken> {
         let mut guard = lock(&self.shards[(key as usize) % CACHE_SHARDS]);
         let shard = &mut *guard;
-        // Offset by one interval so a fresh cell (0) is fully recovered.
-        let now = nanos(self.base.elapsed()).saturating_add(rate.interval);
+        // Offset so a fresh cell (0) is fully recovered. One offset for both
+        // levels: their TATs share this table (and its clean-up below, run
+        // with whichever level's `now`) and the shard's overflow cell, so
+        // they must be on one time axis (with each level's own interval as
+        // its offset, an address-level clean-up evicted networks still in
+        // debt, and gave them their whole budget back).
+        let offset = self
+            .network
+            .map_or(self.address.interval, |n| n.rate.interval.max(self.address.interval));
+        let now = nanos(self.base.elapsed()).saturating_add(offset);
         if !shard.tats.contains_key(&key) && shard.tats.len() >= self.per_shard {
             shard.tats.retain(|_, tat| *tat > now);
         }
@@ -1107,5 +1115,51 @@ mod tests {
         }
         let checks = v.signature_checks();
         assert!(checks <= 2 * super::CACHE_SHARDS as u64, "{checks}");
+    }
+
+    #[test]
+    fn an_address_level_eviction_does_not_forgive_a_networks_debt() {
+        // Both levels keep their TATs in one table, each offset by its own
+        // interval ("now" = elapsed + interval), and a full shard is
+        // cleaned with the `now` of whichever level is inserting. With
+        // per_ip = 1 per window (interval = the window) and per_network = 4
+        // (interval = a quarter), an address-level insertion evicts a
+        // network entry that is still 3 units in debt: the network gets
+        // its whole budget back after recovering one unit.
+        use super::{FailureBudget, CACHE_SHARDS};
+        let window = Duration::from_secs(4);
+        // Two entries per shard.
+        let b = FailureBudget::new(1, window, 2 * CACHE_SHARDS).with_network(4, window, 48, 24);
+        let level = b.network.unwrap();
+        let net: IpAddr = "2001:db8:aaaa::".parse().unwrap();
+        let net_key = b.hasher.hash_one((1u8, super::network_of(net, 48, 24)));
+        let shard = (net_key as usize) % CACHE_SHARDS;
+        // Another network in the same shard, one failure (recovered in 1 s):
+        // the shard is full, and this entry is rightly evicted later.
+        let filler = (1u16..)
+            .map(|i| IpAddr::from([0x2001, 0xdb8, i, 0, 0, 0, 0, 0]))
+            .map(|a| b.hasher.hash_one((1u8, super::network_of(a, 48, 24))))
+            .find(|k| (*k as usize) % CACHE_SHARDS == shard && *k != net_key)
+            .unwrap();
+        assert!(b.take_cell(filler, level.rate).is_some());
+        for i in 0..4 {
+            assert!(b.take_cell(net_key, level.rate).is_some(), "unit {i}");
+        }
+        assert!(b.take_cell(net_key, level.rate).is_none(), "the network's budget is spent");
+        // One unit (1 s) recovers.
+        std::thread::sleep(Duration::from_millis(1_100));
+        // An address of another network lands in the network entry's shard
+        // (full: one entry per shard) and takes an address-level unit.
+        let other = (0u32..)
+            .map(|i| IpAddr::from([198, 51, (i >> 8) as u8, i as u8]))
+            .map(|a| b.hasher.hash_one((0u8, Some(a))))
+            .find(|k| (*k as usize) % CACHE_SHARDS == shard)
+            .unwrap();
+        assert!(b.take_cell(other, b.address).is_some());
+        let mut got = 0;
+        while got < 10 && b.take_cell(net_key, level.rate).is_some() {
+            got += 1;
+        }
+        assert!(got <= 1, "the network recovered one unit but got {got} checks");
     }
 }
