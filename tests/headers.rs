@@ -649,3 +649,140 @@ new_keys_per_network = "off"
     let b = body(r).await;
     assert_eq!(b["violated-policies"], serde_json::json!(["reports/slow"]));
 }
+
+/// One burst at a time, a second apart: what `/once` allows.
+#[rate_limit(key = ip, resolve = [profile("once"), default], name = "once")]
+async fn once() -> &'static str {
+    "once"
+}
+
+/// Review (OuterWait): two `RateLimitLayer`s, one inside the other (a
+/// global limit on the router, another on a nested part). Each inserts its
+/// `OuterWait` with `Extensions::insert`, so the inner one's shorter wait
+/// replaces the outer one's longer wait. The attribute's 429 body then says
+/// the inner wait, while the outer layer raises the `Retry-After` header to
+/// its own: header and body contradict (what
+/// `review_a_raised_retry_after_is_also_the_bodys` guards for one layer).
+#[tokio::test]
+async fn review_nested_layers_keep_the_longest_outer_wait() {
+    let outer_toml = config(
+        r#"
+[profiles.tight]
+rate = "6/min"
+burst = 2
+
+[profiles.once]
+rate = "60/min"
+burst = 1
+
+[[rules]]
+name = "global"
+path = "/{*any}"
+key = "ip"
+resolve = ["profile:tight", "default"]
+"#,
+    );
+    let inner_toml = config(
+        r#"
+[profiles.once]
+rate = "60/min"
+burst = 1
+
+[profiles.pair]
+rate = "60/min"
+burst = 2
+
+[[rules]]
+name = "nested"
+path = "/{*any}"
+key = "ip"
+resolve = ["profile:pair", "default"]
+"#,
+    );
+    let clock = ManualClock::new();
+    let outer = RateLimit::builder(Config::from_toml_str(&outer_toml).unwrap())
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
+    let inner = RateLimit::builder(Config::from_toml_str(&inner_toml).unwrap())
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
+    let app = Router::new()
+        .route("/once", get(once))
+        .layer(inner.layer())
+        .layer(outer.layer())
+        .into_service::<Body>();
+    assert_eq!(get_from(&app, "/once", "192.0.2.60:1").await.status(), 200);
+    // Second request: the global rule admits it with nothing left (10 s to
+    // its next unit), the nested rule too (1 s), the attribute refuses.
+    let r = get_from(&app, "/once", "192.0.2.60:1").await;
+    assert_eq!(r.status(), 429);
+    let retry = retry_after(&r);
+    assert_eq!(retry, 10, "raised to the global rule's wait");
+    let b = body(r).await;
+    assert_eq!(b["retry_after"], serde_json::json!(retry), "body: {b}");
+}
+
+/// Review (OuterWait): an inner layer's own rule refuses beneath an outer
+/// layer that admitted with nothing left. The inner layer's rejection is
+/// built with `rejection` (no outer wait), so its body says 1 s while the
+/// outer layer raises `Retry-After` to 10 s.
+#[tokio::test]
+async fn review_an_inner_layers_refusal_tells_the_outer_wait_in_its_body() {
+    let outer_toml = config(
+        r#"
+[profiles.tight]
+rate = "6/min"
+burst = 2
+
+[profiles.once]
+rate = "60/min"
+burst = 1
+
+[[rules]]
+name = "global"
+path = "/{*any}"
+key = "ip"
+resolve = ["profile:tight", "default"]
+"#,
+    );
+    let inner_toml = config(
+        r#"
+[profiles.once]
+rate = "60/min"
+burst = 1
+
+[[rules]]
+name = "nested"
+path = "/{*any}"
+key = "ip"
+resolve = ["profile:once", "default"]
+"#,
+    );
+    let clock = ManualClock::new();
+    let outer = RateLimit::builder(Config::from_toml_str(&outer_toml).unwrap())
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
+    let inner = RateLimit::builder(Config::from_toml_str(&inner_toml).unwrap())
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
+    let app = Router::new()
+        .route("/plain", get(plain))
+        .layer(inner.layer())
+        .layer(outer.layer())
+        .into_service::<Body>();
+    assert_eq!(get_from(&app, "/plain", "192.0.2.61:1").await.status(), 200);
+    let r = get_from(&app, "/plain", "192.0.2.61:1").await;
+    assert_eq!(r.status(), 429);
+    let retry = retry_after(&r);
+    assert_eq!(retry, 10, "raised to the global rule's wait");
+    let b = body(r).await;
+    assert_eq!(b["retry_after"], serde_json::json!(retry), "body: {b}");
+}

@@ -58,7 +58,11 @@ where
         let mut outcome = self.rt.inner.decide_rules(&parts);
         if let Some(o) = outcome.as_ref().filter(|o| o.rejects()) {
             let config = self.rt.inner.config.load();
-            let rejection = o.rejection(&config.responses);
+            // An outer layer's wait (it admitted, with nothing left) is
+            // this refusal's too: the outer layer raises Retry-After to it,
+            // and the body must say the same number.
+            let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
+            let rejection = o.rejection_within(&config.responses, outer);
             return ResponseFuture {
                 state: State::Rejected {
                     response: Some(rejection),
@@ -70,7 +74,10 @@ where
         if let Some(o) = outcome.as_mut() {
             // What this rule needs before the client's next request: a
             // refusal from beneath tells the whole wait, in its body too.
-            let wait = o.outer_wait_secs();
+            // The longest of every layer's: an outer layer's wait is not
+            // replaced by a shorter one from a layer nested inside it.
+            let outer = parts.extensions.get::<super::respond::OuterWait>().map_or(0, |w| w.0);
+            let wait = o.outer_wait_secs().max(outer);
             if wait > 0 {
                 parts.extensions.insert(super::respond::OuterWait(wait));
             }
