@@ -254,6 +254,13 @@ impl Decision {
         }
         let need = u128::from(self.interval_ns) * u128::from(cost);
         let wait = need.saturating_sub(u128::from(self.slack_ns));
+        // Not sooner than the fleet's next unit (what `t` says), when the
+        // room left is short of `cost`.
+        let wait = if wait > 0 {
+            wait.max(u128::from(self.next_floor_ns))
+        } else {
+            0
+        };
         Duration::from_nanos(u64::try_from(wait).unwrap_or(u64::MAX))
     }
 

@@ -548,3 +548,27 @@ fn review_next_unit_after_a_fleet_tightened_admission_is_the_fleets() {
         refused.retry_after()
     );
 }
+
+/// Review (OuterWait): the wait a layer's rule passes to the refusal
+/// beneath it (`Decision::wait_for`, what raises `Retry-After`) ignores the
+/// fleet's floor that `next_unit_after` (the rule's `t`) honours: beneath a
+/// fleet-tightened admission, `Retry-After` is raised to the local
+/// bucket's interval, earlier than the rule's own `t` with `r=0`.
+#[test]
+fn review_wait_for_a_fleet_tightened_admission_is_not_before_t() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let q = Quota::per_minute(600).with_burst(1000);
+    let mut last = None;
+    for _ in 0..100 {
+        let d = g.check(&limiter, 1, "k", &q, 1);
+        assert!(d.is_allowed());
+        last = Some(d);
+    }
+    let last = last.unwrap();
+    assert_eq!(last.remaining(), 0, "the fleet's room");
+    let t = last.next_unit_after();
+    let wait = last.wait_for(1);
+    assert!(wait >= t, "wait_for(1) = {wait:?}, but t = {t:?}");
+}
