@@ -428,3 +428,43 @@ async fn clients_inventing_keys_cannot_starve_a_partners_refresh() {
     flood.await.unwrap();
     assert_eq!(lost, 0, "the partner lost its tier in {lost} of 50 requests");
 }
+
+/// Review: the refresh reserve is `max / 4` slots, none below four: with
+/// `max_in_flight = 2` (or 3), invented keys still hold every slot and the
+/// partner's refresh starves as before the reserve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_a_small_max_in_flight_still_reserves_a_refresh_slot() {
+    let settings = CacheSettings {
+        ttl: Duration::from_millis(100),
+        negative_ttl: Duration::from_secs(60),
+        max_stale: Duration::from_millis(400),
+        max_entries: 100_000,
+        max_in_flight: 2,
+        ..settings()
+    };
+    let cache = Arc::new(ServiceCache::new(SlowPartners, settings).unwrap());
+    cache.get(7);
+    eventually(|| cache.get(7)).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let (cache, stop) = (Arc::clone(&cache), Arc::clone(&stop));
+        tokio::spawn(async move {
+            let mut k = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                k += 1;
+                cache.get(1_000_000 + k);
+                if k % 64 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        })
+    };
+    let mut lost = 0;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        lost += usize::from(cache.get(7).is_none());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flood.await.unwrap();
+    assert_eq!(lost, 0, "the partner lost its tier in {lost} of 50 requests");
+}

@@ -528,7 +528,12 @@ impl<S: LimitService> ServiceCache<S> {
         // no answer (anyone can invent those) only three quarters of them,
         // so a flood of invented keys cannot starve partners' refreshes.
         let max = self.settings.max_in_flight;
-        let slots = if answer.is_some() { max } else { max - max / 4 };
+        // (At least one slot reserved from two up; a single slot is shared.)
+        let slots = if answer.is_some() {
+            max
+        } else {
+            max.saturating_sub(max.div_ceil(4)).max(1)
+        };
         if needs_fetch && !state.in_flight.contains(&key) && self.take_fetch_slot(slots) {
             state.in_flight.insert(key);
             // Unlocked before spawning: a runtime that has stopped drops the
