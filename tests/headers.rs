@@ -786,3 +786,35 @@ resolve = ["profile:once", "default"]
     let b = body(r).await;
     assert_eq!(b["retry_after"], serde_json::json!(retry), "body: {b}");
 }
+
+/// Review (append_member): a `[[rules]]` entry named like a `#[rate_limit]`
+/// route, on the same profile, gets the same policy name; the layer drops
+/// the attribute's member as "an upstream member with this limit's name",
+/// so the response lists one policy for two limits (and loses the
+/// attribute's remaining count).
+#[tokio::test]
+async fn review_a_rule_named_like_an_attribute_does_not_hide_its_member() {
+    let rule = r#"
+[profiles.roomy]
+rate = "60/min"
+burst = 3
+
+[[rules]]
+name = "public"
+path = "/{*any}"
+key = "ip"
+resolve = ["default"]
+"#;
+    let clock = ManualClock::new();
+    let Ok(config) = Config::from_toml_str(&config(rule)) else {
+        return; // refused at load: no collision possible
+    };
+    let Ok(rl) = RateLimit::builder(config).clock(clock.clone()).build().await else {
+        return;
+    };
+    let app = router().layer(rl.layer()).into_service::<Body>();
+    let r = get_from(&app, "/public", "192.0.2.62:1").await;
+    assert_eq!(r.status(), 200);
+    let triples = limit_triples(&r);
+    assert_eq!(triples.len(), 2, "two limits applied, listed: {triples:?}");
+}
