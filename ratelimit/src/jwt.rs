@@ -1146,6 +1146,7 @@ mod tests {
             assert!(b.take_cell(net_key, level.rate).is_some(), "unit {i}");
         }
         assert!(b.take_cell(net_key, level.rate).is_none(), "the network's budget is spent");
+        let spent = std::time::Instant::now();
         // One unit (1 s) recovers.
         std::thread::sleep(Duration::from_millis(1_100));
         // An address of another network lands in the network entry's shard
@@ -1160,6 +1161,8 @@ mod tests {
         while got < 10 && b.take_cell(net_key, level.rate).is_some() {
             got += 1;
         }
-        assert!(got <= 1, "the network recovered one unit but got {got} checks");
+        // A slow machine may have slept longer: what it recovered, at most.
+        let recovered = (spent.elapsed().as_millis() / 1_000) as usize;
+        assert!(got <= recovered, "the network recovered {recovered} unit(s) but got {got} checks");
     }
 }
