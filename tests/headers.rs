@@ -222,15 +222,15 @@ resolve = ["profile:premium", "default"]
     assert_fields_match(&r);
     assert_eq!(
         policy_triples(&r),
-        vec![(s("public/standard"), 3, Some(3)), (s("outer/premium"), 10, Some(1))]
+        vec![(s("public/standard"), 3, Some(3)), (s("@outer/premium"), 10, Some(1))]
     );
     assert_eq!(
         limit_triples(&r),
-        vec![(s("public/standard"), 2, Some(1)), (s("outer/premium"), 9, Some(1))]
+        vec![(s("public/standard"), 2, Some(1)), (s("@outer/premium"), 9, Some(1))]
     );
     // A path only the rule covers lists the rule alone.
     let r = get_from(&app, "/plain", "192.0.2.3:1").await;
-    assert_eq!(limit_triples(&r), vec![(s("outer/premium"), 8, Some(1))]);
+    assert_eq!(limit_triples(&r), vec![(s("@outer/premium"), 8, Some(1))]);
     assert_fields_match(&r);
 }
 
@@ -248,7 +248,7 @@ resolve = ["default"]
     let r = get_from(&app, "/public", "192.0.2.4:1").await;
     assert_eq!(
         limit_triples(&r),
-        vec![(s("public/standard"), 2, Some(1)), (s("outer/standard"), 2, Some(1))]
+        vec![(s("public/standard"), 2, Some(1)), (s("@outer/standard"), 2, Some(1))]
     );
     assert_fields_match(&r);
 }
@@ -280,7 +280,7 @@ resolve = ["profile:tight", "default"]
     assert_fields_match(&r);
     assert_eq!(
         limit_triples(&r),
-        vec![(s("public/standard"), 0, Some(1)), (s("outer/tight"), 0, Some(10))]
+        vec![(s("public/standard"), 0, Some(1)), (s("@outer/tight"), 0, Some(10))]
     );
     assert_eq!(retry_after(&r), 10);
     assert_retry_after_not_before_t(&r);
@@ -293,12 +293,12 @@ resolve = ["profile:tight", "default"]
     clock.advance(Duration::from_secs(1));
     let r = get_from(&app, "/public", "192.0.2.5:1").await;
     assert_eq!(r.status(), 429);
-    assert_eq!(limit_triples(&r), vec![(s("outer/tight"), 0, Some(9))]);
-    assert_eq!(policy_triples(&r), vec![(s("outer/tight"), 4, Some(40))]);
+    assert_eq!(limit_triples(&r), vec![(s("@outer/tight"), 0, Some(9))]);
+    assert_eq!(policy_triples(&r), vec![(s("@outer/tight"), 4, Some(40))]);
     assert_eq!(retry_after(&r), 9);
     assert_retry_after_not_before_t(&r);
     let b = body(r).await;
-    assert_eq!(b["violated-policies"], serde_json::json!(["outer/tight"]));
+    assert_eq!(b["violated-policies"], serde_json::json!(["@outer/tight"]));
 }
 
 #[tokio::test]

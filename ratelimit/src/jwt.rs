@@ -1145,7 +1145,10 @@ mod tests {
         for i in 0..4 {
             assert!(b.take_cell(net_key, level.rate).is_some(), "unit {i}");
         }
-        assert!(b.take_cell(net_key, level.rate).is_none(), "the network's budget is spent");
+        assert!(
+            b.take_cell(net_key, level.rate).is_none(),
+            "the network's budget is spent"
+        );
         let spent = std::time::Instant::now();
         // One unit (1 s) recovers.
         std::thread::sleep(Duration::from_millis(1_100));
@@ -1163,6 +1166,9 @@ mod tests {
         }
         // A slow machine may have slept longer: what it recovered, at most.
         let recovered = (spent.elapsed().as_millis() / 1_000) as usize;
-        assert!(got <= recovered, "the network recovered {recovered} unit(s) but got {got} checks");
+        assert!(
+            got <= recovered,
+            "the network recovered {recovered} unit(s) but got {got} checks"
+        );
     }
 }

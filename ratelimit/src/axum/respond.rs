@@ -45,15 +45,6 @@ pub(crate) enum RouteName {
     Shared(Arc<str>),
 }
 
-impl RouteName {
-    fn as_str(&self) -> &str {
-        match self {
-            RouteName::Static(s) => s,
-            RouteName::Shared(s) => s,
-        }
-    }
-}
-
 /// The result of one limited request, carried from the decision to the
 /// response.
 #[derive(Debug, Clone)]
@@ -96,7 +87,18 @@ impl Outcome {
     /// structured-field String without escapes, and different (route,
     /// profile) pairs never share a name.
     pub fn policy_name(&self) -> String {
-        policy_name(self.route.as_str(), self.profile.as_deref())
+        match &self.route {
+            RouteName::Static(route) => policy_name(route, self.profile.as_deref()),
+            // A `[[rules]]` entry may share its name with an attribute
+            // route (they are different buckets): `@`, which route names
+            // cannot contain, keeps their policies apart.
+            RouteName::Shared(rule) => {
+                let mut name = String::with_capacity(rule.len() + 16);
+                name.push('@');
+                name.push_str(&policy_name(rule, self.profile.as_deref()));
+                name
+            }
+        }
     }
 
     /// Whether the request is turned away (denied, and not a shadow route).
