@@ -52,16 +52,20 @@ enum Part {
     Literal(String),
     Param,
     Rest,
+    /// The pattern ends with `/` (`/users/{id}/`).
+    TrailingSlash,
 }
 
 fn pattern() -> impl Strategy<Value = Vec<Part>> {
     (
         prop::collection::vec(prop_oneof![literal().prop_map(Part::Literal), Just(Part::Param)], 0..4),
-        any::<bool>(),
+        0u8..4,
     )
-        .prop_map(|(mut parts, rest)| {
-            if rest || parts.is_empty() {
+        .prop_map(|(mut parts, end)| {
+            if end == 0 || parts.is_empty() {
                 parts.push(Part::Rest);
+            } else if end == 1 {
+                parts.push(Part::TrailingSlash);
             }
             parts
         })
@@ -72,6 +76,7 @@ fn pattern_text(parts: &[Part]) -> String {
     for (i, p) in parts.iter().enumerate() {
         text.push('/');
         match p {
+            Part::TrailingSlash => {}
             Part::Literal(l) => text.push_str(l),
             Part::Param => text.push_str(&format!("{{p{i}}}")),
             Part::Rest => text.push_str("{*rest}"),
@@ -110,6 +115,13 @@ fn path_for(parts: Vec<Part>) -> impl Strategy<Value = String> {
             let mut path = String::new();
             for (i, p) in parts.iter().enumerate() {
                 path.push('/');
+                if matches!(p, Part::TrailingSlash) {
+                    // The slash itself was pushed; sometimes drop it.
+                    if choice[i] == 0 {
+                        path.pop();
+                    }
+                    continue;
+                }
                 match (p, choice[i]) {
                     (Part::Literal(l), 0..=4) => path.push_str(l),
                     (Part::Literal(l), 5) => path.push_str(&l.replace('a', "%61").replace('.', "%2e")),
@@ -119,6 +131,7 @@ fn path_for(parts: Vec<Part>) -> impl Strategy<Value = String> {
                     (Part::Param, _) => path.push_str(&wild[i]),
                     (Part::Rest, 0..=3) => path.push_str(&wild[i]),
                     (Part::Rest, _) => path.push_str(&format!("{}/{}", wild[i], wild[i + 1])),
+                    (Part::TrailingSlash, _) => unreachable!("handled above"),
                 }
             }
             if trailing {

@@ -48,6 +48,9 @@ impl RuleConfig {
 pub struct PathPattern {
     text: String,
     segments: Vec<Segment>,
+    /// The pattern ends with `/` (`/users/{id}/`): the router then gives
+    /// its last parameter an empty value too (`/users//`).
+    trailing_slash: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +95,7 @@ impl PathPattern {
         Ok(PathPattern {
             text: text.to_owned(),
             segments,
+            trailing_slash: rest.ends_with('/'),
         })
     }
 
@@ -130,7 +134,7 @@ impl PathPattern {
                 // The router's rule: a parameter may be empty only when more
                 // of the route follows it.
                 Segment::Param => match parts.next() {
-                    Some("") if i == last => return false,
+                    Some("") if i == last && !(self.trailing_slash && !skip_empty) => return false,
                     Some(_) => {}
                     None => return false,
                 },
@@ -141,7 +145,12 @@ impl PathPattern {
                 },
             }
         }
-        parts.next().is_none()
+        match parts.next() {
+            None => true,
+            // `/users/{id}/` as sent: the pattern's own trailing slash.
+            Some("") if self.trailing_slash && !skip_empty => parts.next().is_none(),
+            Some(_) => false,
+        }
     }
 }
 
