@@ -39,6 +39,8 @@ fn router_dispatches(pattern: &str, path: &str) -> Option<bool> {
 fn literal() -> impl Strategy<Value = String> {
     prop_oneof![
         Just("a".to_owned()),
+        // An empty segment in the pattern (`/{p}//b`).
+        Just(String::new()),
         Just("users".to_owned()),
         Just("v1.json".to_owned()),
         Just("a%20b".to_owned()),

@@ -48,9 +48,10 @@ impl RuleConfig {
 pub struct PathPattern {
     text: String,
     segments: Vec<Segment>,
-    /// The pattern ends with `/` (`/users/{id}/`): the router then gives
-    /// its last parameter an empty value too (`/users//`).
-    trailing_slash: bool,
+    /// The segments as written, empty ones included (`/users/{id}/`,
+    /// `/{p}//b`): the router matches the pattern as written, so a
+    /// parameter before an empty segment may itself be empty (`/users//`).
+    written: Vec<Segment>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,10 +93,18 @@ impl PathPattern {
             };
             segments.push(segment);
         }
+        let mut parsed = segments.iter();
+        let written = rest
+            .split('/')
+            .map(|part| match part {
+                "" => Segment::Literal(String::new()),
+                _ => parsed.next().cloned().unwrap_or(Segment::Rest),
+            })
+            .collect();
         Ok(PathPattern {
             text: text.to_owned(),
             segments,
-            trailing_slash: rest.ends_with('/'),
+            written,
         })
     }
 
@@ -110,7 +119,9 @@ impl PathPattern {
     /// `%2e`, `a;b` included: axum's router hands those to the handler);
     /// literal segments also match their percent-decoded spelling, and
     /// empty segments (`//`, a trailing `/`) are skipped, which can only
-    /// make a rule match more. A pattern that is a catch-all from the root
+    /// make a rule match more; a pattern's own empty segments are also read
+    /// as written, where a parameter before one may be empty (`/{p}/`
+    /// takes `//`, as the router dispatches it). A pattern that is a catch-all from the root
     /// (`/{*rest}`) matches every request, including `OPTIONS *` and the
     /// empty path of `CONNECT`. Never allocates.
     pub fn matches(&self, path: &str) -> bool {
@@ -122,19 +133,23 @@ impl PathPattern {
         // segments skipped (`//a/b/` is `/a/b`), and as sent, where a
         // parameter may take an empty segment (axum routes `/users//posts`
         // to `/users/{id}/posts` with `id = ""`).
-        self.walk(path, true) || self.walk(path, false)
+        // A third: the pattern as written too (its own empty segments and
+        // trailing slash), as the router reads it (`/{p}/` takes `//`).
+        self.walk(&self.segments, path, true)
+            || self.walk(&self.segments, path, false)
+            || self.walk(&self.written, path, false)
     }
 
-    fn walk(&self, path: &str, skip_empty: bool) -> bool {
+    fn walk(&self, segments: &[Segment], path: &str, skip_empty: bool) -> bool {
         let mut parts = path[1..].split('/').filter(|p| !skip_empty || !p.is_empty());
-        let last = self.segments.len().saturating_sub(1);
-        for (i, segment) in self.segments.iter().enumerate() {
+        let last = segments.len().saturating_sub(1);
+        for (i, segment) in segments.iter().enumerate() {
             match segment {
                 Segment::Rest => return true,
                 // The router's rule: a parameter may be empty only when more
                 // of the route follows it.
                 Segment::Param => match parts.next() {
-                    Some("") if i == last && !(self.trailing_slash && !skip_empty) => return false,
+                    Some("") if i == last => return false,
                     Some(_) => {}
                     None => return false,
                 },
@@ -145,12 +160,7 @@ impl PathPattern {
                 },
             }
         }
-        match parts.next() {
-            None => true,
-            // `/users/{id}/` as sent: the pattern's own trailing slash.
-            Some("") if self.trailing_slash && !skip_empty => parts.next().is_none(),
-            Some(_) => false,
-        }
+        parts.next().is_none()
     }
 }
 
