@@ -247,6 +247,13 @@ impl Fleet {
                 ));
             }
             for line in read_log(&instance.log).lines() {
+                // Rationing (a slow round on a loaded machine: the busiest
+                // keys are still read, and with this test's few keys, all of
+                // them) leaves the gate in force; the limit check below
+                // still judges the run. Everything else fails it.
+                if line.contains("sync rounds run longer than half the interval") {
+                    continue;
+                }
                 if line.contains(" WARN ") || line.contains(" ERROR ") {
                     problems.push(format!("fleet {} instance {i} logged: {line}", self.name));
                 }
