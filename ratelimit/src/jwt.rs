@@ -157,7 +157,7 @@ impl FailureBudget {
     fn take(&self, client: Option<IpAddr>) -> Option<TakenUnits> {
         let network = match (client, self.network) {
             (Some(ip), Some(level)) => {
-                let net = network_of(ip, level.ipv6_prefix, level.ipv4_prefix);
+                let net = crate::key::prefix_of(ip, level.ipv6_prefix, level.ipv4_prefix);
                 Some(self.take_cell(self.hasher.hash_one((1u8, net)), level.rate)?)
             }
             _ => None,
@@ -225,25 +225,6 @@ impl FailureBudget {
         };
         if let Some(cell) = cell {
             *cell = cell.saturating_sub(taken.interval);
-        }
-    }
-}
-
-/// `ip`'s network: its first `v6` (IPv6) or `v4` (IPv4) bits; an
-/// IPv4-mapped IPv6 address is its IPv4 address.
-fn network_of(ip: IpAddr, v6: u8, v4: u8) -> IpAddr {
-    let ip = match ip {
-        IpAddr::V6(v6addr) => v6addr.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4addr => v4addr,
-    };
-    match ip {
-        IpAddr::V4(a) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(v4)).unwrap_or(0);
-            IpAddr::V4((u32::from(a) & mask).into())
-        }
-        IpAddr::V6(a) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(v6)).unwrap_or(0);
-            IpAddr::V6((u128::from(a) & mask).into())
         }
     }
 }
@@ -1132,13 +1113,13 @@ mod tests {
         let b = FailureBudget::new(1, window, 2 * CACHE_SHARDS).with_network(4, window, 48, 24);
         let level = b.network.unwrap();
         let net: IpAddr = "2001:db8:aaaa::".parse().unwrap();
-        let net_key = b.hasher.hash_one((1u8, super::network_of(net, 48, 24)));
+        let net_key = b.hasher.hash_one((1u8, crate::key::prefix_of(net, 48, 24)));
         let shard = (net_key as usize) % CACHE_SHARDS;
         // Another network in the same shard, one failure (recovered in 1 s):
         // the shard is full, and this entry is rightly evicted later.
         let filler = (1u16..)
             .map(|i| IpAddr::from([0x2001, 0xdb8, i, 0, 0, 0, 0, 0]))
-            .map(|a| b.hasher.hash_one((1u8, super::network_of(a, 48, 24))))
+            .map(|a| b.hasher.hash_one((1u8, crate::key::prefix_of(a, 48, 24))))
             .find(|k| (*k as usize) % CACHE_SHARDS == shard && *k != net_key)
             .unwrap();
         assert!(b.take_cell(filler, level.rate).is_some());

@@ -195,18 +195,8 @@ impl ClientIpConfig {
     /// assert_eq!(config.network(b), "192.0.2.0".parse::<IpAddr>().unwrap());
     /// ```
     pub fn network(&self, ip: IpAddr) -> IpAddr {
-        match normalize(ip) {
-            IpAddr::V4(v4) => {
-                let bits = self.ipv4_network.min(self.ipv4_prefix);
-                let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
-                IpAddr::V4((u32::from(v4) & mask).into())
-            }
-            IpAddr::V6(v6) => {
-                let bits = self.ipv6_network.min(self.ipv6_prefix);
-                let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
-                IpAddr::V6((u128::from(v6) & mask).into())
-            }
-        }
+        let (v6, v4) = self.network_prefixes();
+        prefix_of(ip, v6, v4)
     }
 
     /// The network prefix lengths in force, IPv6 then IPv4 (never finer
@@ -310,15 +300,22 @@ impl ClientIpConfig {
     /// assert_eq!(config.aggregate(a), config.aggregate(b));
     /// ```
     pub fn aggregate(&self, ip: IpAddr) -> IpAddr {
-        match normalize(ip) {
-            IpAddr::V4(v4) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.ipv4_prefix)).unwrap_or(0);
-                IpAddr::V4((u32::from(v4) & mask).into())
-            }
-            IpAddr::V6(v6) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.ipv6_prefix)).unwrap_or(0);
-                IpAddr::V6((u128::from(v6) & mask).into())
-            }
+        prefix_of(ip, self.ipv6_prefix, self.ipv4_prefix)
+    }
+}
+
+/// The first `v6` (IPv6) or `v4` (IPv4) bits of `ip`, the rest zeroed;
+/// IPv4-mapped IPv6 is the IPv4 address it maps. A length of 0 keeps
+/// nothing; lengths above the family's width keep everything.
+pub(crate) fn prefix_of(ip: IpAddr, v6: u8, v4: u8) -> IpAddr {
+    match normalize(ip) {
+        IpAddr::V4(a) => {
+            let mask = u32::MAX.checked_shl(32u32.saturating_sub(u32::from(v4))).unwrap_or(0);
+            IpAddr::V4((u32::from(a) & mask).into())
+        }
+        IpAddr::V6(a) => {
+            let mask = u128::MAX.checked_shl(128u32.saturating_sub(u32::from(v6))).unwrap_or(0);
+            IpAddr::V6((u128::from(a) & mask).into())
         }
     }
 }

@@ -16,6 +16,8 @@ use std::net::{IpAddr, SocketAddr};
 pub(crate) use header::HeaderBudget;
 pub use header::{HeaderCardinality, HeaderKey, HeaderKeyError};
 pub(crate) use ip::normalize_net;
+#[cfg(feature = "jwt")]
+pub(crate) use ip::prefix_of;
 pub use ip::{ClientIpConfig, ForwardedHeader, PrefixError};
 pub use source::{write_address_id, AnyKey, Claim, Header, Ip, KeyContext, KeyHasher, KeySource};
 
