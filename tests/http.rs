@@ -358,7 +358,7 @@ async fn config_route_overrides_apply_to_attribute_routes() {
         "cost 3 from config"
     );
     // A reload takes effect at once and keeps state.
-    rl.reload(Config::from_toml_str(CONFIG).unwrap());
+    rl.reload(Config::from_toml_str(CONFIG).unwrap()).unwrap();
     assert_eq!(send(&app, request("/public", "192.0.2.40:1")).await.status(), 429);
 }
 

@@ -101,18 +101,58 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
     };
     let cost = args.cost.unwrap_or(ratelimit_spec::DEFAULT_COST);
     let shadow = args.shadow;
+    // `crate = "path"` (a renamed dependency), else `::ratelimit`.
+    let krate = match &args.krate {
+        Some(path) => quote!(#path),
+        None => quote!(::ratelimit),
+    };
 
     // What runs each key kind and step is the spec's (`runtime()`): the
     // expansion only names the type and passes the argument.
     let runtime = |(ty, arg): (&str, Option<&str>)| {
         let ty = format_ident!("{}", ty);
         let value = match arg {
-            Some(arg) => quote!(::ratelimit::__private::#ty::from_static(#arg)),
-            None => quote!(::ratelimit::__private::#ty),
+            Some(arg) => quote!(#krate::__private::#ty::from_static(#arg)),
+            None => quote!(#krate::__private::#ty),
         };
-        (quote!(::ratelimit::__private::#ty), value)
+        (quote!(#krate::__private::#ty), value)
     };
-    let (key_ty, key_value) = runtime(args.key.as_ref().map_or(("Ip", None), KeyKind::runtime));
+    // The key source: a built-in kind's type, or the application's own
+    // (`custom(path::To::Type)`), made once, on first use, by `Default`.
+    let key_fn = match (&args.key, &args.custom_key) {
+        (Some(KeyKind::Custom(_)), Some(path)) => quote! {
+            type Key = #path;
+            fn key() -> &'static Self::Key {
+                static KEY: ::std::sync::LazyLock<#path> =
+                    ::std::sync::LazyLock::new(<#path as ::core::default::Default>::default);
+                &KEY
+            }
+        },
+        (key, _) => {
+            let (key_ty, key_value) = runtime(key.as_ref().map_or(("Ip", None), KeyKind::runtime));
+            quote! {
+                type Key = #key_ty;
+                fn key() -> &'static Self::Key {
+                    static KEY: #key_ty = #key_value;
+                    &KEY
+                }
+            }
+        }
+    };
+    // `reject = path`: the route's own 429.
+    let reject_fn = args.reject.as_ref().map(|path| {
+        quote! {
+            fn reject(rejection: &#krate::__private::Rejection<'_>) -> ::core::option::Option<#krate::__private::Response> {
+                ::core::option::Option::Some(#krate::__private::IntoResponse::into_response(#path(rejection)))
+            }
+        }
+    });
+    // `state`: the runtime is in the router's state (`FromRef`).
+    let admit = if args.state {
+        quote!(#krate::__private::Admit<#rule, #krate::__private::FromState>)
+    } else {
+        quote!(#krate::__private::Admit<#rule>)
+    };
 
     let steps = args.resolve.as_deref().unwrap_or(&[]);
     let wants_claims = steps.iter().any(Step::needs_claims);
@@ -123,8 +163,8 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
     let (mut chain_ty, mut chain_value) = runtime(Step::Default.runtime());
     for step in steps.iter().rev().skip(1) {
         let (ty, value) = runtime(step.runtime());
-        chain_ty = quote!(::ratelimit::__private::Chain<#ty, #chain_ty>);
-        chain_value = quote!(::ratelimit::__private::Chain(#value, #chain_value));
+        chain_ty = quote!(#krate::__private::Chain<#ty, #chain_ty>);
+        chain_value = quote!(#krate::__private::Chain(#value, #chain_value));
     }
 
     let ret_ty = match &sig.output {
@@ -194,34 +234,31 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
         #vis struct #rule;
 
         #(#cfg_attrs)*
-        impl ::ratelimit::__private::Rule for #rule {
+        impl #krate::__private::Rule for #rule {
             const NAME: &'static ::core::primitive::str = #route_name;
             const COST: ::core::primitive::u32 = #cost;
             const SHADOW: ::core::primitive::bool = #shadow;
             const WANTS_CLAIMS: ::core::primitive::bool = #wants_claims;
             const WANTS_SERVICE: ::core::primitive::bool = #wants_service;
             const PROFILES: &'static [&'static ::core::primitive::str] = &[#(#profiles),*];
-            type Key = #key_ty;
+            #key_fn
             type Chain = #chain_ty;
-            fn key() -> &'static Self::Key {
-                static KEY: #key_ty = #key_value;
-                &KEY
-            }
             fn chain() -> &'static Self::Chain {
                 static CHAIN: #chain_ty = #chain_value;
                 &CHAIN
             }
-            fn series() -> &'static ::ratelimit::__private::RouteSeries {
-                static SERIES: ::ratelimit::__private::RouteSeries = ::ratelimit::__private::RouteSeries::new();
+            fn series() -> &'static #krate::__private::RouteSeries {
+                static SERIES: #krate::__private::RouteSeries = #krate::__private::RouteSeries::new();
                 &SERIES
             }
+            #reject_fn
         }
 
         #(#attrs)*
         #vis async fn #ident #generics (
-            __ratelimit_admit: ::ratelimit::__private::Admit<#rule>,
+            __ratelimit_admit: #admit,
             #(#outer_inputs),*
-        ) -> ::ratelimit::__private::Limited<#ret_ty> #where_clause {
+        ) -> #krate::__private::Limited<#ret_ty> #where_clause {
             #(#lint_attrs)*
             async fn __ratelimit_handler #generics (#inner_inputs) #output #where_clause #block
             __ratelimit_admit.finish(__ratelimit_handler #turbofish (#(#call_args),*).await)
@@ -236,4 +273,33 @@ fn contains_impl(tokens: &TokenStream) -> bool {
         proc_macro2::TokenTree::Group(g) => contains_impl(&g.stream()),
         _ => false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every path of the expansion goes through `crate = "..."` when it is
+    /// given: nothing names `::ratelimit` (a renamed dependency has no
+    /// crate of that name).
+    #[test]
+    fn crate_path_replaces_every_ratelimit_path() {
+        let args: proc_macro2::TokenStream =
+            "crate = \"my_rl\", key = custom(a::B), resolve = [jwt, service, profile(\"p\"), default], state, \
+             reject = errors::too_many"
+                .parse()
+                .unwrap();
+        let item: proc_macro2::TokenStream = "async fn h(x: u32) -> String { x.to_string() }".parse().unwrap();
+        let out = super::rate_limit(args, item).to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(!out.contains(":: ratelimit"), "{out}");
+        assert!(out.contains("my_rl :: __private :: Admit"), "{out}");
+        assert!(out.contains("my_rl :: __private :: FromState"), "{out}");
+        assert!(out.contains("type Key = a :: B"), "{out}");
+        assert!(out.contains("errors :: too_many (rejection)"), "{out}");
+        // Without it, `::ratelimit`.
+        let args: proc_macro2::TokenStream = "key = global, resolve = [default]".parse().unwrap();
+        let item: proc_macro2::TokenStream = "async fn h() {}".parse().unwrap();
+        let out = super::rate_limit(args, item).to_string();
+        assert!(out.contains(":: ratelimit :: __private :: Global"), "{out}");
+        assert!(!out.contains("FromState"), "{out}");
+    }
 }

@@ -1,5 +1,6 @@
 //! The attribute's arguments: `key = ...`, `resolve = [...]`, `name = "..."`,
-//! `cost = N`, `shadow`. Every error is collected, on its own token.
+//! `cost = N`, `shadow`, `state`, `reject = path`, `crate = "path"`. Every
+//! error is collected, on its own token.
 
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 use syn::parse::{ParseStream, Parser};
@@ -17,12 +18,23 @@ pub(crate) struct Args {
     pub(crate) name: Option<LitStr>,
     pub(crate) cost: Option<u32>,
     pub(crate) shadow: bool,
+    /// `key = custom(path::To::Type)`: the type, as written.
+    pub(crate) custom_key: Option<syn::Path>,
+    /// `state`: the runtime is found in the router's state through axum's
+    /// `FromRef`.
+    pub(crate) state: bool,
+    /// `reject = path::to::function`: the route's own rejection response.
+    pub(crate) reject: Option<syn::Path>,
+    /// `crate = "path"`: where the `ratelimit` crate is (a renamed
+    /// dependency, a re-export).
+    pub(crate) krate: Option<syn::Path>,
     /// Options written, valid or not (so a bad one is not also "missing").
     pub(crate) given: Vec<String>,
 }
 
-const OPTIONS: &str = "`key`, `resolve`, `name`, `cost` or `shadow`";
-const KEY_KINDS: &str = "`ip`, `header(\"x-api-key\")` or `jwt_claim(\"sub\")`";
+const OPTIONS: &str = "`key`, `resolve`, `name`, `cost`, `shadow`, `state`, `reject` or `crate`";
+const OPTION_NAMES: [&str; 8] = ["key", "resolve", "name", "cost", "shadow", "state", "reject", "crate"];
+const KEY_KINDS: &str = "`ip`, `header(\"x-api-key\")`, `jwt_claim(\"sub\")`, `global` or `custom(path::To::KeyType)`";
 const RESOLVERS: &str = "`jwt`, `service`, `profile(\"name\")` or `default`";
 
 /// A spec error, on `span`, in the attribute's spelling.
@@ -38,6 +50,7 @@ pub(crate) fn parse_args(args: TokenStream) -> (Args, Vec<syn::Error>) {
     for segment in split_top_level(args) {
         let mut tokens = segment.into_iter().peekable();
         let option = match tokens.next() {
+            // (`crate` is a keyword, and an identifier token all the same.)
             Some(TokenTree::Ident(i)) => i,
             Some(other) => {
                 errors.push(syn::Error::new(other.span(), format!("expected an option: {OPTIONS}")));
@@ -46,7 +59,7 @@ pub(crate) fn parse_args(args: TokenStream) -> (Args, Vec<syn::Error>) {
             None => continue,
         };
         let name = option.to_string();
-        if !["key", "resolve", "name", "cost", "shadow"].contains(&name.as_str()) {
+        if !OPTION_NAMES.contains(&name.as_str()) {
             errors.push(syn::Error::new(
                 option.span(),
                 format!("unknown option `{name}`; expected {OPTIONS}"),
@@ -60,14 +73,18 @@ pub(crate) fn parse_args(args: TokenStream) -> (Args, Vec<syn::Error>) {
         seen.push(name.clone());
         out.given.push(name.clone());
         let rest: TokenStream = tokens.collect();
-        if name == "shadow" {
+        if name == "shadow" || name == "state" {
             if let Some(t) = rest.into_iter().next() {
                 errors.push(syn::Error::new(
                     t.span(),
-                    "`shadow` is a flag and takes no value: write `shadow`",
+                    format!("`{name}` is a flag and takes no value: write `{name}`"),
                 ));
             }
-            out.shadow = true;
+            if name == "shadow" {
+                out.shadow = true;
+            } else {
+                out.state = true;
+            }
             continue;
         }
         let mut rest = rest.into_iter();
@@ -98,7 +115,18 @@ pub(crate) fn parse_args(args: TokenStream) -> (Args, Vec<syn::Error>) {
         }
         match name.as_str() {
             "key" => match parse_key.parse2(value) {
-                Ok(k) => out.key = Some(k),
+                Ok((k, custom)) => {
+                    out.key = Some(k);
+                    out.custom_key = custom;
+                }
+                Err(e) => errors.push(e),
+            },
+            "reject" => match parse_fn_path.parse2(value) {
+                Ok(p) => out.reject = Some(p),
+                Err(e) => errors.push(e),
+            },
+            "crate" => match parse_crate.parse2(value) {
+                Ok(p) => out.krate = Some(p),
                 Err(e) => errors.push(e),
             },
             "resolve" => {
@@ -124,6 +152,8 @@ fn example(option: &str) -> &'static str {
         "key" => "`key = ip`",
         "resolve" => "`resolve = [jwt, default]`",
         "name" => "`name = \"users.get\"`",
+        "reject" => "`reject = errors::too_many_requests`",
+        "crate" => "`crate = \"my_ratelimit\"`",
         _ => "`cost = 5`",
     }
 }
@@ -190,10 +220,90 @@ fn parse_call<T>(
     Ok(value)
 }
 
-fn parse_key(input: ParseStream<'_>) -> syn::Result<KeyKind> {
+/// A key, and for `custom(path::To::Type)` the type as written (the one
+/// kind whose argument is a path rather than a string).
+fn parse_key(input: ParseStream<'_>) -> syn::Result<(KeyKind, Option<syn::Path>)> {
     if !input.peek(Ident) {
         return Err(input.error(format!("expected a key kind: {KEY_KINDS}")));
     }
+    if input.fork().parse::<Ident>().is_ok_and(|i| i == "custom") {
+        return parse_custom_key(input).map(|(k, p)| (k, Some(p)));
+    }
+    parse_builtin_key(input).map(|k| (k, None))
+}
+
+/// `custom(path::To::Type)`: a path to a type implementing
+/// `ratelimit::key::KeySource + Default`.
+fn parse_custom_key(input: ParseStream<'_>) -> syn::Result<(KeyKind, syn::Path)> {
+    let ident: Ident = input.parse()?;
+    if !input.peek(syn::token::Paren) {
+        let e = ratelimit_spec::key("custom", None).err();
+        let message = e.map_or_else(
+            || "`custom` needs the key type's path: `custom(tenant::ByTenant)`".to_owned(),
+            |e| e.describe(Surface::Attribute),
+        );
+        return Err(syn::Error::new(ident.span(), message));
+    }
+    let content;
+    syn::parenthesized!(content in input);
+    if content.peek(LitStr) {
+        let lit: LitStr = content.parse()?;
+        return Err(syn::Error::new(
+            lit.span(),
+            "`custom` takes the key type's path, not a string: `custom(tenant::ByTenant)` (the configuration's \
+             \"custom:<name>\" names an extractor registered on the builder)",
+        ));
+    }
+    let path: syn::Path = content.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "expected the path of a type implementing `ratelimit::key::KeySource`: `custom(tenant::ByTenant)`",
+        )
+    })?;
+    if !content.is_empty() {
+        return Err(content.error("expected one type path: `custom(tenant::ByTenant)`"));
+    }
+    if !input.is_empty() {
+        return Err(input.error("unexpected tokens after the key"));
+    }
+    // The spec names the kind; the path's text is its name (in messages).
+    let text = quote::ToTokens::to_token_stream(&path).to_string().replace(' ', "");
+    let kind = ratelimit_spec::key("custom", Some(&text)).map_err(|e| spec_error(path.span(), &e))?;
+    Ok((kind, path))
+}
+
+/// `reject = path::to::function`.
+fn parse_fn_path(input: ParseStream<'_>) -> syn::Result<syn::Path> {
+    let path: syn::Path = input.parse().map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "expected the path of a function `fn(&ratelimit::axum::Rejection<'_>) -> impl IntoResponse`: \
+             `reject = errors::too_many_requests`",
+        )
+    })?;
+    if !input.is_empty() {
+        return Err(input.error("unexpected tokens after the function's path"));
+    }
+    Ok(path)
+}
+
+/// `crate = "path"`, as tokio's attribute takes it.
+fn parse_crate(input: ParseStream<'_>) -> syn::Result<syn::Path> {
+    let lit: LitStr = input
+        .parse()
+        .map_err(|e| syn::Error::new(e.span(), "expected a string literal: `crate = \"my_ratelimit\"`"))?;
+    if !input.is_empty() {
+        return Err(input.error("unexpected tokens after the crate's path"));
+    }
+    lit.parse_with(syn::Path::parse_mod_style).map_err(|_| {
+        syn::Error::new(
+            lit.span(),
+            format!("{:?} is not a path: `crate = \"my_ratelimit\"`", lit.value()),
+        )
+    })
+}
+
+fn parse_builtin_key(input: ParseStream<'_>) -> syn::Result<KeyKind> {
     let example = if input.fork().parse::<Ident>().is_ok_and(|i| i == "header") {
         "header(\"x-api-key\")"
     } else {

@@ -6,7 +6,7 @@
 //!
 //! | | attribute (`#[rate_limit(...)]`) | configuration (`[[rules]]`) |
 //! |---|---|---|
-//! | key | `ip`, `header("x-api-key")`, `jwt_claim("sub")` | `"ip"`, `"header:x-api-key"`, `"jwt_claim:sub"` |
+//! | key | `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `global`, `custom(path::To::Type)` | `"ip"`, `"header:x-api-key"`, `"jwt_claim:sub"`, `"global"`, `"custom:<name>"` |
 //! | steps | `jwt`, `service`, `profile("standard")`, `default` | `"jwt"`, `"service"`, `"profile:standard"`, `"default"` |
 //! | name | `name = "users.get"` | `name = "users.get"` |
 //! | cost | `cost = 5` | `cost = 5` |
@@ -47,6 +47,13 @@ pub enum KeyKind {
     Header(String),
     /// A claim of a verified token, by dotted path (`org.id`).
     Claim(String),
+    /// One bucket for the whole route, whoever the client.
+    Global,
+    /// A key source of the application's: in the attribute, the path of a
+    /// type implementing `ratelimit::key::KeySource` (as written,
+    /// `tenant::ByTenant`); in the configuration, the name it was
+    /// registered under on the runtime's builder.
+    Custom(String),
 }
 
 impl KeyKind {
@@ -58,6 +65,10 @@ impl KeyKind {
             KeyKind::Ip => ("Ip", None),
             KeyKind::Header(name) => ("Header", Some(name)),
             KeyKind::Claim(path) => ("Claim", Some(path)),
+            KeyKind::Global => ("Global", None),
+            // The attribute names the type itself; the configuration looks
+            // the name up among the extractors registered on the builder.
+            KeyKind::Custom(name) => ("Custom", Some(name)),
         }
     }
 }
@@ -110,7 +121,17 @@ impl Step {
 
 /// The key kinds, as both surfaces spell them, and whether each takes an
 /// argument: the one table [`key`] and [`key_takes_argument`] read.
-pub const KEY_KINDS: [(&str, bool); 3] = [("ip", false), ("header", true), ("jwt_claim", true)];
+pub const KEY_KINDS: [(&str, bool); 5] = [
+    ("ip", false),
+    ("header", true),
+    ("jwt_claim", true),
+    ("global", false),
+    ("custom", true),
+];
+
+/// The longest name of a custom key (a registered name, or the type's path
+/// as the attribute writes it).
+pub const MAX_CUSTOM_NAME: usize = 256;
 
 /// The resolver steps and whether each takes an argument: the one table
 /// [`step`] and [`step_takes_argument`] read.
@@ -156,6 +177,9 @@ enum ErrorKind {
     EmptyClaim,
     ClaimEmptySegment(String),
     ClaimWhitespace(String),
+    EmptyCustomName,
+    CustomNameChar(String, char),
+    CustomNameTooLong(usize),
     UnknownStep(String),
     StepTakesNoArgument(&'static str),
     ProfileNeedsName,
@@ -181,12 +205,14 @@ impl Error {
         use ErrorKind as K;
         let attr = surface == Surface::Attribute;
         match &self.kind {
-            K::UnknownKeyKind(k) if attr => {
-                format!("unknown key kind `{k}`; expected `ip`, `header(\"x-api-key\")` or `jwt_claim(\"sub\")`")
-            }
-            K::UnknownKeyKind(k) => {
-                format!("unknown key {k:?}; expected \"ip\", \"header:<name>\" or \"jwt_claim:<claim>\"")
-            }
+            K::UnknownKeyKind(k) if attr => format!(
+                "unknown key kind `{k}`; expected `ip`, `header(\"x-api-key\")`, `jwt_claim(\"sub\")`, `global` or \
+                 `custom(path::To::KeyType)`"
+            ),
+            K::UnknownKeyKind(k) => format!(
+                "unknown key {k:?}; expected \"ip\", \"header:<name>\", \"jwt_claim:<claim>\", \"global\" or \
+                 \"custom:<name>\""
+            ),
             K::KeyTakesNoArgument(k) if attr => format!("`{k}` takes no arguments: write `key = {k}`"),
             K::KeyTakesNoArgument(k) => format!("\"{k}\" takes no argument: write \"{k}\""),
             K::KeyNeedsArgument(k) if attr => {
@@ -217,6 +243,16 @@ impl Error {
             }
             K::ClaimWhitespace(p) => {
                 format!("invalid claim name {p:?}: claim names have no whitespace, control or invisible characters")
+            }
+            K::EmptyCustomName if attr => "`custom` needs the key type's path: `custom(tenant::ByTenant)`".to_owned(),
+            K::EmptyCustomName => {
+                "empty custom key name; name an extractor registered on the builder, e.g. \"custom:tenant\"".to_owned()
+            }
+            K::CustomNameChar(name, c) => {
+                format!("invalid custom key name {name:?}: {c:?} is not allowed; use letters, digits and . _ - : /")
+            }
+            K::CustomNameTooLong(n) => {
+                format!("custom key name of {n} bytes: names are at most {MAX_CUSTOM_NAME} bytes")
             }
             K::UnknownStep(s) if attr => {
                 format!("unknown resolver `{s}`; expected `jwt`, `service`, `profile(\"name\")` or `default`")
@@ -267,6 +303,8 @@ impl Error {
 
 fn key_example(kind: &str, surface: Surface) -> &'static str {
     match (kind, surface) {
+        ("custom", Surface::Attribute) => "custom(tenant::ByTenant)",
+        ("custom", Surface::Config) => "custom:tenant",
         ("header", Surface::Attribute) => "header(\"x-api-key\")",
         ("header", Surface::Config) => "header:x-api-key",
         (_, Surface::Attribute) => "jwt_claim(\"sub\")",
@@ -303,6 +341,8 @@ pub fn key(kind: &str, arg: Option<&str>) -> Result<KeyKind, Error> {
         (_, None) if takes => Err(Error::new(ErrorKind::KeyNeedsArgument(fixed))),
         ("header", Some(name)) => header_name(name).map(KeyKind::Header),
         ("jwt_claim", Some(path)) => claim_path(path).map(|()| KeyKind::Claim(path.to_owned())),
+        ("custom", Some(name)) => custom_name(name).map(|()| KeyKind::Custom(name.to_owned())),
+        ("global", None) => Ok(KeyKind::Global),
         _ => Ok(KeyKind::Ip),
     }
 }
@@ -426,6 +466,24 @@ pub fn claim_path(path: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// The name of a custom key: letters, digits and `. _ - : /` (a registered
+/// name such as `tenant`, or a type's path such as `auth::ByTenant`).
+pub fn custom_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::new(ErrorKind::EmptyCustomName));
+    }
+    if name.len() > MAX_CUSTOM_NAME {
+        return Err(Error::new(ErrorKind::CustomNameTooLong(name.len())));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-:/".contains(*c)))
+    {
+        return Err(Error::new(ErrorKind::CustomNameChar(name.to_owned(), c)));
+    }
+    Ok(())
+}
+
 /// Invisible formatting characters (Unicode category Cf: zero-width,
 /// bidirectional controls, the byte-order mark, the soft hyphen): a claim
 /// name holding one looks like another and never matches it.
@@ -489,9 +547,18 @@ mod tests {
             "jwt_claim:a b",
             "jwt_claim:a\u{7}",
             "cookie:x",
+            "global:x",
+            "custom",
+            "custom:",
+            "custom:a b",
+            "custom:a\"b",
         ] {
             assert!(key_text(bad).is_err(), "{bad:?}");
         }
+        assert_eq!(key_text("global"), Ok(KeyKind::Global));
+        assert_eq!(key_text("custom:tenant"), Ok(KeyKind::Custom("tenant".into())));
+        assert_eq!(key_text("custom:a::B"), Ok(KeyKind::Custom("a::B".into())));
+        assert!(key("custom", Some(&"a".repeat(MAX_CUSTOM_NAME + 1))).is_err());
         assert_eq!(key("header", Some("A")), key_text("header:A"));
         assert!(key("header", Some(&"a".repeat(MAX_HEADER_NAME))).is_ok());
         assert!(key("header", Some(&"a".repeat(MAX_HEADER_NAME + 1))).is_err());

@@ -223,7 +223,8 @@ pub use ratelimit_macros::rate_limit;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::axum::observe::RouteSeries;
-    pub use crate::axum::{Admit, Limited, Rule};
+    pub use crate::axum::{Admit, FromState, Limited, Rejection, Rule};
+    pub use ::axum::response::{IntoResponse, Response};
     // Every key source and resolver, by the names the spec gives them
     // (`KeyKind::runtime`, `Step::runtime`): a new kind needs no edit here.
     pub use crate::key::*;

@@ -56,7 +56,7 @@ pub struct ResolveContext<'a> {
     claims: Option<&'a VerifiedClaims>,
     client: Option<u64>,
     #[cfg(feature = "service")]
-    service: Option<&'a crate::service::ServiceCache<crate::service::HttpLimitService>>,
+    service: Option<&'a crate::service::ServiceCache<crate::service::BoxLimitService>>,
 }
 
 impl<'a> ResolveContext<'a> {
@@ -79,7 +79,7 @@ impl<'a> ResolveContext<'a> {
     #[must_use]
     pub fn with_service(
         mut self,
-        service: Option<&'a crate::service::ServiceCache<crate::service::HttpLimitService>>,
+        service: Option<&'a crate::service::ServiceCache<crate::service::BoxLimitService>>,
     ) -> Self {
         self.service = service;
         self

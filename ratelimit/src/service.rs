@@ -609,6 +609,57 @@ impl<S: LimitService> ServiceCache<S> {
     }
 }
 
+/// A [`LimitService`] of any type, boxed: what the HTTP runtime's `service`
+/// step asks (the HTTP one by default, or the application's own given to
+/// `RateLimitBuilder::limit_service`). Lookups run off the request path, so
+/// the box its future takes is not on it.
+///
+/// ```
+/// use ratelimit::service::{BoxLimitService, LimitService, ServiceAnswer, ServiceError};
+///
+/// struct Plans;
+/// impl LimitService for Plans {
+///     async fn lookup(&self, key: u64) -> Result<Option<ServiceAnswer>, ServiceError> {
+///         Ok((key == 7).then(|| ServiceAnswer::Tier { tier: "premium".into() }))
+///     }
+/// }
+/// let boxed = BoxLimitService::new(Plans);
+/// # let _ = boxed;
+/// ```
+pub struct BoxLimitService(Box<dyn ErasedService>);
+
+impl std::fmt::Debug for BoxLimitService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BoxLimitService")
+    }
+}
+
+impl BoxLimitService {
+    /// Boxes `service`.
+    pub fn new(service: impl LimitService) -> Self {
+        BoxLimitService(Box::new(service))
+    }
+}
+
+type LookupFuture<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<Option<ServiceAnswer>, ServiceError>> + Send + 'a>>;
+
+trait ErasedService: Send + Sync + 'static {
+    fn lookup_boxed(&self, key: u64) -> LookupFuture<'_>;
+}
+
+impl<S: LimitService> ErasedService for S {
+    fn lookup_boxed(&self, key: u64) -> LookupFuture<'_> {
+        Box::pin(self.lookup(key))
+    }
+}
+
+impl LimitService for BoxLimitService {
+    fn lookup(&self, key: u64) -> impl Future<Output = Result<Option<ServiceAnswer>, ServiceError>> + Send {
+        self.0.lookup_boxed(key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::ServiceIdKey;

@@ -8,11 +8,12 @@
 
 use std::marker::PhantomData;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 
 use super::observe::{Once, RouteSeries};
+use super::reject::Rejection;
 use super::respond::{Outcome, RouteName};
 use super::route::RouteSpec;
 use super::RateLimit;
@@ -54,17 +55,37 @@ pub trait Rule: Send + Sync + 'static {
     fn chain() -> &'static Self::Chain;
     /// The route's metric handles (a `static` per route).
     fn series() -> &'static RouteSeries;
+    /// The route's own rejection (`reject = path`): `None` leaves it to the
+    /// builder's hook ([`RateLimitBuilder::rejection`](super::RateLimitBuilder::rejection)),
+    /// else the default problem+json.
+    fn reject(_rejection: &Rejection<'_>) -> Option<Response> {
+        None
+    }
 }
+
+/// Where an [`Admit`] finds the runtime: the router's state when it is the
+/// `RateLimit` itself, else the one [`RateLimitLayer`](super::RateLimitLayer)
+/// installed, else the request's extensions (the attribute's default).
+#[derive(Debug)]
+pub enum Auto {}
+
+/// Where an [`Admit`] finds the runtime: in the router's state, through
+/// axum's [`FromRef`](axum::extract::FromRef) (`#[rate_limit(..., state)]`,
+/// with `#[derive(FromRef)]` on the application's state). No layer, no
+/// allocation: one reference count taken and dropped per request.
+#[derive(Debug)]
+pub enum FromState {}
 
 /// Proof that a request was admitted on route `R` (or is on a shadow
-/// route), carrying what its response headers need.
+/// route), carrying what its response headers need. `M` says where the
+/// runtime is found: [`Auto`] or [`FromState`].
 #[derive(Debug)]
-pub struct Admit<R> {
+pub struct Admit<R, M = Auto> {
     outcome: Outcome,
-    _rule: PhantomData<fn() -> R>,
+    _rule: PhantomData<fn() -> (R, M)>,
 }
 
-impl<R> Admit<R> {
+impl<R, M> Admit<R, M> {
     /// The decision and the limit that applied.
     pub fn outcome(&self) -> &Outcome {
         &self.outcome
@@ -98,11 +119,8 @@ pub(crate) fn admit<R: Rule>(parts: &Parts, state: Option<&RateLimit>) -> Result
             .inner
             .decide(parts, &spec, RouteName::Static(R::NAME), R::key(), R::chain());
         if outcome.rejects() {
-            let config = rt.inner.config.load();
             let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
-            Err(outcome
-                .rejection_within(&config.responses, outer)
-                .map(axum::body::Body::from))
+            Err(rt.inner.reject_route(&outcome, parts, outer, R::reject))
         } else {
             Ok(outcome)
         }
@@ -146,7 +164,7 @@ fn missing_limiter(route: &'static str) -> Response {
         .into_response()
 }
 
-impl<R: Rule, S: Send + Sync + 'static> FromRequestParts<S> for Admit<R> {
+impl<R: Rule, S: Send + Sync + 'static> FromRequestParts<S> for Admit<R, Auto> {
     type Rejection = Response;
 
     // Decides synchronously: the future is only the result (a smaller
@@ -160,7 +178,22 @@ impl<R: Rule, S: Send + Sync + 'static> FromRequestParts<S> for Admit<R> {
     }
 }
 
-impl<R: Rule> Admit<R> {
+impl<R: Rule, S: Send + Sync> FromRequestParts<S> for Admit<R, FromState>
+where
+    RateLimit: FromRef<S>,
+{
+    type Rejection = Response;
+
+    fn from_request_parts(
+        parts: &mut Parts,
+        state: &S,
+    ) -> impl std::future::Future<Output = Result<Self, Self::Rejection>> + Send {
+        let rt = RateLimit::from_ref(state);
+        std::future::ready(Self::decide(parts, Some(&rt)))
+    }
+}
+
+impl<R: Rule, M> Admit<R, M> {
     fn decide(parts: &mut Parts, state: Option<&RateLimit>) -> Result<Self, Response> {
         let mut outcome = admit::<R>(parts, state)?;
         // Claims this crate verified are handed to the handler

@@ -57,12 +57,11 @@ where
         let (mut parts, body) = request.into_parts();
         let mut outcome = self.rt.inner.decide_rules(&parts);
         if let Some(o) = outcome.as_ref().filter(|o| o.rejects()) {
-            let config = self.rt.inner.config.load();
             // An outer layer's wait (it admitted, with nothing left) is
             // this refusal's too: the outer layer raises Retry-After to it,
             // and the body must say the same number.
             let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
-            let rejection = o.rejection_within(&config.responses, outer);
+            let rejection = self.rt.inner.reject_rule(o, &parts, outer);
             return ResponseFuture {
                 state: State::Rejected {
                     response: Some(rejection),

@@ -87,6 +87,7 @@ mod gate;
 mod handler;
 mod layer;
 pub mod observe;
+mod reject;
 mod report;
 mod respond;
 mod route;
@@ -98,8 +99,9 @@ use std::sync::Arc;
 /// against their old place).
 pub use crate::key::{Claim, Header, Ip, KeyContext, KeySource};
 pub use error::SetupError;
-pub use handler::{Admit, Limited, Rule};
+pub use handler::{Admit, Auto, FromState, Limited, Rule};
 pub use layer::{LimitBody, RateLimitLayer, RateLimitService, ResponseFuture};
+pub use reject::Rejection;
 pub use respond::{Outcome, RATELIMIT, RATELIMIT_LIMIT, RATELIMIT_POLICY, RATELIMIT_REMAINING, RATELIMIT_RESET};
 pub use route::{route_id, RouteSpec};
 
@@ -127,7 +129,8 @@ impl RateLimit {
         RateLimitBuilder {
             config,
             clock: AnyClock::default(),
-            jwt: None,
+            extras: runtime::Extras::default(),
+            errors: Vec::new(),
         }
     }
 
@@ -167,25 +170,95 @@ impl RateLimit {
     /// store (`[store]`), header-key tracking (`[header_keys]`), the verifier
     /// (`[jwt]` keys) and the limit service (`[service]`) are built once and
     /// keep their settings until restart.
-    pub fn reload(&self, config: Config) {
-        self.inner.reload(config);
+    ///
+    /// A configuration whose `"custom:<name>"` rule keys name an extractor
+    /// the builder was not given is refused, and the running one stays.
+    pub fn reload(&self, config: Config) -> Result<(), ConfigError> {
+        self.inner.reload(config, "<config>")
     }
 
     /// Parses the configuration file at `path` and, if it is valid, swaps it
     /// in (see [`reload`](Self::reload)); on error the running configuration
     /// stays.
     pub fn reload_file(&self, path: impl AsRef<std::path::Path>) -> Result<(), ConfigError> {
-        self.reload(Config::from_file(path)?);
-        Ok(())
+        let path = path.as_ref();
+        self.inner.reload(Config::from_file(path)?, &path.display().to_string())
     }
 }
 
-/// Builds a [`RateLimit`].
-#[derive(Debug)]
+/// Builds a [`RateLimit`]: the clock, a token verifier, key extractors for
+/// `"custom:<name>"` rules, the limit service, the rejection response.
+///
+/// ```no_run
+/// use ratelimit::axum::{RateLimit, Rejection};
+/// use ratelimit::config::Config;
+/// use ratelimit::key::{ClientKey, KeyContext, KeySource};
+///
+/// /// The tenant an authentication layer put in the extensions.
+/// #[derive(Clone)]
+/// struct Tenant(String);
+///
+/// #[derive(Default)]
+/// struct ByTenant;
+///
+/// impl KeySource for ByTenant {
+///     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
+///         match cx.parts().extensions.get::<Tenant>() {
+///             Some(t) => ClientKey::Custom(cx.hash(&t.0)),
+///             None => cx.address(),
+///         }
+///     }
+///     fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn std::hash::Hasher) {
+///         match (key, cx.parts().extensions.get::<Tenant>()) {
+///             (ClientKey::Custom(_), Some(t)) => {
+///                 h.write(b"tenant:");
+///                 h.write(t.0.as_bytes());
+///             }
+///             _ => ratelimit::key::write_address_id(key, h),
+///         }
+///     }
+/// }
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = Config::from_toml_str(r#"
+///     [profiles.standard]
+///     rate = "600/min"
+///     [[rules]]
+///     name = "api"
+///     path = "/api/{*rest}"
+///     key = "custom:tenant"
+///     resolve = ["default"]
+/// "#)?;
+/// let rate_limit = RateLimit::builder(config)
+///     .key("tenant", ByTenant)
+///     .rejection(|r: &Rejection<'_>| {
+///         http::Response::builder()
+///             .status(429)
+///             .header("content-type", "text/plain")
+///             .body(format!("{} is limited: retry in {} s\n", r.route(), r.retry_after_secs()))
+///             .unwrap()
+///     })
+///     .build()
+///     .await?;
+/// # let _ = rate_limit; Ok(()) }
+/// ```
 pub struct RateLimitBuilder {
     config: Config,
     clock: AnyClock,
-    jwt: Option<JwtVerifier>,
+    extras: runtime::Extras,
+    /// Mistakes in what was registered, reported by `build`.
+    errors: Vec<String>,
+}
+
+impl std::fmt::Debug for RateLimitBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitBuilder")
+            .field("clock", &self.clock)
+            .field("keys", &self.extras.keys.keys().collect::<Vec<_>>())
+            .field("rejection", &self.extras.reject.is_some())
+            .field("limit_service", &self.extras.service.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl RateLimitBuilder {
@@ -202,14 +275,59 @@ impl RateLimitBuilder {
     /// `[jwt]`.
     #[must_use]
     pub fn jwt_verifier(mut self, verifier: JwtVerifier) -> Self {
-        self.jwt = Some(verifier);
+        self.extras.jwt = Some(verifier);
+        self
+    }
+
+    /// Registers `source` as the key `"custom:<name>"` of `[[rules]]`
+    /// entries (`#[rate_limit(key = custom(Type))]` names its type and
+    /// needs no registration). A source must never key by a value a client
+    /// can mint freely (see [`KeySource`]). `build` refuses a name that is
+    /// not a valid custom key name or is registered twice, and a
+    /// configuration naming an unregistered one.
+    #[must_use]
+    pub fn key(mut self, name: &str, source: impl KeySource + 'static) -> Self {
+        if let Err(e) = ratelimit_spec::custom_name(name) {
+            self.errors.push(format!("key {name:?}: {e}"));
+        } else if self.extras.keys.insert(name.to_owned(), Arc::new(source)).is_some() {
+            self.errors.push(format!("key {name:?}: registered twice"));
+        }
+        self
+    }
+
+    /// Shapes the response to every refused request (routes with their own
+    /// `reject = ...` aside): the hook returns the status, headers and body;
+    /// the runtime then adds `Retry-After` (unless the hook set one) and the
+    /// rate-limit headers. Without a hook, refusals are the problem+json of
+    /// `[responses]` ([`Rejection::default_response`]). The hook runs on the
+    /// request path: it must not block.
+    #[must_use]
+    pub fn rejection<F, B>(mut self, hook: F) -> Self
+    where
+        F: Fn(&Rejection<'_>) -> http::Response<B> + Send + Sync + 'static,
+        B: Into<bytes::Bytes>,
+    {
+        self.extras.reject = Some(Arc::new(move |r: &Rejection<'_>| hook(r).map(Into::into)));
+        self
+    }
+
+    /// Asks `service` in the `service` step of every chain, instead of the
+    /// HTTP service of `[service] url` (then leave `url` out: `[service]`
+    /// still names the id secret and tunes the cache). Lookups run off the
+    /// request path, as the HTTP one's do.
+    #[must_use]
+    pub fn limit_service(mut self, service: impl crate::service::LimitService) -> Self {
+        self.extras.service = Some(crate::service::BoxLimitService::new(service));
         self
     }
 
     /// Builds the runtime (needs a tokio runtime).
     pub async fn build(self) -> Result<RateLimit, SetupError> {
+        if let Some(first) = self.errors.first() {
+            return Err(SetupError::new("builder", first.clone()));
+        }
         let sweep = matches!(self.clock, AnyClock::System(_));
-        let rt = runtime::Runtime::build(self.config, self.clock, self.jwt, sweep).await?;
+        let rt = runtime::Runtime::build(self.config, self.clock, self.extras, sweep).await?;
         Ok(RateLimit { inner: Arc::new(rt) })
     }
 }

@@ -75,6 +75,25 @@ impl Outcome {
         self.profile.as_deref()
     }
 
+    /// The route's name: the attribute's `name` (or the handler's path), or
+    /// the `[[rules]]` entry's.
+    pub fn route(&self) -> &str {
+        match &self.route {
+            RouteName::Static(route) => route,
+            RouteName::Shared(rule) => rule,
+        }
+    }
+
+    /// What the request cost.
+    pub fn cost(&self) -> u32 {
+        self.cost
+    }
+
+    /// The quota that applied.
+    pub fn quota(&self) -> &Quota {
+        &self.quota
+    }
+
     /// The name of this limit in `RateLimit-Policy`, `RateLimit` and the
     /// 429 body's `violated-policies`: `<route>/<profile>` (`<route>/custom`
     /// for numbers from a token or the limit service).
@@ -232,14 +251,21 @@ impl Outcome {
     /// (rounded up, at least 1, never earlier than `t`) and a problem+json
     /// body with the draft's `violated-policies` member.
     pub fn rejection(&self, body: &ResponseConfig) -> Response<Bytes> {
-        self.rejection_within(body, None)
+        let retry = self.retry_within(None);
+        let mut response = self.problem(body, retry);
+        self.finish_rejection(response.headers_mut(), retry);
+        response
     }
 
-    /// [`rejection`](Self::rejection) beneath an outer limit that admitted
-    /// the request but needs `outer` before it admits the next one: the
-    /// `Retry-After` and the body's `retry_after` are the longer wait.
-    pub(crate) fn rejection_within(&self, body: &ResponseConfig, outer: Option<OuterWait>) -> Response<Bytes> {
-        let retry = self.retry_after_secs().max(outer.map_or(0, |o| o.0));
+    /// `Retry-After` of this refusal beneath an outer limit needing `outer`:
+    /// the longer wait.
+    pub(crate) fn retry_within(&self, outer: Option<OuterWait>) -> u64 {
+        self.retry_after_secs().max(outer.map_or(0, |o| o.0))
+    }
+
+    /// The default 429: a problem+json body saying `retry` (its headers
+    /// are [`finish_rejection`](Self::finish_rejection)'s).
+    pub(crate) fn problem(&self, body: &ResponseConfig, retry: u64) -> Response<Bytes> {
         let detail = match self.decision.denial() {
             Some(Denial::CostExceedsBurst) => {
                 "This request costs more than the limit's burst, so it can never be admitted.".to_owned()
@@ -262,11 +288,20 @@ impl Outcome {
         });
         let mut response = Response::new(Bytes::from(json.to_string()));
         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
-        headers.insert(RETRY_AFTER, number(retry));
-        self.write_headers_over(headers);
         response
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        response
+    }
+
+    /// What every rejection carries, whoever built its body: `Retry-After`
+    /// (`retry` seconds, unless the builder set one) and the rate-limit
+    /// headers.
+    pub(crate) fn finish_rejection(&self, headers: &mut HeaderMap, retry: u64) {
+        if !headers.contains_key(RETRY_AFTER) {
+            headers.insert(RETRY_AFTER, number(retry));
+        }
+        self.write_headers_over(headers);
     }
 }
 

@@ -2,21 +2,25 @@
 //! limiter, the running configuration, key extraction state, the token
 //! verifier and the limit service.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::response::Response;
+use bytes::Bytes;
 use http::request::Parts;
 
 use super::error::SetupError;
+use super::reject::{RejectHook, Rejection};
 use super::report::Observer;
-use super::respond::{Outcome, RouteName};
+use super::respond::{Outcome, OuterWait, RouteName};
 use super::route::{rule_route_id, RouteSpec};
-use crate::config::{Config, ConfigHandle, RuleConfig};
+use crate::config::{Config, ConfigError, ConfigHandle, RuleConfig};
 use crate::jwt::JwtVerifier;
-use crate::key::{ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
+use crate::key::{AnyKey, ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
 use crate::resolve::{FinalResolver, ResolveContext};
-use crate::service::{CacheSettings, HttpLimitService, ServiceCache, ServiceIdKey};
+use crate::service::{BoxLimitService, CacheSettings, HttpLimitService, ServiceCache, ServiceIdKey};
 use crate::{AnyClock, Clock, Limiter, MemoryStore};
 
 pub(crate) struct Runtime {
@@ -25,9 +29,13 @@ pub(crate) struct Runtime {
     pub(crate) header_budget: HeaderBudget<AnyClock>,
     pub(crate) key_hasher: KeyHasher,
     pub(crate) jwt: Option<JwtVerifier>,
-    pub(crate) service: Option<ServiceCache<HttpLimitService>>,
+    pub(crate) service: Option<ServiceCache<BoxLimitService>>,
     /// The key of the service's client ids (with `service`).
     service_ids: Option<ServiceIdKey>,
+    /// The key extractors `"custom:<name>"` rules may name.
+    keys: BTreeMap<String, Arc<dyn KeySource>>,
+    /// The application's rejection response, if it shapes its own.
+    reject_hook: Option<RejectHook>,
     observer: Observer,
     /// The fleet-wide gate, when `[global]` is configured.
     #[cfg(feature = "redis")]
@@ -74,13 +82,60 @@ fn service_id_key(s: &crate::config::ServiceConfig) -> Result<ServiceIdKey, Setu
     ServiceIdKey::new(&secret).map_err(|e| fail(format!("id_secret_env: {var}: {e}")))
 }
 
+/// What the builder adds to a configuration.
+#[derive(Default)]
+pub(crate) struct Extras {
+    pub(crate) jwt: Option<JwtVerifier>,
+    pub(crate) keys: BTreeMap<String, Arc<dyn KeySource>>,
+    pub(crate) reject: Option<RejectHook>,
+    pub(crate) service: Option<BoxLimitService>,
+}
+
+/// Binds every `"custom:<name>"` rule key of `config` to the extractor
+/// registered under its name: the rule's index and what is wrong for one
+/// that names none.
+fn bind_keys(config: &mut Config, keys: &BTreeMap<String, Arc<dyn KeySource>>) -> Result<(), (usize, String)> {
+    for (i, rule) in config.rules.iter_mut().enumerate() {
+        let AnyKey::Custom(key) = &mut rule.key else { continue };
+        match keys.get(key.name()) {
+            Some(source) => key.bind(Arc::clone(source)),
+            None => {
+                let registered = if keys.is_empty() {
+                    "none is registered".to_owned()
+                } else {
+                    let names: Vec<String> = keys.keys().map(|k| format!("{k:?}")).collect();
+                    format!("registered: {}", names.join(", "))
+                };
+                return Err((
+                    i,
+                    format!(
+                        "key \"custom:{name}\" of rule {rule:?}: no key extractor is registered under {name:?} \
+                         (RateLimit::builder(config).key({name:?}, ...); {registered})",
+                        name = key.name(),
+                        rule = &*rule.name,
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Runtime {
     pub(crate) async fn build(
-        config: Config,
+        mut config: Config,
         clock: AnyClock,
-        jwt: Option<JwtVerifier>,
+        extras: Extras,
         sweep: bool,
     ) -> Result<Runtime, SetupError> {
+        let Extras {
+            jwt,
+            keys,
+            reject: reject_hook,
+            service: own_service,
+        } = extras;
+        bind_keys(&mut config, &keys)
+            .map_err(|(i, message)| SetupError::new("rules", format!("[[rules]] entry {}: {message}", i + 1)))?;
         let store = config
             .build_store()
             .map_err(|e| SetupError::caused_by("store", "[store]: ", e))?;
@@ -93,24 +148,53 @@ impl Runtime {
                 .await
                 .map_err(|e| SetupError::caused_by("jwt", "[jwt]: ", e))?,
         };
-        let (service, service_ids) = match &config.service {
-            None => (None, None),
-            Some(s) => {
-                let ids = service_id_key(s)?;
-                let http = HttpLimitService::new(&s.url)
-                    .map_err(|e| SetupError::caused_by("service", "[service] url: ", e))?;
-                let settings = CacheSettings {
-                    ttl: s.ttl,
-                    negative_ttl: s.negative_ttl,
-                    timeout: s.timeout,
-                    max_entries: s.max_entries,
-                    ..CacheSettings::default()
-                };
-                let cache = ServiceCache::new(http, settings)
-                    .map_err(|e| SetupError::caused_by("service", "[service]: ", e))?;
-                (Some(cache), Some(ids))
-            }
-        };
+        let (service, service_ids) =
+            match &config.service {
+                None if own_service.is_some() => return Err(SetupError::new(
+                    "service",
+                    "a limit service was given to the builder, but the configuration has no [service] section: add \
+                     one (its id_secret_env keys the client ids the service is asked about; ttl, timeout and \
+                     max_entries tune its cache)"
+                        .to_owned(),
+                )),
+                None => (None, None),
+                Some(s) => {
+                    let ids = service_id_key(s)?;
+                    let service = match (own_service, &s.url) {
+                        (Some(own), None) => own,
+                        (None, Some(url)) => BoxLimitService::new(
+                            HttpLimitService::new(url)
+                                .map_err(|e| SetupError::caused_by("service", "[service] url: ", e))?,
+                        ),
+                        (Some(_), Some(_)) => {
+                            return Err(SetupError::new(
+                                "service",
+                                "[service] url: a limit service was also given to the builder \
+                             (RateLimitBuilder::limit_service); remove the url, or the builder's service"
+                                    .to_owned(),
+                            ))
+                        }
+                        (None, None) => {
+                            return Err(SetupError::new(
+                                "service",
+                                "[service] url: missing; name the limit service's base URL, or give the builder a \
+                             LimitService of the application's (RateLimitBuilder::limit_service)"
+                                    .to_owned(),
+                            ))
+                        }
+                    };
+                    let settings = CacheSettings {
+                        ttl: s.ttl,
+                        negative_ttl: s.negative_ttl,
+                        timeout: s.timeout,
+                        max_entries: s.max_entries,
+                        ..CacheSettings::default()
+                    };
+                    let cache = ServiceCache::new(service, settings)
+                        .map_err(|e| SetupError::caused_by("service", "[service]: ", e))?;
+                    (Some(cache), Some(ids))
+                }
+            };
         #[cfg(feature = "redis")]
         let gate = match &config.global {
             Some(g) => Some(super::gate::start_gate(g, &clock)?),
@@ -136,15 +220,65 @@ impl Runtime {
             jwt,
             service,
             service_ids,
+            keys,
+            reject_hook,
             observer: Observer::default(),
             #[cfg(feature = "redis")]
             gate,
         })
     }
 
-    /// Swaps the running configuration.
-    pub(crate) fn reload(&self, config: Config) {
+    /// Swaps the running configuration, once its custom keys are bound
+    /// (`source` names it in the error: a file's path, or `<config>`).
+    pub(crate) fn reload(&self, mut config: Config, source: &str) -> Result<(), ConfigError> {
+        bind_keys(&mut config, &self.keys).map_err(|(i, message)| {
+            ConfigError::new(source, format!("{message}; the running configuration stays"))
+                .with_field(format!("rules[{i}].key"))
+        })?;
         self.config.store(config);
+        Ok(())
+    }
+
+    /// The response to a request refused on a `#[rate_limit]` route: the
+    /// route's own (`reject = path`), else [`Self::reject_rule`]'s.
+    pub(crate) fn reject_route(
+        &self,
+        outcome: &Outcome,
+        parts: &Parts,
+        outer: Option<OuterWait>,
+        route_hook: fn(&Rejection<'_>) -> Option<Response>,
+    ) -> Response {
+        let config = self.config.load();
+        let rejection = Rejection::new(outcome, parts, &config.responses, outer);
+        let mut response = match route_hook(&rejection) {
+            Some(own) => own,
+            None => self.shaped(&rejection).map(axum::body::Body::from),
+        };
+        outcome.finish_rejection(response.headers_mut(), rejection.retry_after_secs());
+        response
+    }
+
+    /// The response to a refused request: the builder's hook's, else the
+    /// problem+json; with `Retry-After` (unless the hook set one) and the
+    /// rate-limit headers whoever built it.
+    pub(crate) fn reject_rule(
+        &self,
+        outcome: &Outcome,
+        parts: &Parts,
+        outer: Option<OuterWait>,
+    ) -> http::Response<Bytes> {
+        let config = self.config.load();
+        let rejection = Rejection::new(outcome, parts, &config.responses, outer);
+        let mut response = self.shaped(&rejection);
+        outcome.finish_rejection(response.headers_mut(), rejection.retry_after_secs());
+        response
+    }
+
+    fn shaped(&self, rejection: &Rejection<'_>) -> http::Response<Bytes> {
+        match &self.reject_hook {
+            Some(hook) => hook(rejection),
+            None => rejection.default_response(),
+        }
     }
 
     /// The client's address key, warning once when the server gives no

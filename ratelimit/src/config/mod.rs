@@ -109,8 +109,11 @@ pub struct StoreConfig {
 /// Settings of the external limit service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceConfig {
-    /// Base URL; the client key's hash is appended.
-    pub url: String,
+    /// Base URL; the client's id is appended. `None`: the application's
+    /// own [`LimitService`](crate::service::LimitService), given to
+    /// `RateLimitBuilder::limit_service` (the runtime refuses to start
+    /// with neither, or with both).
+    pub url: Option<String>,
     /// How long an answer is used.
     pub ttl: Duration,
     /// How long a "no answer" is remembered.

@@ -19,7 +19,7 @@ pub(crate) use ip::normalize_net;
 #[cfg(feature = "jwt")]
 pub(crate) use ip::prefix_of;
 pub use ip::{ClientIpConfig, ForwardedHeader, PrefixError};
-pub use source::{write_address_id, AnyKey, Claim, Header, Ip, KeyContext, KeyHasher, KeySource};
+pub use source::{write_address_id, AnyKey, Claim, CustomKey, Global, Header, Ip, KeyContext, KeyHasher, KeySource};
 
 /// The TCP peer of a request, put in the request's extensions by the server
 /// integration (or by you, for a custom server). Without it, requests are
@@ -43,6 +43,8 @@ pub enum ClientKey {
     /// A key computed by a [`KeySource`] of the application's (a seeded
     /// hash: [`KeyContext::hash`]).
     Custom(u64),
+    /// The route's one bucket ([`Global`]: `key = global`).
+    Global,
 }
 
 /// The TCP peer of a request as the HTTP runtime finds it: axum's

@@ -278,6 +278,107 @@ impl<'a> KeyContext<'a> {
     }
 }
 
+/// `key = global`: one bucket for the whole route, whoever the client (a
+/// route protecting a fragile backend, a total budget of a partner API).
+///
+/// ```
+/// use ratelimit::key::{ClientKey, Global, KeyContext, KeyHasher, KeySource};
+///
+/// let (parts, ()) = http::Request::new(()).into_parts();
+/// let hasher = KeyHasher::new();
+/// assert_eq!(Global.extract(&mut KeyContext::new(&parts, &hasher)), ClientKey::Global);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Global;
+
+impl KeySource for Global {
+    #[inline]
+    fn extract(&self, _cx: &mut KeyContext<'_>) -> ClientKey {
+        ClientKey::Global
+    }
+    fn write_id(&self, _cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
+        match key {
+            ClientKey::Global => h.write(b"global"),
+            _ => write_address_id(key, h),
+        }
+    }
+}
+
+/// `key = "custom:<name>"` of a `[[rules]]` entry: the [`KeySource`]
+/// registered on the runtime's builder under `name`
+/// (`RateLimit::builder(config).key("tenant", ByTenant)`, feature `axum`),
+/// bound when the runtime starts and at each reload; a configuration naming
+/// an extractor that was not registered is refused then. Unbound (a rule
+/// used outside a runtime), it keys by address.
+#[derive(Clone)]
+pub struct CustomKey {
+    name: Arc<str>,
+    source: Option<Arc<dyn KeySource>>,
+}
+
+impl CustomKey {
+    /// The unbound key `name` (what the configuration holds).
+    pub fn new(name: &str) -> Self {
+        CustomKey {
+            name: Arc::from(name),
+            source: None,
+        }
+    }
+
+    /// The name it is registered under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether an extractor is bound.
+    pub fn is_bound(&self) -> bool {
+        self.source.is_some()
+    }
+
+    /// Binds the extractor.
+    #[cfg(feature = "axum")]
+    pub(crate) fn bind(&mut self, source: Arc<dyn KeySource>) {
+        self.source = Some(source);
+    }
+}
+
+impl std::fmt::Debug for CustomKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CustomKey")
+            .field("name", &self.name)
+            .field("bound", &self.source.is_some())
+            .finish()
+    }
+}
+
+/// Two custom keys are the same key when they have the same name: the
+/// configuration's meaning (what is bound is the runtime's business).
+impl PartialEq for CustomKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for CustomKey {}
+
+impl KeySource for CustomKey {
+    fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
+        match &self.source {
+            Some(s) => s.extract(cx),
+            None => cx.address,
+        }
+    }
+    fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
+        match &self.source {
+            Some(s) => s.write_id(cx, key, h),
+            None => write_address_id(key, h),
+        }
+    }
+    fn id_name(&self) -> Option<&str> {
+        self.source.as_deref().and_then(KeySource::id_name)
+    }
+}
+
 /// `key = ip`: the client's address (see [`ClientIpConfig`](super::ClientIpConfig)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Ip;
@@ -387,6 +488,10 @@ pub enum AnyKey {
     Header(Header),
     /// `"jwt_claim:<path>"`.
     Claim(Claim<Arc<str>>),
+    /// `"global"`.
+    Global(Global),
+    /// `"custom:<name>"`.
+    Custom(CustomKey),
 }
 
 impl AnyKey {
@@ -400,6 +505,8 @@ impl AnyKey {
                 HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("invalid header name {name:?}: {e}"))?,
             )),
             KeyKind::Claim(path) => AnyKey::Claim(Claim(Arc::from(path.as_str()))),
+            KeyKind::Global => AnyKey::Global(Global),
+            KeyKind::Custom(name) => AnyKey::Custom(CustomKey::new(name)),
         })
     }
 }
@@ -411,6 +518,8 @@ impl KeySource for AnyKey {
             AnyKey::Ip(k) => k.extract(cx),
             AnyKey::Header(k) => k.extract(cx),
             AnyKey::Claim(k) => k.extract(cx),
+            AnyKey::Global(k) => k.extract(cx),
+            AnyKey::Custom(k) => k.extract(cx),
         }
     }
     fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
@@ -418,6 +527,8 @@ impl KeySource for AnyKey {
             AnyKey::Ip(k) => k.write_id(cx, key, h),
             AnyKey::Header(k) => k.write_id(cx, key, h),
             AnyKey::Claim(k) => k.write_id(cx, key, h),
+            AnyKey::Global(k) => k.write_id(cx, key, h),
+            AnyKey::Custom(k) => k.write_id(cx, key, h),
         }
     }
     fn id_name(&self) -> Option<&str> {
@@ -425,6 +536,8 @@ impl KeySource for AnyKey {
             AnyKey::Ip(k) => k.id_name(),
             AnyKey::Header(k) => k.id_name(),
             AnyKey::Claim(k) => k.id_name(),
+            AnyKey::Global(k) => k.id_name(),
+            AnyKey::Custom(k) => k.id_name(),
         }
     }
 }

@@ -12,7 +12,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use super::fields::{
-    cidrs, claim_name, duration, forwarded_header, header_style, http_url, max_keys, new_keys_budget, opt_algorithm,
+    cidrs, claim_name, duration, forwarded_header, header_style, max_keys, new_keys_budget, opt_algorithm,
     opt_http_url, opt_positive_u32, opt_prefix, overflow, positive_u32, quota,
 };
 use crate::config::{
@@ -210,8 +210,8 @@ fn max_failed_tracked() -> usize {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawService {
-    #[serde(deserialize_with = "http_url")]
-    pub(super) url: String,
+    #[serde(default, deserialize_with = "opt_http_url")]
+    pub(super) url: Option<String>,
     #[serde(default = "service_ttl", deserialize_with = "duration")]
     pub(super) ttl: Duration,
     #[serde(default = "service_negative_ttl", deserialize_with = "duration")]

@@ -1,0 +1,113 @@
+//! Rejections an application shapes itself: [`Rejection`] is what a hook
+//! sees of a request turned away; the hook returns the response, and the
+//! runtime adds `Retry-After` (unless the hook set one) and the rate-limit
+//! headers, so a custom body never loses the contract clients rely on.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::Response;
+
+use super::respond::{Outcome, OuterWait};
+use crate::config::ResponseConfig;
+use crate::Decision;
+
+/// A request turned away, as a rejection hook sees it
+/// ([`RateLimitBuilder::rejection`](super::RateLimitBuilder::rejection), or
+/// `#[rate_limit(..., reject = path)]`).
+///
+/// ```
+/// use ratelimit::axum::Rejection;
+///
+/// // A plain-text 429 for one API's older clients.
+/// fn too_many(r: &Rejection<'_>) -> http::Response<String> {
+///     http::Response::builder()
+///         .status(429)
+///         .header("content-type", "text/plain")
+///         .body(format!("slow down: {} is limited, retry in {} s\n", r.route(), r.retry_after_secs()))
+///         .unwrap()
+/// }
+/// # let _ = too_many;
+/// ```
+pub struct Rejection<'a> {
+    outcome: &'a Outcome,
+    request: &'a Parts,
+    responses: &'a ResponseConfig,
+    retry: u64,
+}
+
+impl std::fmt::Debug for Rejection<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rejection")
+            .field("route", &self.outcome.route())
+            .field("retry_after_secs", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Rejection<'a> {
+    pub(crate) fn new(
+        outcome: &'a Outcome,
+        request: &'a Parts,
+        responses: &'a ResponseConfig,
+        outer: Option<OuterWait>,
+    ) -> Self {
+        Rejection {
+            outcome,
+            request,
+            responses,
+            retry: outcome.retry_within(outer),
+        }
+    }
+
+    /// The engine's decision (why: [`Decision::denial`]).
+    pub fn decision(&self) -> &Decision {
+        self.outcome.decision()
+    }
+
+    /// The whole outcome: quota, profile, cost.
+    pub fn outcome(&self) -> &Outcome {
+        self.outcome
+    }
+
+    /// The route's name (the attribute's, or the `[[rules]]` entry's).
+    pub fn route(&self) -> &str {
+        self.outcome.route()
+    }
+
+    /// The refusing limit's policy name, as the headers and the default
+    /// body's `violated-policies` spell it.
+    pub fn policy(&self) -> String {
+        self.outcome.policy_name()
+    }
+
+    /// The profile the limit came from (`None` for numbers from a token or
+    /// the limit service).
+    pub fn profile(&self) -> Option<&str> {
+        self.outcome.profile()
+    }
+
+    /// The seconds `Retry-After` will say (an enclosing rule's longer wait
+    /// included).
+    pub fn retry_after_secs(&self) -> u64 {
+        self.retry
+    }
+
+    /// The request's head (method, URI, headers, extensions), to answer in
+    /// the client's language or format. Its values are the client's: never
+    /// echo them into the response unescaped.
+    pub fn request(&self) -> &Parts {
+        self.request
+    }
+
+    /// The response the runtime sends without a hook: the problem+json of
+    /// `[responses]` (its `Retry-After` and rate-limit headers are added
+    /// either way).
+    pub fn default_response(&self) -> Response<Bytes> {
+        self.outcome.problem(self.responses, self.retry)
+    }
+}
+
+/// A rejection hook, type-erased (the builder wraps the application's).
+pub(crate) type RejectHook = Arc<dyn Fn(&Rejection<'_>) -> Response<Bytes> + Send + Sync>;

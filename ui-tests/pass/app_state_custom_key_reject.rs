@@ -1,0 +1,63 @@
+// The runtime inside the application's state (`FromRef`, `state`), a key
+// type of the application's (`custom(Type)`), one bucket per route
+// (`global`) and the route's own rejection (`reject = path`).
+use axum::extract::{FromRef, State};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use ratelimit::axum::{RateLimit, Rejection};
+use ratelimit::key::{ClientKey, KeyContext, KeySource};
+use ratelimit::rate_limit;
+
+#[derive(Clone)]
+struct AppState {
+    db: String,
+    rate_limit: RateLimit,
+}
+
+impl FromRef<AppState> for RateLimit {
+    fn from_ref(s: &AppState) -> RateLimit {
+        s.rate_limit.clone()
+    }
+}
+
+mod keys {
+    use super::*;
+
+    #[derive(Default)]
+    pub struct ByTenant;
+
+    impl KeySource for ByTenant {
+        fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
+            cx.address()
+        }
+        fn write_id(&self, _cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn std::hash::Hasher) {
+            ratelimit::key::write_address_id(key, h)
+        }
+    }
+}
+
+fn busy(r: &Rejection<'_>) -> impl IntoResponse {
+    format!("retry in {} s", r.retry_after_secs())
+}
+
+#[rate_limit(key = custom(keys::ByTenant), resolve = [default], state, reject = busy)]
+async fn orders(State(state): State<AppState>) -> String {
+    state.db
+}
+
+#[rate_limit(key = global, resolve = [default], state)]
+async fn export() -> &'static str {
+    "export"
+}
+
+fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/orders", get(orders))
+        .route("/export", get(export))
+        .with_state(state)
+}
+
+fn main() {
+    let _ = router;
+}
