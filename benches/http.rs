@@ -13,7 +13,7 @@
 //! Wall-clock ratios move with code layout between two builds (the
 //! unannotated handler itself moves by 5-10%). To compare two builds, count
 //! instructions per request instead: run one app with
-//! `HTTP_BENCH_PROFILE=plain|state|layer HTTP_BENCH_N=2000` and then `22000`
+//! `HTTP_BENCH_PROFILE=plain|state|app_state|layer HTTP_BENCH_N=2000` and then `22000`
 //! under `valgrind --tool=callgrind`, and divide the difference of the two
 //! totals by 20,000 (repeatable to about 1%).
 
@@ -83,6 +83,25 @@ async fn annotated() -> &'static str {
     "hello"
 }
 
+/// An application's own state, with the runtime beside its other handles,
+/// found through `FromRef` (`#[rate_limit(..., state)]`).
+#[derive(Clone)]
+struct AppState {
+    _pool: std::sync::Arc<str>,
+    rate_limit: RateLimit,
+}
+
+impl axum::extract::FromRef<AppState> for RateLimit {
+    fn from_ref(s: &AppState) -> RateLimit {
+        s.rate_limit.clone()
+    }
+}
+
+#[rate_limit(key = ip, resolve = [default], state)]
+async fn annotated_from_state() -> &'static str {
+    "hello"
+}
+
 type App = axum::routing::RouterIntoService<Body>;
 
 fn request() -> Request<Body> {
@@ -99,6 +118,7 @@ struct Apps {
     governor: App,
     governor_headers: App,
     state: App,
+    app_state: App,
 }
 
 fn apps() -> Apps {
@@ -137,6 +157,13 @@ fn apps() -> Apps {
         .route("/hello", get(annotated))
         .with_state(limiter.clone())
         .into_service();
+    let app_state = Router::new()
+        .route("/hello", get(annotated_from_state))
+        .with_state(AppState {
+            _pool: std::sync::Arc::from("pool"),
+            rate_limit: limiter.clone(),
+        })
+        .into_service();
     Apps {
         rt,
         plain,
@@ -144,6 +171,7 @@ fn apps() -> Apps {
         governor,
         governor_headers,
         state,
+        app_state,
     }
 }
 
@@ -160,6 +188,9 @@ fn bench(c: &mut Criterion) {
     assert!(call(&a.rt, &mut a.attribute)
         .headers()
         .contains_key("ratelimit-remaining"));
+    assert!(call(&a.rt, &mut a.app_state)
+        .headers()
+        .contains_key("ratelimit-remaining"));
     assert_eq!(call(&a.rt, &mut a.governor).status(), 200);
     assert!(call(&a.rt, &mut a.governor_headers)
         .headers()
@@ -171,6 +202,9 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("rate_limit attribute, runtime as state", |b| {
         b.iter(|| black_box(call(&a.rt, &mut a.state)))
+    });
+    g.bench_function("rate_limit attribute, app state via FromRef", |b| {
+        b.iter(|| black_box(call(&a.rt, &mut a.app_state)))
     });
     g.bench_function("tower_governor", |b| b.iter(|| black_box(call(&a.rt, &mut a.governor))));
     g.bench_function("tower_governor, use_headers", |b| {
@@ -191,6 +225,7 @@ fn summary() {
         ("unannotated handler", &mut a.plain),
         ("#[rate_limit], runtime as router state", &mut a.state),
         ("#[rate_limit], RateLimitLayer", &mut a.attribute),
+        ("#[rate_limit], app state via FromRef", &mut a.app_state),
         ("tower_governor layer, no headers", &mut a.governor),
         ("tower_governor layer, use_headers()", &mut a.governor_headers),
     ];
@@ -247,12 +282,19 @@ fn summary() {
         median(&mut ratios[2]),
         allocs[2] - allocs[0]
     );
+    let from_ref = median(&mut ratios[3]);
+    println!(
+        "target (app state via FromRef): no extra allocation: {} ({:+.2} per request); {from_ref:.2}x unannotated \
+         against {ratio:.2}x with the runtime as the state",
+        if allocs[3] <= allocs[0] { "met" } else { "NOT met" },
+        allocs[3] - allocs[0]
+    );
 }
 
 criterion_group!(benches, bench);
 
 fn main() {
-    // `HTTP_BENCH_PROFILE=plain|state|layer`: run one app only (for
+    // `HTTP_BENCH_PROFILE=plain|state|app_state|layer`: run one app only (for
     // valgrind's callgrind or dhat; `HTTP_BENCH_N` requests).
     if let Ok(which) = std::env::var("HTTP_BENCH_PROFILE") {
         let mut a = apps();
@@ -265,6 +307,8 @@ fn main() {
                 black_box(call(&a.rt, &mut a.plain));
             } else if which == "state" {
                 black_box(call(&a.rt, &mut a.state));
+            } else if which == "app_state" {
+                black_box(call(&a.rt, &mut a.app_state));
             } else {
                 black_box(call(&a.rt, &mut a.attribute));
             }

@@ -129,11 +129,14 @@
 //! Grammar, on an `async fn` handler (a free function, not a method):
 //!
 //! ```text
-//! #[rate_limit(key = KEY, resolve = [STEP, ..., default] [, name = "route.name"] [, cost = N] [, shadow])]
+//! #[rate_limit(key = KEY, resolve = [STEP, ..., default] [, name = "route.name"] [, cost = N] [, shadow]
+//!              [, state] [, reject = path::to::function] [, crate = "path"])]
 //!
 //! KEY  := ip                      the client address (see [ip] in the config)
 //!       | header("x-api-key")     a header's value, hashed; capped per address
 //!       | jwt_claim("sub")        a verified token's claim (dotted paths: "org.id")
+//!       | global                  one bucket for the whole route, whoever the client
+//!       | custom(path::To::Type)  a KeySource + Default of the application's
 //! STEP := jwt                     the tier or numbers the verified token carries
 //!       | service                 the limit service of [service] (cached, never awaited)
 //!       | profile("standard")     a named profile of the configuration
@@ -147,6 +150,84 @@
 //!   and logs; by default the handler's path (`my_crate::users::get_user`).
 //! * `cost = N` (N >= 1): units of the limit each request uses.
 //! * `shadow`: decide, send headers and count, but never reject.
+//! * `state`: find the [`RateLimit`](axum::RateLimit) in the router's state
+//!   through axum's `FromRef` (an `AppState` holding it beside a database
+//!   pool, `#[derive(FromRef)]` or an `impl FromRef<AppState> for
+//!   RateLimit`): no layer, no allocation; a compile error on a router whose
+//!   state has none.
+//! * `reject = f`: the route's own response to a refusal, `fn(&Rejection<'_>)
+//!   -> impl IntoResponse` ([`Rejection`](axum::Rejection)); `Retry-After` and
+//!   the rate-limit headers are added to it.
+//! * `crate = "path"`: where the `ratelimit` crate is, for a renamed
+//!   dependency or a re-export (`crate = "platform::limits"`).
+//! * `custom(Type)`: `Type` implements [`key::KeySource`] (reads the
+//!   request's parts and extensions, e.g. a tenant an authentication layer
+//!   verified, and falls back to [`key::KeyContext::address`] when it finds
+//!   none) and `Default` (made once, on first use). A `[[rules]]` entry
+//!   names a key registered on the builder instead: `key = "custom:tenant"`
+//!   with `RateLimit::builder(config).key("tenant", ByTenant)`.
+//!
+//! ```no_run
+//! use axum::extract::{FromRef, State};
+//! use axum::{response::IntoResponse, routing::get, Router};
+//! use ratelimit::axum::{RateLimit, Rejection};
+//! use ratelimit::key::{ClientKey, KeyContext, KeySource};
+//! use ratelimit::rate_limit;
+//!
+//! #[derive(Clone)]
+//! struct AppState {
+//!     db: String, // a pool in a real service
+//!     rate_limit: RateLimit,
+//! }
+//! impl FromRef<AppState> for RateLimit {
+//!     fn from_ref(s: &AppState) -> RateLimit {
+//!         s.rate_limit.clone()
+//!     }
+//! }
+//!
+//! /// The tenant an authentication layer verified.
+//! #[derive(Clone)]
+//! struct Tenant(String);
+//!
+//! #[derive(Default)]
+//! struct ByTenant;
+//! impl KeySource for ByTenant {
+//!     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
+//!         match cx.parts().extensions.get::<Tenant>() {
+//!             Some(t) => ClientKey::Custom(cx.hash(&t.0)),
+//!             None => cx.address(),
+//!         }
+//!     }
+//!     fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn std::hash::Hasher) {
+//!         match (key, cx.parts().extensions.get::<Tenant>()) {
+//!             (ClientKey::Custom(_), Some(t)) => {
+//!                 h.write(b"tenant:");
+//!                 h.write(t.0.as_bytes());
+//!             }
+//!             _ => ratelimit::key::write_address_id(key, h),
+//!         }
+//!     }
+//! }
+//!
+//! fn busy(r: &Rejection<'_>) -> impl IntoResponse {
+//!     (http::StatusCode::TOO_MANY_REQUESTS, format!("busy, retry in {} s", r.retry_after_secs()))
+//! }
+//!
+//! #[rate_limit(key = custom(ByTenant), resolve = [default], state, reject = busy)]
+//! async fn orders(State(app): State<AppState>) -> String {
+//!     format!("orders from {}", app.db)
+//! }
+//!
+//! #[rate_limit(key = global, resolve = [profile("fragile"), default], state)]
+//! async fn report() -> &'static str {
+//!     "one bucket for every client"
+//! }
+//!
+//! fn router(state: AppState) -> Router {
+//!     Router::new().route("/orders", get(orders)).route("/report", get(report)).with_state(state)
+//! }
+//! # let _ = router;
+//! ```
 //!
 //! Mistakes are compile errors on the offending token, all reported at once
 //! (see `ui-tests/fail/`). The expansion is one zero-sized rule type per
@@ -155,7 +236,8 @@
 //! take a hidden first extractor, so the decision runs before any other
 //! extractor and before the body.
 //!
-//! **Where the limiter comes from**: the router's state when it is the
+//! **Where the limiter comes from**: with `state`, the router's state
+//! through `FromRef`; otherwise the router's state when it is the
 //! [`RateLimit`](axum::RateLimit) itself (`.with_state(rate_limit)`, the
 //! cheapest), else the [`RateLimitLayer`](axum::RateLimitLayer) on the
 //! router (`.layer(rate_limit.layer())`, which also applies the

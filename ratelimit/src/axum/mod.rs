@@ -9,6 +9,10 @@
 //! the JWT verifier and the limit service. A `#[rate_limit]` handler finds
 //! it, in this order:
 //!
+//! 0. with `#[rate_limit(..., state)]`, in the application's state through
+//!    axum's `FromRef` (`impl FromRef<AppState> for RateLimit`, or
+//!    `#[derive(FromRef)]`): no layer, no allocation (one reference count
+//!    taken and dropped); a router whose state has none does not compile;
 //! 1. as the router's state, when the state is the `RateLimit` itself
 //!    (`Router::new()....with_state(rate_limit)`): the cheapest, no
 //!    allocation per request;
@@ -66,7 +70,9 @@
 //! [`HeaderStyle`](crate::config::HeaderStyle), `[headers] style`). A
 //! rejection is a 429 with `Retry-After` (whole seconds, rounded up, at least
 //! 1, never earlier than the structured `t`) and an
-//! `application/problem+json` body (`[responses]`), by default the draft's
+//! `application/problem+json` body (`[responses]`; or what a hook of the
+//! application's returns, [`RateLimitBuilder::rejection`] and
+//! `#[rate_limit(..., reject = f)]`, see [`Rejection`]), by default the draft's
 //! `quota-exceeded` problem type with `violated-policies`. When a config rule
 //! and a handler's attribute both limit a request, the draft-06 triple
 //! reports the tighter of the two and the structured fields list both. See
