@@ -1,10 +1,18 @@
 //! The quickstart demo as a real process: where its binary is, and a check
 //! that it was built from the sources under test.
 
+// Each test binary that includes this module uses only part of it.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 
 /// `target/<profile>/examples/quickstart`, next to this test's `deps` dir.
 pub(crate) fn quickstart_binary() -> PathBuf {
+    example_binary("quickstart")
+}
+
+/// `target/<profile>/examples/<name>`, checked to be newer than its sources.
+pub(crate) fn example_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the path of the test binary");
     let profile_dir = exe
         .parent()
@@ -12,15 +20,15 @@ pub(crate) fn quickstart_binary() -> PathBuf {
         .expect("the test binary lives in target/<profile>/deps/");
     let bin = profile_dir
         .join("examples")
-        .join(format!("quickstart{}", std::env::consts::EXE_SUFFIX));
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         bin.is_file(),
-        "{} is missing: this test runs the quickstart demo as real processes. Build it with the \
-         same profile first: `cargo build --example quickstart` (a plain `cargo test` builds it too; \
+        "{} is missing: this test runs the {name} example as real processes. Build it with the \
+         same profile first: `cargo build --example {name}` (a plain `cargo test` builds it too; \
          `cargo test --test <name>` alone does not)",
         bin.display()
     );
-    check_fresh(&bin);
+    check_fresh(&bin, name);
     bin
 }
 
@@ -28,7 +36,7 @@ pub(crate) fn quickstart_binary() -> PathBuf {
 /// `cargo test --test <name>` rebuilds the test but not the
 /// example, and would otherwise measure the previous code. The sources are
 /// the ones cargo lists in the dep-info file next to the binary.
-fn check_fresh(bin: &Path) {
+fn check_fresh(bin: &Path, name: &str) {
     let Ok(dep_info) = std::fs::read_to_string(bin.with_extension("d")) else {
         return;
     };
@@ -47,7 +55,7 @@ fn check_fresh(bin: &Path) {
         .collect();
     assert!(
         newer.is_empty(),
-        "{} is older than its sources ({}{}): rebuild it with `cargo build --example quickstart` \
+        "{} is older than its sources ({}{}): rebuild it with `cargo build --example {name}` \
          (`cargo test --test <name>` does not rebuild examples)",
         bin.display(),
         newer.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
