@@ -179,7 +179,7 @@
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
-#[cfg(feature = "redis-tls")]
+#[cfg(any(feature = "redis-tls", feature = "service"))]
 mod ca;
 pub mod claims;
 mod clock;
@@ -203,6 +203,8 @@ pub mod resolve;
 pub mod service;
 mod store;
 mod sync;
+#[cfg(any(feature = "redis-tls", feature = "service"))]
+mod tls;
 pub mod window;
 
 pub use clock::{AnyClock, Clock, ManualClock, SystemClock};

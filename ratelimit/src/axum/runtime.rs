@@ -97,7 +97,7 @@ impl Runtime {
             None => (None, None),
             Some(s) => {
                 let ids = service_id_key(s)?;
-                let http = HttpLimitService::new(&s.url)
+                let http = HttpLimitService::with_tls(&s.url, &config.tls)
                     .map_err(|e| SetupError::caused_by("service", "[service] url: ", e))?;
                 let settings = CacheSettings {
                     ttl: s.ttl,
@@ -113,7 +113,14 @@ impl Runtime {
         };
         #[cfg(feature = "redis")]
         let gate = match &config.global {
-            Some(g) => Some(super::gate::start_gate(g, &clock)?),
+            Some(g) => {
+                // `[global] ca_file` for Redis, else `[tls] ca_file`.
+                let g = crate::config::GlobalConfig {
+                    ca_file: config.redis_ca_file().map(std::path::Path::to_path_buf),
+                    ..g.clone()
+                };
+                Some(super::gate::start_gate(&g, &clock)?)
+            }
             None => None,
         };
         #[cfg(not(feature = "redis"))]
