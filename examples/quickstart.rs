@@ -184,9 +184,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
-    let app = Router::new()
-        .route("/public", get(public))
-        .route("/me", get(me));
+    let app = Router::new().route("/public", get(public)).route("/me", get(me));
     let app = match key_source {
         Some(_) => app.route("/token", get(no_token)),
         None => app.route("/token", get(token)),

@@ -180,7 +180,12 @@ fn rsa_token(sub: &str, tier: &str) -> String {
     let mut header = Header::new(Algorithm::RS256);
     header.kid = Some("key-1".to_owned());
     let claims = json!({"sub": sub, "exp": get_current_timestamp() + 600, "ratelimit_tier": tier});
-    encode(&header, &claims, &EncodingKey::from_rsa_pem(RSA_PRIVATE).expect("RSA key")).expect("sign")
+    encode(
+        &header,
+        &claims,
+        &EncodingKey::from_rsa_pem(RSA_PRIVATE).expect("RSA key"),
+    )
+    .expect("sign")
 }
 
 /// An HS256 token under the quickstart's demo secret.
@@ -230,7 +235,11 @@ impl Answer {
     fn limit(&self) -> Option<u32> {
         self.head
             .lines()
-            .find_map(|l| l.to_ascii_lowercase().strip_prefix("ratelimit-limit:").map(str::to_owned))
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("ratelimit-limit:")
+                    .map(str::to_owned)
+            })
             .and_then(|v| v.trim().parse().ok())
     }
 }
@@ -318,7 +327,9 @@ async fn an_untrusted_jwks_certificate_is_refused_at_startup() {
     let url = stub.url("localhost", JWKS_PATH);
 
     // No [tls]: the webpki roots do not know the test CA.
-    let err = build(jwks_config(&url, None)).await.expect_err("an unknown CA was trusted");
+    let err = build(jwks_config(&url, None))
+        .await
+        .expect_err("an unknown CA was trusted");
     println!("no ca_file: {err}");
     for words in [
         url.as_str(),
@@ -331,7 +342,9 @@ async fn an_untrusted_jwks_certificate_is_refused_at_startup() {
         assert!(err.contains(words), "{err:?} lacks {words:?}");
     }
     // Another CA in [tls] ca_file: refused too, naming the file trusted.
-    let err = build(jwks_config(&url, Some(&other.ca))).await.expect_err("another CA was trusted");
+    let err = build(jwks_config(&url, Some(&other.ca)))
+        .await
+        .expect_err("another CA was trusted");
     println!("another CA: {err}");
     for words in [url.as_str(), "UnknownIssuer", &other.ca.display().to_string()] {
         assert!(err.contains(words), "{err:?} lacks {words:?}");
@@ -387,7 +400,11 @@ async fn a_limit_service_over_https_gives_its_tier() {
             assert_eq!(a.status, 200);
             break;
         }
-        assert!(Instant::now() < deadline, "the service's tier never applied: {}", a.head);
+        assert!(
+            Instant::now() < deadline,
+            "the service's tier never applied: {}",
+            a.head
+        );
         assert_eq!((a.status, a.limit()), (200, Some(2)), "{}", a.head);
         // Slower than the anonymous rate: every request here is admitted.
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -440,13 +457,19 @@ async fn a_limit_service_with_a_bad_certificate_fails_its_lookups_not_startup() 
 
     // The lookup itself: the URL and the reason, and no client key.
     let service = HttpLimitService::with_tls(&url, &TlsConfig::with_ca_file(&pki.ca)).expect("a client");
-    let err = service.lookup(0x0123_4567_89ab_cdef).await.expect_err("an unknown CA was trusted");
+    let err = service
+        .lookup(0x0123_4567_89ab_cdef)
+        .await
+        .expect_err("an unknown CA was trusted");
     println!("lookup: {err}");
     assert!(err.is_exchange(), "{err}");
     for words in [url.as_str(), "UnknownIssuer", "not issued by a trusted CA"] {
         assert!(err.to_string().contains(words), "{err} lacks {words:?}");
     }
-    assert!(!err.to_string().contains("0123456789abcdef"), "the client id is in the error: {err}");
+    assert!(
+        !err.to_string().contains("0123456789abcdef"),
+        "the client id is in the error: {err}"
+    );
 
     // Through the cache: counted and logged.
     let cache = ServiceCache::new(service, CacheSettings::default()).expect("a cache");
@@ -521,7 +544,10 @@ fn a_bad_tls_ca_file_is_a_located_load_error() {
     let text = |path: &Path| config_text(&format!("[tls]\nca_file = {}\n", toml_path(path)));
     let ok = Config::from_toml_str(&text(&pki.ca)).expect("a valid ca_file");
     assert_eq!(ok.tls.ca_file.as_deref(), Some(pki.ca.as_path()));
-    assert!(Config::from_toml_str(&text(&cert)).is_ok(), "a certificate is a certificate");
+    assert!(
+        Config::from_toml_str(&text(&cert)).is_ok(),
+        "a certificate is a certificate"
+    );
     let missing = pki.dir.join("nope.pem");
     for (path, words) in [
         (&missing, "No such file"),
@@ -534,7 +560,10 @@ fn a_bad_tls_ca_file_is_a_located_load_error() {
         assert_eq!(err.field(), Some("tls.ca_file"), "{message}");
         assert_eq!((err.line(), err.column()), (Some(9), Some(1)), "{message}");
         assert!(message.contains(words), "{message} (expected {words:?})");
-        assert!(message.contains(&path.display().to_string()), "{message} does not name the file");
+        assert!(
+            message.contains(&path.display().to_string()),
+            "{message} does not name the file"
+        );
     }
     let unknown = Config::from_toml_str(&config_text("[tls]\nca_files = \"x.pem\"\n")).expect_err("an unknown field");
     assert!(unknown.to_string().contains("ca_files"), "{unknown}");
@@ -597,18 +626,31 @@ async fn the_quickstart_takes_its_jwks_from_its_config_file() {
         if let Ok(Some(status)) = demo.child.try_wait() {
             panic!("the quickstart exited: {status}");
         }
-        assert!(Instant::now() < deadline, "the quickstart did not listen on {addr} within 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "the quickstart did not listen on {addr} within 30 s"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(stub.answered() >= 1, "the quickstart did not fetch the JWKS");
 
     // A token for the JWKS's key gets its tier (premium: burst 50).
-    let a = get_with(addr, "/me", &[("authorization", &bearer(&rsa_token("alice", "premium")))]).await;
+    let a = get_with(
+        addr,
+        "/me",
+        &[("authorization", &bearer(&rsa_token("alice", "premium")))],
+    )
+    .await;
     assert_eq!((a.status, a.limit()), (200, Some(50)), "{}\n{}", a.head, a.body);
     assert!(a.body.contains("\"alice\""), "{}", a.body);
     // A token signed with the demo secret is not verified: anonymous
     // traffic on /me (the standard profile, burst 10).
-    let a = get_with(addr, "/me", &[("authorization", &bearer(&demo_token("bob", "premium")))]).await;
+    let a = get_with(
+        addr,
+        "/me",
+        &[("authorization", &bearer(&demo_token("bob", "premium")))],
+    )
+    .await;
     assert_eq!((a.status, a.limit()), (200, Some(10)), "{}\n{}", a.head, a.body);
     assert!(a.body.contains("anonymous"), "{}", a.body);
     // /token mints nothing: 404 with the reason.

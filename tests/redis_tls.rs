@@ -16,10 +16,10 @@ mod pki;
 #[path = "support/redis.rs"]
 mod redis_support;
 
+use pki::Pki;
 use ratelimit::config::Config;
 use ratelimit::global::{FleetGate, GateSettings, GlobalStore, RedisSettings, RedisStore};
 use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
-use pki::Pki;
 use rustls::crypto::CryptoProvider;
 
 const TTL: Duration = Duration::from_secs(30);
@@ -417,8 +417,9 @@ async fn runtime_syncs(
         text.push_str(&format!("[tls]\nca_file = {}\n", path(ca)));
     }
     let mut config = Config::from_toml_str(&text).expect("a valid config");
-    config.global.as_mut().expect("[global]").key_secret =
-        Some(ratelimit::config::FleetSecret(b"fleet secret for the tests, 32 B".to_vec()));
+    config.global.as_mut().expect("[global]").key_secret = Some(ratelimit::config::FleetSecret(
+        b"fleet secret for the tests, 32 B".to_vec(),
+    ));
     let rate_limit = ratelimit::axum::RateLimit::builder(config)
         .build()
         .await
@@ -435,7 +436,11 @@ async fn runtime_syncs(
     assert_eq!(response.status(), 200);
     let deadline = Instant::now() + wait;
     loop {
-        if !server.cli(&["--scan", "--pattern", &format!("{{{prefix}:*")]).trim().is_empty() {
+        if !server
+            .cli(&["--scan", "--pattern", &format!("{{{prefix}:*")])
+            .trim()
+            .is_empty()
+        {
             return true;
         }
         if Instant::now() >= deadline {
@@ -465,7 +470,14 @@ async fn tls_ca_file_applies_to_redis_and_global_ca_file_wins() {
     );
     // ... and refuses when it is the wrong one, whatever [tls] says.
     assert!(
-        !runtime_syncs(&server, "global-wrong", Some(&pki.ca), Some(&other.ca), Duration::from_millis(1500)).await,
+        !runtime_syncs(
+            &server,
+            "global-wrong",
+            Some(&pki.ca),
+            Some(&other.ca),
+            Duration::from_millis(1500)
+        )
+        .await,
         "[tls] ca_file won over [global] ca_file"
     );
     // Neither: the webpki roots, which do not know the test CA.

@@ -405,7 +405,9 @@ impl HttpLimitService {
     pub fn with_tls(base_url: &str, tls: &TlsConfig) -> Result<Self, ServiceError> {
         let setup = |m: String| ServiceError::of(ServiceErrorKind::Setup, m);
         let base = base_url.trim_end_matches('/').to_owned();
-        let uri = base.parse::<http::Uri>().map_err(|e| setup(format!("{base_url:?}: {e}")))?;
+        let uri = base
+            .parse::<http::Uri>()
+            .map_err(|e| setup(format!("{base_url:?}: {e}")))?;
         if !is_http_or_https(&uri) {
             return Err(setup(format!("{base_url:?}: expected an http:// or https:// URL")));
         }

@@ -66,4 +66,3 @@ impl Drop for Pki {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
-
