@@ -2,7 +2,8 @@
 //! (tokio-rustls) with a CA this test makes (rcgen): a JWKS URL and a limit
 //! service over HTTPS give their tiers through a real router when `[tls]
 //! ca_file` names the CA; an untrusted certificate and a certificate for
-//! another name are refused at startup with the URL and the reason; a limit
+//! another name are refused at startup with the URL and the reason, and a
+//! refresh refused later keeps the keys in force and logs why; a limit
 //! service with a bad certificate does not stop startup, its lookups fail
 //! (counted, logged) and the route falls through; a bad `[tls] ca_file` is a
 //! located load error; the quickstart takes its key source from its config
@@ -47,6 +48,7 @@ const ID_SECRET: &[u8] = b"https-test-service-id-secret-32-bytes!";
 /// handshakes.
 struct HttpsStub {
     port: u16,
+    acceptor: Arc<Mutex<tokio_rustls::TlsAcceptor>>,
     answered: Arc<AtomicUsize>,
     refused: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
@@ -54,6 +56,34 @@ struct HttpsStub {
 
 impl HttpsStub {
     async fn start(cert: &(PathBuf, PathBuf)) -> HttpsStub {
+        let acceptor = Arc::new(Mutex::new(Self::acceptor(cert)));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let answered = Arc::new(AtomicUsize::new(0));
+        let refused = Arc::new(AtomicUsize::new(0));
+        let (a, r, current) = (Arc::clone(&answered), Arc::clone(&refused), Arc::clone(&acceptor));
+        let task = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = current.lock().expect("acceptor").clone();
+                let (a, r) = (Arc::clone(&a), Arc::clone(&r));
+                tokio::spawn(Self::serve(acceptor, tcp, a, r));
+            }
+        });
+        HttpsStub {
+            port,
+            acceptor,
+            answered,
+            refused,
+            task,
+        }
+    }
+
+    /// Presents `cert` from the next connection on.
+    fn set_cert(&self, cert: &(PathBuf, PathBuf)) {
+        *self.acceptor.lock().expect("acceptor") = Self::acceptor(cert);
+    }
+
+    fn acceptor(cert: &(PathBuf, PathBuf)) -> tokio_rustls::TlsAcceptor {
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert.0)
             .expect("certificate file")
             .collect::<Result<_, _>>()
@@ -66,54 +96,45 @@ impl HttpsStub {
             .with_no_client_auth()
             .with_single_cert(chain, key)
             .expect("server certificate");
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let answered = Arc::new(AtomicUsize::new(0));
-        let refused = Arc::new(AtomicUsize::new(0));
-        let (a, r) = (Arc::clone(&answered), Arc::clone(&refused));
-        let task = tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let (acceptor, a, r) = (acceptor.clone(), Arc::clone(&a), Arc::clone(&r));
-                tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(tcp).await else {
-                        r.fetch_add(1, Ordering::SeqCst);
-                        return;
-                    };
-                    let mut buf = vec![0u8; 8192];
-                    let mut n = 0;
-                    while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                        match tls.read(&mut buf[n..]).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(k) => n += k,
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&buf[..n]).into_owned();
-                    let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
-                    let (status, body) = if path == JWKS_PATH {
-                        ("200 OK", JWKS.to_owned())
-                    } else if path.starts_with(&format!("{LIMITS_PATH}/")) {
-                        ("200 OK", r#"{"tier": "premium"}"#.to_owned())
-                    } else {
-                        ("404 Not Found", String::new())
-                    };
-                    a.fetch_add(1, Ordering::SeqCst);
-                    let response = format!(
-                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: \
-                         close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = tls.write_all(response.as_bytes()).await;
-                    let _ = tls.shutdown().await;
-                });
+        tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    }
+
+    /// One connection: the handshake, one request, the answer.
+    async fn serve(
+        acceptor: tokio_rustls::TlsAcceptor,
+        tcp: tokio::net::TcpStream,
+        answered: Arc<AtomicUsize>,
+        refused: Arc<AtomicUsize>,
+    ) {
+        let Ok(mut tls) = acceptor.accept(tcp).await else {
+            refused.fetch_add(1, Ordering::SeqCst);
+            return;
+        };
+        let mut buf = vec![0u8; 8192];
+        let mut n = 0;
+        while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+            match tls.read(&mut buf[n..]).await {
+                Ok(0) | Err(_) => return,
+                Ok(k) => n += k,
             }
-        });
-        HttpsStub {
-            port,
-            answered,
-            refused,
-            task,
         }
+        let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+        let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+        let (status, body) = if path == JWKS_PATH {
+            ("200 OK", JWKS.to_owned())
+        } else if path.starts_with(&format!("{LIMITS_PATH}/")) {
+            ("200 OK", r#"{"tier": "premium"}"#.to_owned())
+        } else {
+            ("404 Not Found", String::new())
+        };
+        answered.fetch_add(1, Ordering::SeqCst);
+        let response = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: \
+             close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = tls.write_all(response.as_bytes()).await;
+        let _ = tls.shutdown().await;
     }
 
     fn url(&self, host: &str, path: &str) -> String {
@@ -378,6 +399,52 @@ async fn a_jwks_certificate_for_another_name_is_refused_at_startup() {
     no_process_provider();
 }
 
+/// A refresh that meets a certificate the client does not trust (the IdP's
+/// was replaced) keeps the keys in force and logs why.
+#[tokio::test(flavor = "current_thread")]
+async fn a_jwks_refresh_refused_for_its_certificate_keeps_the_keys_and_says_why() {
+    use tracing_subscriber::util::SubscriberInitExt;
+    let log = Captured::default();
+    let writer = log.clone();
+    let _log = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_env_filter("ratelimit=warn")
+        .finish()
+        .set_default();
+    let pki = Pki::new("https-refresh");
+    let stranger = Pki::new("https-refresh-other");
+    let stub = HttpsStub::start(&pki.server("idp", &["localhost"])).await;
+    let url = stub.url("localhost", JWKS_PATH);
+    let settings = ratelimit::jwt::JwksSettings {
+        refresh_every: Duration::from_secs(3600),
+        cooldown: Duration::from_millis(50),
+        timeout: Duration::from_secs(2),
+    };
+    let verifier = ratelimit::jwt::JwtVerifier::jwks_url_with_tls(&url, settings, &TlsConfig::with_ca_file(&pki.ca))
+        .await
+        .expect("the first fetch");
+    assert!(verifier.verify(&rsa_token("alice", "premium")).is_some());
+
+    stub.set_cert(&stranger.server("idp", &["localhost"]));
+    tokio::time::sleep(Duration::from_millis(60)).await; // past the cooldown
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("rotated".to_owned());
+    let claims = json!({"sub": "bob", "exp": get_current_timestamp() + 600});
+    let unknown = encode(&header, &claims, &EncodingKey::from_rsa_pem(RSA_PRIVATE).expect("key")).expect("sign");
+    assert!(verifier.verify(&unknown).is_none(), "an unknown kid verified");
+    eventually("the refresh to be refused", || stub.refused() >= 1).await;
+    eventually("the warning", || log.text().contains("JWKS refresh failed")).await;
+    let text = log.text();
+    println!("log: {text}");
+    assert!(text.contains(&url) && text.contains("UnknownIssuer"), "{text:?}");
+    assert!(
+        verifier.verify(&rsa_token("carol", "premium")).is_some(),
+        "the keys in force were dropped"
+    );
+    assert_eq!(verifier.jwks_fetches(), 2);
+}
+
 // ---- the limit service over HTTPS -------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -565,6 +632,19 @@ fn a_bad_tls_ca_file_is_a_located_load_error() {
             "{message} does not name the file"
         );
     }
+    // From the environment too: the error names the variable.
+    let var = "RATELIMIT__TLS__CA_FILE".to_owned();
+    let ok = Config::from_toml_str_with_env(&config_text(""), [(var.clone(), pki.ca.display().to_string())])
+        .expect("[tls] ca_file from the environment");
+    assert_eq!(ok.tls.ca_file.as_deref(), Some(pki.ca.as_path()));
+    let err = Config::from_toml_str_with_env(&config_text(""), [(var.clone(), missing.display().to_string())])
+        .expect_err("a missing ca_file from the environment");
+    println!("env: {err}");
+    assert_eq!(err.field(), Some("tls.ca_file"), "{err}");
+    assert!(
+        err.to_string().contains(&var) && err.to_string().contains("No such file"),
+        "{err}"
+    );
     let unknown = Config::from_toml_str(&config_text("[tls]\nca_files = \"x.pem\"\n")).expect_err("an unknown field");
     assert!(unknown.to_string().contains("ca_files"), "{unknown}");
 }

@@ -832,12 +832,17 @@ mod remote {
             self.runtime.spawn(async move {
                 let this = &guard.0;
                 this.fetches.fetch_add(1, Ordering::Relaxed);
-                if let Ok(keys) = fetch(&this.client, &this.url, this.settings.timeout).await {
-                    // One refresh at a time (`in_flight`): the counter
-                    // only grows.
-                    let generation = this.keys.load().generation.wrapping_add(1);
-                    this.keys.store(Arc::new(KeySet { generation, keys }));
-                    this.loaded_at_ns.store(nanos(this.base.elapsed()), Ordering::Relaxed);
+                match fetch(&this.client, &this.url, this.settings.timeout).await {
+                    Ok(keys) => {
+                        // One refresh at a time (`in_flight`): the counter
+                        // only grows.
+                        let generation = this.keys.load().generation.wrapping_add(1);
+                        this.keys.store(Arc::new(KeySet { generation, keys }));
+                        this.loaded_at_ns.store(nanos(this.base.elapsed()), Ordering::Relaxed);
+                    }
+                    // At most one a cooldown (refreshes are): a certificate
+                    // that stopped verifying is seen, not silent.
+                    Err(e) => tracing::warn!(target: "ratelimit", "JWKS refresh failed, the keys in force stay: {e}"),
                 }
                 drop(guard);
             });
@@ -876,8 +881,9 @@ impl JwtVerifier {
     /// refreshed in the background: every `refresh_every`, and when a token
     /// names an unknown `kid` (a key rotation), at most once per `cooldown`
     /// however many such tokens arrive. A failed refresh keeps the keys in
-    /// force. Fails when the first fetch fails (a verifier without keys would
-    /// make every client anonymous), with the URL and the reason.
+    /// force (and logs a `WARN` line with the URL and the reason). Fails
+    /// when the first fetch fails (a verifier without keys would make every
+    /// client anonymous), with the URL and the reason.
     ///
     /// `https://` verifies the server's certificate, hostname included,
     /// against the webpki roots; [`JwtVerifier::jwks_url_with_tls`] trusts a
