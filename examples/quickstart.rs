@@ -175,6 +175,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .as_ref()
         .and_then(|j| j.verification.as_ref())
         .map(|v| key_source_name(&v.keys));
+    let tier_claim = config
+        .jwt
+        .as_ref()
+        .map_or("ratelimit_tier", |j| j.tier_claim.as_str())
+        .to_owned();
     let builder = RateLimit::builder(config);
     let rate_limit = match key_source {
         Some(_) => builder.build().await?,
@@ -214,7 +219,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         Some(source) => {
             println!("  # tokens are verified with [jwt] {source} from the config file; /token answers 404");
             println!("  # (the demo secret mints nothing here): get a token from your identity provider,");
-            println!("  # with a `sub` and a `ratelimit_tier` claim");
+            println!("  # with a `sub` and a `{tier_claim}` claim");
             println!("  TOKEN=...");
         }
     }
