@@ -11,8 +11,14 @@
 //!   hour) so you can try `/me` without writing code. **A demo only**: a
 //!   real service never hands out tokens like this.
 //!
-//! Tokens are verified with the secret in `QUICKSTART_JWT_SECRET`
-//! (default: `quickstart-demo-secret-change-me`).
+//! Tokens are verified with the key source of the config file's `[jwt]`
+//! section when it names one (`jwks_url`, `jwks_file`, `pem_file` or
+//! `hmac_secret_env`; an `https://` JWKS URL trusts `[tls] ca_file` or the
+//! webpki roots). Then `/token` answers 404: the demo cannot mint tokens for
+//! keys it does not hold, so get them from the identity provider. Without a
+//! key source in the file (as in `examples/quickstart.toml`), tokens are
+//! verified with the demo secret in `QUICKSTART_JWT_SECRET` (default:
+//! `quickstart-demo-secret-change-me`), which `/token` signs with.
 //!
 //! `--redis redis://127.0.0.1:6379/` turns on the fleet-wide gate: start two
 //! instances on two ports against one Redis and the limits hold for the
@@ -28,7 +34,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use ratelimit::axum::RateLimit;
-use ratelimit::config::Config;
+use ratelimit::config::{Config, JwtKeySource};
 use ratelimit::jwt::JwtVerifier;
 use ratelimit::rate_limit;
 use ratelimit::resolve::VerifiedClaims;
@@ -61,6 +67,17 @@ async fn token(Query(q): Query<TokenRequest>) -> Result<String, (http::StatusCod
     mint(&q.sub, q.tier.as_deref()).map_err(|e| (http::StatusCode::INTERNAL_SERVER_ERROR, e))
 }
 
+/// `/token` when the config file's `[jwt]` names the key source: the demo
+/// secret would mint tokens nothing verifies.
+async fn no_token() -> (http::StatusCode, &'static str) {
+    (
+        http::StatusCode::NOT_FOUND,
+        "/token mints demo-secret tokens only; this configuration verifies tokens with its [jwt] key source, \
+         so get a token from its identity provider (or remove the key source from [jwt] to use the demo \
+         secret)\n",
+    )
+}
+
 fn secret() -> String {
     std::env::var(SECRET_ENV).unwrap_or_else(|_| DEFAULT_SECRET.to_owned())
 }
@@ -75,6 +92,17 @@ fn mint(sub: &str, tier: Option<&str>) -> Result<String, String> {
     }
     let key = EncodingKey::from_secret(secret().as_bytes()).map_err(|e| e.to_string())?;
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).map_err(|e| e.to_string())
+}
+
+/// How the help names the file's key source.
+fn key_source_name(keys: &JwtKeySource) -> String {
+    match keys {
+        JwtKeySource::HmacSecretEnv(var) => format!("hmac_secret_env = {var:?}"),
+        JwtKeySource::PemFile(path) => format!("pem_file = {path:?}"),
+        JwtKeySource::JwksFile(path) => format!("jwks_file = {path:?}"),
+        JwtKeySource::JwksUrl(url) => format!("jwks_url = {url:?}"),
+        other => format!("{other:?}"),
+    }
 }
 
 struct Options {
@@ -139,13 +167,34 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             ca_file: None,
         });
     }
-    let verifier = JwtVerifier::hmac(secret().as_bytes(), Algorithm::HS256)?;
-    let rate_limit = RateLimit::builder(config).jwt_verifier(verifier).build().await?;
+    // The file's key source when `[jwt]` names one (the runtime builds the
+    // verifier from it, with `[tls]` for an https:// JWKS URL), the demo
+    // secret otherwise.
+    let key_source = config
+        .jwt
+        .as_ref()
+        .and_then(|j| j.verification.as_ref())
+        .map(|v| key_source_name(&v.keys));
+    let tier_claim = config
+        .jwt
+        .as_ref()
+        .map_or("ratelimit_tier", |j| j.tier_claim.as_str())
+        .to_owned();
+    let builder = RateLimit::builder(config);
+    let rate_limit = match key_source {
+        Some(_) => builder.build().await?,
+        None => {
+            let verifier = JwtVerifier::hmac(secret().as_bytes(), Algorithm::HS256)?;
+            builder.jwt_verifier(verifier).build().await?
+        }
+    };
 
-    let app = Router::new()
-        .route("/public", get(public))
-        .route("/me", get(me))
-        .route("/token", get(token))
+    let app = Router::new().route("/public", get(public)).route("/me", get(me));
+    let app = match key_source {
+        Some(_) => app.route("/token", get(no_token)),
+        None => app.route("/token", get(token)),
+    };
+    let app = app
         // The runtime as the router's state: the cheapest way to install it
         // (`.layer(rate_limit.layer())` works too, and applies [[rules]]).
         .with_state(rate_limit);
@@ -162,8 +211,18 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("  for i in $(seq 7); do curl -s -o /dev/null -w '%{{http_code}} ' http://{addr}/public; done; echo");
     println!("  curl -i http://{addr}/public");
     println!();
-    println!("  # a premium user: mint a demo token, then call /me with it");
-    println!("  TOKEN=$(curl -s 'http://{addr}/token?sub=alice&tier=premium')");
+    match &key_source {
+        None => {
+            println!("  # a premium user: mint a demo token (demo secret, {SECRET_ENV}), then call /me with it");
+            println!("  TOKEN=$(curl -s 'http://{addr}/token?sub=alice&tier=premium')");
+        }
+        Some(source) => {
+            println!("  # tokens are verified with [jwt] {source} from the config file; /token answers 404");
+            println!("  # (the demo secret mints nothing here): get a token from your identity provider,");
+            println!("  # with a `sub` and a `{tier_claim}` claim");
+            println!("  TOKEN=...");
+        }
+    }
     println!("  curl -i -H \"Authorization: Bearer $TOKEN\" http://{addr}/me");
     println!();
     println!("  # a forged token is anonymous traffic (keyed by address, standard profile)");

@@ -1,7 +1,8 @@
 //! `rediss://` against real `redis-server` processes with TLS, a private CA
 //! and certificates made here with rcgen: the CA in `ca_file` is trusted and
 //! nothing else is, the hostname is checked, a cluster works over TLS, the
-//! `[global] ca_file` setting is checked at startup, and the library never
+//! `[global] ca_file` setting is checked at startup, `[tls] ca_file` applies
+//! to the runtime's Redis client (`[global] ca_file` wins), and the library never
 //! installs a process-wide rustls `CryptoProvider` (an application that
 //! installs its own keeps it). Servers listen on free loopback ports (never
 //! 6379, and no plain-text port); a test that cannot start one fails.
@@ -10,74 +11,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support/pki.rs"]
+mod pki;
 #[path = "support/redis.rs"]
 mod redis_support;
 
+use pki::Pki;
 use ratelimit::config::Config;
 use ratelimit::global::{FleetGate, GateSettings, GlobalStore, RedisSettings, RedisStore};
 use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
 use rustls::crypto::CryptoProvider;
 
 const TTL: Duration = Duration::from_secs(30);
-
-/// A CA and the certificates it signed, as PEM files in a temp dir.
-struct Pki {
-    dir: PathBuf,
-    ca: PathBuf,
-    ca_cert: rcgen::Certificate,
-    ca_key: KeyPair,
-}
-
-impl Pki {
-    fn new(tag: &str) -> Pki {
-        let dir = std::env::temp_dir().join(format!("ratelimit-tls-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let ca_key = KeyPair::generate().expect("CA key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, format!("ratelimit test CA {tag}"));
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca_cert = params.self_signed(&ca_key).expect("CA certificate");
-        let ca = dir.join("ca.pem");
-        std::fs::write(&ca, ca_cert.pem()).expect("write ca.pem");
-        Pki {
-            dir,
-            ca,
-            ca_cert,
-            ca_key,
-        }
-    }
-
-    /// A server certificate for `names` signed by the CA (also fit as a
-    /// client certificate, which cluster nodes present to each other).
-    /// Returns the (certificate, key) files.
-    fn server(&self, file: &str, names: &[&str]) -> (PathBuf, PathBuf) {
-        let key = KeyPair::generate().expect("server key");
-        let mut params =
-            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>()).expect("server params");
-        params.distinguished_name.push(DnType::CommonName, names[0]);
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = params
-            .signed_by(&key, &self.ca_cert, &self.ca_key)
-            .expect("server certificate");
-        let (cert_file, key_file) = (
-            self.dir.join(format!("{file}.pem")),
-            self.dir.join(format!("{file}.key")),
-        );
-        std::fs::write(&cert_file, cert.pem()).expect("write cert");
-        std::fs::write(&key_file, key.serialize_pem()).expect("write key");
-        (cert_file, key_file)
-    }
-}
-
-impl Drop for Pki {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// A `redis-server` with TLS only (`--port 0`), stopped when dropped.
 struct TlsServer {
@@ -440,4 +385,105 @@ fn ca_file_is_checked_at_startup() {
     assert!(in_code("redis://127.0.0.1:1/", &pki.ca).is_err(), "ca_file without TLS");
     assert!(in_code("rediss://127.0.0.1:1/#insecure", &pki.ca).is_err(), "#insecure");
     assert!(in_code("rediss://127.0.0.1:1/", &pki.ca).is_ok());
+}
+
+#[ratelimit::rate_limit(key = header("x-user"), resolve = [default])]
+async fn fleet_limited() -> &'static str {
+    "ok"
+}
+
+/// A runtime with `[global]` on `server` (key prefix `prefix`), `[tls]
+/// ca_file = tls_ca` and `[global] ca_file = global_ca`: whether one
+/// request's key reached Redis within `wait` (a sync round over TLS).
+async fn runtime_syncs(
+    server: &TlsServer,
+    prefix: &str,
+    tls_ca: Option<&Path>,
+    global_ca: Option<&Path>,
+    wait: Duration,
+) -> bool {
+    use tower::ServiceExt;
+    let path = |p: &Path| format!("{:?}", p.display().to_string());
+    let mut text = format!(
+        "default_profile = \"d\"\n[profiles.d]\nrate = \"600/min\"\n\
+         [global]\nredis_url = \"rediss://localhost:{}/\"\nkey_prefix = {prefix:?}\nwindow = \"2s\"\n\
+         sync_interval = \"50ms\"\nconnect_timeout = \"1s\"\n",
+        server.port
+    );
+    if let Some(ca) = global_ca {
+        text.push_str(&format!("ca_file = {}\n", path(ca)));
+    }
+    if let Some(ca) = tls_ca {
+        text.push_str(&format!("[tls]\nca_file = {}\n", path(ca)));
+    }
+    let mut config = Config::from_toml_str(&text).expect("a valid config");
+    config.global.as_mut().expect("[global]").key_secret = Some(ratelimit::config::FleetSecret(
+        b"fleet secret for the tests, 32 B".to_vec(),
+    ));
+    let rate_limit = ratelimit::axum::RateLimit::builder(config)
+        .build()
+        .await
+        .expect("a runtime (Redis is off the startup path)");
+    let app = axum::Router::new()
+        .route("/x", axum::routing::get(fleet_limited))
+        .with_state(rate_limit);
+    let request = http::Request::get("/x")
+        .header("x-user", "tls-user")
+        .body(axum::body::Body::empty())
+        .expect("request");
+    // A clone: the runtime (and its sync task) lives as long as `app`.
+    let response = app.clone().oneshot(request).await.expect("a response");
+    assert_eq!(response.status(), 200);
+    let deadline = Instant::now() + wait;
+    loop {
+        if !server
+            .cli(&["--scan", "--pattern", &format!("{{{prefix}:*")])
+            .trim()
+            .is_empty()
+        {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `[tls] ca_file` applies to the runtime's Redis client too, and `[global]
+/// ca_file`, more specific, wins over it for Redis (either way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_ca_file_applies_to_redis_and_global_ca_file_wins() {
+    let pki = Pki::new("tls-section");
+    let other = Pki::new("tls-section-other");
+    let server = TlsServer::start(&pki, &pki.server("server", &["localhost", "127.0.0.1"]), false);
+    let long = Duration::from_secs(10);
+    // [tls] alone: trusted.
+    assert!(
+        runtime_syncs(&server, "tls-only", Some(&pki.ca), None, long).await,
+        "[tls] ca_file did not apply to Redis"
+    );
+    // [global] ca_file wins over another [tls] ca_file.
+    assert!(
+        runtime_syncs(&server, "global-wins", Some(&other.ca), Some(&pki.ca), long).await,
+        "[global] ca_file did not win over [tls] ca_file"
+    );
+    // ... and refuses when it is the wrong one, whatever [tls] says.
+    assert!(
+        !runtime_syncs(
+            &server,
+            "global-wrong",
+            Some(&pki.ca),
+            Some(&other.ca),
+            Duration::from_millis(1500)
+        )
+        .await,
+        "[tls] ca_file won over [global] ca_file"
+    );
+    // Neither: the webpki roots, which do not know the test CA.
+    assert!(
+        !runtime_syncs(&server, "neither", None, None, Duration::from_millis(1500)).await,
+        "an unknown CA was trusted"
+    );
+    no_process_provider();
 }

@@ -49,7 +49,10 @@ fn start() -> Service {
         if let Ok(Some(status)) = service.child.try_wait() {
             panic!("the service example exited before listening: {status}");
         }
-        assert!(Instant::now() < deadline, "the service did not listen on {addr} within 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "the service did not listen on {addr} within 30 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     service
@@ -76,7 +79,11 @@ fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Reply {
     let text = String::from_utf8(raw).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
     let mut lines = head.lines();
-    let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).unwrap();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap();
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
@@ -128,13 +135,18 @@ fn the_service_example_limits_tenants_users_and_its_global_route() {
     assert_eq!(refused.status, 429);
     assert_eq!(refused.headers["content-type"], "application/json");
     assert!(
-        refused.body.contains("\"code\":\"rate_limited\"") && refused.body.contains("\"policy\":\"orders.list/tenant\""),
+        refused.body.contains("\"code\":\"rate_limited\"")
+            && refused.body.contains("\"policy\":\"orders.list/tenant\""),
         "the service's own envelope: {}",
         refused.body
     );
     let retry: u64 = refused.headers["retry-after"].parse().unwrap();
     assert!((1..=3).contains(&retry), "Retry-After {retry}");
-    assert!(refused.body.contains(&format!("\"retry_after\":{retry}")), "{}", refused.body);
+    assert!(
+        refused.body.contains(&format!("\"retry_after\":{retry}")),
+        "{}",
+        refused.body
+    );
     assert_eq!(refused.headers["ratelimit-remaining"], "0");
     assert!(refused.headers["ratelimit-policy"].contains("\"orders.list/tenant\";q=20"));
     // Another tenant, from the same address: its own bucket.
@@ -142,16 +154,33 @@ fn the_service_example_limits_tenants_users_and_its_global_route() {
 
     // A token of the IdP: verified against the JWKS fetched over HTTPS at
     // startup, and its plan applies (premium: burst 50).
-    let premium = get(addr, "/me", &[("authorization", &format!("Bearer {}", token("alice", "premium", IDP_KEY)))]);
+    let premium = get(
+        addr,
+        "/me",
+        &[(
+            "authorization",
+            &format!("Bearer {}", token("alice", "premium", IDP_KEY)),
+        )],
+    );
     assert_eq!(premium.status, 200, "{}", premium.body);
     assert!(premium.body.contains("\"sub\":\"alice\""), "{}", premium.body);
     assert_eq!(premium.headers["ratelimit-limit"], "50");
     // Signed with another key: unverified, so keyed by address with the
     // next step's profile ("standard", burst 10).
-    let forged = get(addr, "/me", &[("authorization", &format!("Bearer {}", token("alice", "premium", OTHER_KEY)))]);
+    let forged = get(
+        addr,
+        "/me",
+        &[(
+            "authorization",
+            &format!("Bearer {}", token("alice", "premium", OTHER_KEY)),
+        )],
+    );
     assert_eq!(forged.status, 200);
     assert!(forged.body.contains("no verified token"), "{}", forged.body);
-    assert_eq!(forged.headers["ratelimit-limit"], "10", "the standard profile, keyed by address");
+    assert_eq!(
+        forged.headers["ratelimit-limit"], "10",
+        "the standard profile, keyed by address"
+    );
 
     // /reports: one bucket of 2 for everyone, tenants and anonymous alike.
     let reports: Vec<u16> = [

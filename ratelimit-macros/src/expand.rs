@@ -123,9 +123,11 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
         (Some(KeyKind::Custom(_)), Some(path)) => quote! {
             type Key = #path;
             fn key() -> &'static Self::Key {
-                static KEY: ::std::sync::LazyLock<#path> =
-                    ::std::sync::LazyLock::new(<#path as ::core::default::Default>::default);
-                &KEY
+                // A `OnceLock`, not a `LazyLock`: a `Default` that panics
+                // once is tried again on the next request rather than
+                // poisoning the route for good.
+                static KEY: ::std::sync::OnceLock<#path> = ::std::sync::OnceLock::new();
+                KEY.get_or_init(<#path as ::core::default::Default>::default)
             }
         },
         (key, _) => {
@@ -140,10 +142,18 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
         }
     };
     // `reject = path`: the route's own 429.
+    // The call goes through a function with the hook's signature as its
+    // bound, spanned on the path: a hook of the wrong shape is an error
+    // there, saying what is expected.
     let reject_fn = args.reject.as_ref().map(|path| {
+        let call = quote::quote_spanned! {path.span()=>
+            #krate::__private::call_reject(#path, __ratelimit_rejection)
+        };
         quote! {
-            fn reject(rejection: &#krate::__private::Rejection<'_>) -> ::core::option::Option<#krate::__private::Response> {
-                ::core::option::Option::Some(#krate::__private::IntoResponse::into_response(#path(rejection)))
+            fn reject(
+                __ratelimit_rejection: &#krate::__private::Rejection<'_>,
+            ) -> ::core::option::Option<#krate::__private::Response> {
+                ::core::option::Option::Some(#call)
             }
         }
     });
@@ -294,7 +304,10 @@ mod tests {
         assert!(out.contains("my_rl :: __private :: Admit"), "{out}");
         assert!(out.contains("my_rl :: __private :: FromState"), "{out}");
         assert!(out.contains("type Key = a :: B"), "{out}");
-        assert!(out.contains("errors :: too_many (rejection)"), "{out}");
+        assert!(
+            out.contains("call_reject (errors :: too_many , __ratelimit_rejection)"),
+            "{out}"
+        );
         // Without it, `::ratelimit`.
         let args: proc_macro2::TokenStream = "key = global, resolve = [default]".parse().unwrap();
         let item: proc_macro2::TokenStream = "async fn h() {}".parse().unwrap();

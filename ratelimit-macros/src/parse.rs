@@ -266,8 +266,14 @@ fn parse_custom_key(input: ParseStream<'_>) -> syn::Result<(KeyKind, syn::Path)>
     if !input.is_empty() {
         return Err(input.error("unexpected tokens after the key"));
     }
-    // The spec names the kind; the path's text is its name (in messages).
-    let text = quote::ToTokens::to_token_stream(&path).to_string().replace(' ', "");
+    // The spec names the kind; the path's segments are its name (in
+    // messages; generic arguments, `ByExt<Tenant>`, are the type's own).
+    let text = path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect::<Vec<_>>()
+        .join("::");
     let kind = ratelimit_spec::key("custom", Some(&text)).map_err(|e| spec_error(path.span(), &e))?;
     Ok((kind, path))
 }

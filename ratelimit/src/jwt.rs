@@ -701,7 +701,7 @@ mod remote {
 
     use super::{err, parse_jwks, JwtConfigError, PinnedKey};
 
-    use crate::service::{http_client, http_get, HttpClient as Client};
+    use crate::service::{http_client, http_get, is_http_or_https, HttpClient as Client};
 
     async fn fetch(
         client: &Client,
@@ -748,15 +748,17 @@ mod remote {
     }
 
     impl RemoteJwks {
-        pub(super) async fn load(url: &str, settings: super::JwksSettings) -> Result<Arc<Self>, JwtConfigError> {
+        pub(super) async fn load(
+            url: &str,
+            settings: super::JwksSettings,
+            tls: &crate::config::TlsConfig,
+        ) -> Result<Arc<Self>, JwtConfigError> {
             let url: http::Uri = url.parse().map_err(|e| err(format!("JWKS URL {url:?}: {e}")))?;
-            if url.scheme_str() != Some("http") {
-                return Err(err(format!(
-                    "JWKS URL {url}: only http:// is supported (terminate TLS beside the service)"
-                )));
+            if !is_http_or_https(&url) {
+                return Err(err(format!("JWKS URL {url}: expected an http:// or https:// URL")));
             }
             let runtime = tokio::runtime::Handle::try_current().map_err(|_| err("a JWKS URL needs a tokio runtime"))?;
-            let client = http_client();
+            let client = http_client(tls).map_err(|e| err(format!("JWKS URL {url}: {e}")))?;
             let keys = fetch(&client, &url, settings.timeout).await?;
             let now = Instant::now();
             Ok(Arc::new(RemoteJwks {
@@ -830,12 +832,17 @@ mod remote {
             self.runtime.spawn(async move {
                 let this = &guard.0;
                 this.fetches.fetch_add(1, Ordering::Relaxed);
-                if let Ok(keys) = fetch(&this.client, &this.url, this.settings.timeout).await {
-                    // One refresh at a time (`in_flight`): the counter
-                    // only grows.
-                    let generation = this.keys.load().generation.wrapping_add(1);
-                    this.keys.store(Arc::new(KeySet { generation, keys }));
-                    this.loaded_at_ns.store(nanos(this.base.elapsed()), Ordering::Relaxed);
+                match fetch(&this.client, &this.url, this.settings.timeout).await {
+                    Ok(keys) => {
+                        // One refresh at a time (`in_flight`): the counter
+                        // only grows.
+                        let generation = this.keys.load().generation.wrapping_add(1);
+                        this.keys.store(Arc::new(KeySet { generation, keys }));
+                        this.loaded_at_ns.store(nanos(this.base.elapsed()), Ordering::Relaxed);
+                    }
+                    // At most one a cooldown (refreshes are): a certificate
+                    // that stopped verifying is seen, not silent.
+                    Err(e) => tracing::warn!(target: "ratelimit", "JWKS refresh failed, the keys in force stay: {e}"),
                 }
                 drop(guard);
             });
@@ -870,15 +877,49 @@ impl Default for JwksSettings {
 
 #[cfg(feature = "service")]
 impl JwtVerifier {
-    /// A JWKS fetched from `url` (plain `http://`), now, and refreshed in the
-    /// background: every `refresh_every`, and when a token names an unknown
-    /// `kid` (a key rotation), at most once per `cooldown` however many such
-    /// tokens arrive. A failed refresh keeps the keys in force. Fails when the
-    /// first fetch fails (a verifier without keys would make every client
-    /// anonymous).
+    /// A JWKS fetched from `url` (`http://` or `https://`), now, and
+    /// refreshed in the background: every `refresh_every`, and when a token
+    /// names an unknown `kid` (a key rotation), at most once per `cooldown`
+    /// however many such tokens arrive. A failed refresh keeps the keys in
+    /// force (and logs a `WARN` line with the URL and the reason). Fails
+    /// when the first fetch fails (a verifier without keys would make every
+    /// client anonymous), with the URL and the reason.
+    ///
+    /// `https://` verifies the server's certificate, hostname included,
+    /// against the webpki roots; [`JwtVerifier::jwks_url_with_tls`] trusts a
+    /// private CA instead.
     pub async fn jwks_url(url: &str, settings: JwksSettings) -> Result<Self, JwtConfigError> {
+        Self::jwks_url_with_tls(url, settings, &crate::config::TlsConfig::default()).await
+    }
+
+    /// [`JwtVerifier::jwks_url`] whose `https://` trusts the CAs of
+    /// `tls.ca_file` (and only them) when set, the webpki roots otherwise
+    /// (what [`Config::jwt_verifier`](crate::config::Config::jwt_verifier)
+    /// does with `[tls]`). The crypto provider is the application's process
+    /// default if it installed one, else ring, never installed process-wide.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ratelimit::config::TlsConfig;
+    /// use ratelimit::jwt::{JwksSettings, JwtVerifier};
+    ///
+    /// let tls = TlsConfig::with_ca_file("/nonexistent/idp-ca.pem");
+    /// let url = "https://idp.internal/.well-known/jwks.json";
+    /// let err = JwtVerifier::jwks_url_with_tls(url, JwksSettings::default(), &tls)
+    ///     .await
+    ///     .unwrap_err();
+    /// // The URL and the reason (here: the CA file is missing).
+    /// assert!(err.to_string().contains(url) && err.to_string().contains("idp-ca.pem"), "{err}");
+    /// # }
+    /// ```
+    pub async fn jwks_url_with_tls(
+        url: &str,
+        settings: JwksSettings,
+        tls: &crate::config::TlsConfig,
+    ) -> Result<Self, JwtConfigError> {
         Ok(Self::with_keys(Keys::Remote(
-            remote::RemoteJwks::load(url, settings).await?,
+            remote::RemoteJwks::load(url, settings, tls).await?,
         )))
     }
 

@@ -71,6 +71,7 @@
 //! | `axum/runtime.rs` | the one `decide` every route takes: key, chain, check, fleet gate |
 //! | `axum/handler.rs`, `axum/layer.rs` | the attribute's extractor; the `tower::Layer` of `[[rules]]` |
 //! | `axum/respond.rs`, `axum/report.rs`, `axum/observe.rs` | headers and 429s; logs, metrics and route warnings |
+//! | `tls.rs`, `ca.rs`, `service.rs` | the one rustls client setup (HTTPS and `rediss://`), the CA file; the HTTP(S) client and the limit service cache |
 //! | `global/` | the fleet gate: `gate.rs` (request path), `table.rs`, `sync.rs`, `history.rs`, `delta.rs`, `redis.rs`, `tls.rs` |
 //! | `store/`, `gcra.rs`, `limiter.rs` | the engine: the bounded lock-free table and the arithmetic |
 //!
@@ -250,18 +251,25 @@
 //! * `tokio`: [`Limiter::spawn_sweeper`], a background task that drops
 //!   recovered cells.
 //! * `jwt`: `ratelimit::jwt`, JWT verification with `jsonwebtoken`.
-//! * `service`: `ratelimit::service`, an external limit service over HTTP,
-//!   cached and fetched off the request path.
+//! * `service`: `ratelimit::service`, an external limit service over HTTP
+//!   or HTTPS, cached and fetched off the request path; also what fetches a
+//!   JWKS URL. HTTPS is rustls with ring (no aws-lc-rs), trusting the
+//!   webpki roots or [`TlsConfig::ca_file`](config::TlsConfig) (`[tls]
+//!   ca_file`), with the application's process-default crypto provider if
+//!   it installed one: the library never installs one.
 //! * `axum` (implies `jwt` and `service`): `#[rate_limit]`, the
 //!   [`RateLimit`](axum::RateLimit) runtime, its `tower::Layer` for
 //!   config-defined rules, headers, logs and metrics.
+//! * `redis` and `redis-tls`: the fleet-wide gate over Redis
+//!   (`ratelimit::global`), and `rediss://` for it (the same rustls setup
+//!   as HTTPS; `[global] ca_file`, else `[tls] ca_file`).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
-#[cfg(feature = "redis-tls")]
+#[cfg(any(feature = "redis-tls", feature = "service"))]
 mod ca;
 pub mod claims;
 mod clock;
@@ -285,6 +293,8 @@ pub mod resolve;
 pub mod service;
 mod store;
 mod sync;
+#[cfg(any(feature = "redis-tls", feature = "service"))]
+mod tls;
 pub mod window;
 
 pub use clock::{AnyClock, Clock, ManualClock, SystemClock};
@@ -304,6 +314,7 @@ pub use ratelimit_macros::rate_limit;
 #[cfg(feature = "axum")]
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::axum::__call_reject as call_reject;
     pub use crate::axum::observe::RouteSeries;
     pub use crate::axum::{Admit, FromState, Limited, Rejection, Rule};
     pub use ::axum::response::{IntoResponse, Response};

@@ -40,6 +40,8 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::config::TlsConfig;
+
 /// The shortest secret [`ServiceIdKey`] accepts, in bytes.
 pub const MIN_ID_SECRET_LEN: usize = 32;
 
@@ -291,27 +293,59 @@ pub trait LimitService: Send + Sync + 'static {
     fn lookup(&self, key: u64) -> impl Future<Output = Result<Option<ServiceAnswer>, ServiceError>> + Send;
 }
 
-/// [`LimitService`] over HTTP: `GET {base_url}/{key as 16 hex digits}`;
-/// 200 with a JSON [`ServiceAnswer`], 404 for no answer, anything else is an
-/// error. Plain `http://` only (put TLS termination next to the service).
+/// [`LimitService`] over HTTP or HTTPS: `GET {base_url}/{key as 16 hex
+/// digits}`; 200 with a JSON [`ServiceAnswer`], 404 for no answer, anything
+/// else is an error.
+///
+/// `https://` verifies the service's certificate, hostname included, against
+/// the webpki roots ([`HttpLimitService::new`]) or the CAs of a
+/// [`TlsConfig`]'s `ca_file` ([`HttpLimitService::with_tls`]; the runtime
+/// passes `[tls]`). A certificate that fails is a failed lookup like any
+/// other: no answer (cached for the negative TTL), counted in
+/// [`ServiceCache::lookup_errors`] and logged; the route falls through to
+/// its next step. Nothing is fetched before the first lookup, so startup
+/// never depends on the service.
 #[derive(Debug, Clone)]
 pub struct HttpLimitService {
     base: String,
     client: HttpClient,
 }
 
-/// The plain-HTTP client shared by the limit service and the JWKS fetcher.
-pub(crate) type HttpClient = hyper_util::client::legacy::Client<
-    hyper_util::client::legacy::connect::HttpConnector,
-    http_body_util::Empty<bytes::Bytes>,
->;
+/// The HTTP(S) client shared by the limit service and the JWKS fetcher, and
+/// what it trusts (for error messages).
+#[derive(Debug, Clone)]
+pub(crate) struct HttpClient {
+    client: hyper_util::client::legacy::Client<
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+        http_body_util::Empty<bytes::Bytes>,
+    >,
+    trust: Arc<str>,
+}
 
-pub(crate) fn http_client() -> HttpClient {
-    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http()
+/// A client of `http://` and `https://` URLs; `https://` trusts `tls`'s
+/// `ca_file` or the webpki roots (see `crate::tls`). Errors name the file.
+pub(crate) fn http_client(tls: &TlsConfig) -> Result<HttpClient, String> {
+    let ca_file = tls.ca_file.as_deref();
+    let config = crate::tls::client_config(ca_file)?.config;
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(HttpClient {
+        client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector),
+        trust: crate::tls::trust_of(ca_file).into(),
+    })
+}
+
+/// Whether `url` names a scheme the client speaks.
+pub(crate) fn is_http_or_https(uri: &http::Uri) -> bool {
+    matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some_and(|h| !h.is_empty())
 }
 
 /// `GET uri`: the status and at most `max_body` bytes of body (a longer body
-/// is an error), the whole exchange within `timeout`.
+/// is an error), the whole exchange within `timeout`. An error says why,
+/// with its causes (a refused certificate: which and why).
 pub(crate) async fn http_get(
     client: &HttpClient,
     uri: http::Uri,
@@ -320,7 +354,11 @@ pub(crate) async fn http_get(
 ) -> Result<(http::StatusCode, bytes::Bytes), String> {
     use http_body_util::BodyExt;
     let exchange = async {
-        let response = client.get(uri).await.map_err(|e| format!("request failed: {e}"))?;
+        let response = client
+            .client
+            .get(uri)
+            .await
+            .map_err(|e| format!("request failed: {}", crate::tls::describe(&e, &client.trust)))?;
         let status = response.status();
         let body = http_body_util::Limited::new(response.into_body(), max_body)
             .collect()
@@ -338,21 +376,43 @@ pub(crate) async fn http_get(
 const MAX_BODY: usize = 4096;
 
 impl HttpLimitService {
-    /// A client of the service at `base_url` (`http://host:port/path`).
+    /// A client of the service at `base_url` (`http://host:port/path` or
+    /// `https://...`); `https://` trusts the webpki roots.
+    ///
+    /// ```
+    /// use ratelimit::service::HttpLimitService;
+    ///
+    /// assert!(HttpLimitService::new("https://limits.example.com/v1/limits").is_ok());
+    /// assert!(HttpLimitService::new("ftp://limits.example.com/").is_err());
+    /// ```
     pub fn new(base_url: &str) -> Result<Self, ServiceError> {
-        if !base_url.starts_with("http://") {
-            return Err(ServiceError::of(
-                ServiceErrorKind::Setup,
-                format!("{base_url:?}: expected an http:// URL"),
-            ));
-        }
+        Self::with_tls(base_url, &TlsConfig::default())
+    }
+
+    /// A client of the service at `base_url` whose `https://` trusts the
+    /// CAs of `tls.ca_file` (a private CA, and only it) when set, the webpki
+    /// roots otherwise. Reads the CA file now: a missing or bad one is an
+    /// error naming it.
+    ///
+    /// ```
+    /// use ratelimit::config::TlsConfig;
+    /// use ratelimit::service::HttpLimitService;
+    ///
+    /// let tls = TlsConfig::with_ca_file("/nonexistent/private-ca.pem");
+    /// let err = HttpLimitService::with_tls("https://limits.internal/v1", &tls).unwrap_err();
+    /// assert!(err.to_string().contains("private-ca.pem"), "{err}");
+    /// ```
+    pub fn with_tls(base_url: &str, tls: &TlsConfig) -> Result<Self, ServiceError> {
+        let setup = |m: String| ServiceError::of(ServiceErrorKind::Setup, m);
         let base = base_url.trim_end_matches('/').to_owned();
-        base.parse::<http::Uri>()
-            .map_err(|e| ServiceError::of(ServiceErrorKind::Setup, format!("{base_url:?}: {e}")))?;
-        Ok(HttpLimitService {
-            base,
-            client: http_client(),
-        })
+        let uri = base
+            .parse::<http::Uri>()
+            .map_err(|e| setup(format!("{base_url:?}: {e}")))?;
+        if !is_http_or_https(&uri) {
+            return Err(setup(format!("{base_url:?}: expected an http:// or https:// URL")));
+        }
+        let client = http_client(tls).map_err(|e| setup(format!("{base_url}: {e}")))?;
+        Ok(HttpLimitService { base, client })
     }
 }
 
@@ -365,7 +425,7 @@ impl LimitService for HttpLimitService {
         // keeps a stuck exchange from outliving it by much.
         let (status, body) = http_get(&self.client, uri, MAX_BODY, std::time::Duration::from_secs(60))
             .await
-            .map_err(|m| ServiceError::of(ServiceErrorKind::Exchange, m))?;
+            .map_err(|m| ServiceError::of(ServiceErrorKind::Exchange, format!("{}: {m}", self.base)))?;
         match status {
             http::StatusCode::OK => serde_json::from_slice(&body).map(Some).map_err(|e| {
                 let mut err = ServiceError::of(ServiceErrorKind::Answer, format!("answer: {e}"));
@@ -472,7 +532,47 @@ pub struct ServiceCache<S> {
     shards: Arc<[Mutex<State>]>,
     /// Lookups in flight over all shards (bounded by `max_in_flight`).
     in_flight: Arc<AtomicUsize>,
+    errors: Arc<LookupErrors>,
     runtime: tokio::runtime::Handle,
+}
+
+/// Failed lookups: counted, and logged at most once per
+/// [`LookupErrors::LOG_EVERY`] (a failing service fails for every key).
+#[derive(Default)]
+struct LookupErrors {
+    count: std::sync::atomic::AtomicU64,
+    /// When the last line was logged, and the failures since.
+    logged: Mutex<(Option<Instant>, u64)>,
+}
+
+impl LookupErrors {
+    const LOG_EVERY: Duration = Duration::from_secs(60);
+
+    /// Counts a failed lookup (`why`: the error, which names the service's
+    /// URL and never a client key) and logs it when due.
+    fn record(&self, why: &dyn std::fmt::Display) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let Ok(mut logged) = self.logged.lock() else {
+            return;
+        };
+        logged.1 += 1;
+        let due = match logged.0 {
+            None => true,
+            Some(at) => at.elapsed() >= Self::LOG_EVERY,
+        };
+        if due {
+            let failed = std::mem::take(&mut logged.1);
+            logged.0 = Some(Instant::now());
+            drop(logged);
+            tracing::warn!(
+                target: "ratelimit",
+                failed,
+                "limit service lookup failed: {why}; no answer for the client (the route falls through to its \
+                 next step; retried after the negative TTL; at most one such line a minute, `failed` counts \
+                 the lookups since the last)"
+            );
+        }
+    }
 }
 
 impl<S> std::fmt::Debug for ServiceCache<S> {
@@ -497,8 +597,34 @@ impl<S: LimitService> ServiceCache<S> {
             settings,
             shards: (0..SHARDS).map(|_| Mutex::new(State::default())).collect(),
             in_flight: Arc::new(AtomicUsize::new(0)),
+            errors: Arc::default(),
             runtime,
         })
+    }
+
+    /// How many lookups failed or timed out so far (a refused certificate,
+    /// a refused connection, a bad answer...). Each is also logged (a
+    /// `WARN` line naming the service and the reason, at most one a
+    /// minute), and each leaves the client without an answer from the
+    /// service for the negative TTL.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ratelimit::service::{CacheSettings, HttpLimitService, ServiceCache};
+    ///
+    /// // Nothing listens on port 9: the lookup fails, in the background.
+    /// let service = HttpLimitService::new("http://127.0.0.1:9/v1/limits").unwrap();
+    /// let cache = ServiceCache::new(service, CacheSettings::default()).unwrap();
+    /// assert_eq!(cache.get(0x42), None);
+    /// while cache.lookup_errors() == 0 {
+    ///     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    /// }
+    /// assert_eq!(cache.lookup_errors(), 1);
+    /// # }
+    /// ```
+    pub fn lookup_errors(&self) -> u64 {
+        self.errors.count.load(Ordering::Relaxed)
     }
 
     /// The shard of `key`, and the most entries it holds.
@@ -569,8 +695,14 @@ impl<S: LimitService> ServiceCache<S> {
         let shards = Arc::clone(&self.shards);
         let cap = self.shard_cap();
         let settings = self.settings;
+        let errors = Arc::clone(&self.errors);
         self.runtime.spawn(async move {
             let result = tokio::time::timeout(settings.timeout, service.lookup(key)).await;
+            match &result {
+                Ok(Err(e)) => errors.record(e),
+                Err(_) => errors.record(&format_args!("no answer within {:?}", settings.timeout)),
+                Ok(Ok(_)) => {}
+            }
             let now = Instant::now();
             // `guard` (moved in) clears `in_flight` when this future is
             // dropped, after the answer below is stored and the lock released.

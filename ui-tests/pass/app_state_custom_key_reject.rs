@@ -37,11 +37,12 @@ mod keys {
     }
 }
 
-fn busy(r: &Rejection<'_>) -> impl IntoResponse {
+// Named like the expansion's own parameter once was.
+fn rejection(r: &Rejection<'_>) -> impl IntoResponse {
     format!("retry in {} s", r.retry_after_secs())
 }
 
-#[rate_limit(key = custom(keys::ByTenant), resolve = [default], state, reject = busy)]
+#[rate_limit(key = custom(keys::ByTenant), resolve = [default], state, reject = rejection)]
 async fn orders(State(state): State<AppState>) -> String {
     state.db
 }
@@ -51,10 +52,35 @@ async fn export() -> &'static str {
     "export"
 }
 
+// A generic key type.
+#[derive(Default)]
+struct ByExt<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T: Send + Sync + std::hash::Hash + 'static> KeySource for ByExt<T> {
+    fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
+        match cx.parts().extensions.get::<T>() {
+            Some(t) => ClientKey::Custom(cx.hash(t)),
+            None => cx.address(),
+        }
+    }
+    fn write_id(&self, _cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn std::hash::Hasher) {
+        ratelimit::key::write_address_id(key, h)
+    }
+}
+
+#[derive(Clone, Hash)]
+struct TenantId(u64);
+
+#[rate_limit(key = custom(ByExt<TenantId>), resolve = [default], state)]
+async fn by_extension() -> &'static str {
+    "generic"
+}
+
 fn router(state: AppState) -> Router {
     Router::new()
         .route("/orders", get(orders))
         .route("/export", get(export))
+        .route("/generic", get(by_extension))
         .with_state(state)
 }
 

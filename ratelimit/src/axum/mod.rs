@@ -107,6 +107,8 @@ pub use crate::key::{Claim, Header, Ip, KeyContext, KeySource};
 pub use error::SetupError;
 pub use handler::{Admit, Auto, FromState, Limited, Rule};
 pub use layer::{LimitBody, RateLimitLayer, RateLimitService, ResponseFuture};
+#[doc(hidden)]
+pub use reject::call_reject as __call_reject;
 pub use reject::Rejection;
 pub use respond::{Outcome, RATELIMIT, RATELIMIT_LIMIT, RATELIMIT_POLICY, RATELIMIT_REMAINING, RATELIMIT_RESET};
 pub use route::{route_id, RouteSpec};
@@ -313,6 +315,9 @@ impl RateLimitBuilder {
         F: Fn(&Rejection<'_>) -> http::Response<B> + Send + Sync + 'static,
         B: Into<bytes::Bytes>,
     {
+        if self.extras.reject.is_some() {
+            self.errors.push("rejection: a hook was given twice".to_owned());
+        }
         self.extras.reject = Some(Arc::new(move |r: &Rejection<'_>| hook(r).map(Into::into)));
         self
     }
@@ -323,14 +328,17 @@ impl RateLimitBuilder {
     /// request path, as the HTTP one's do.
     #[must_use]
     pub fn limit_service(mut self, service: impl crate::service::LimitService) -> Self {
+        if self.extras.service.is_some() {
+            self.errors.push("limit_service: a service was given twice".to_owned());
+        }
         self.extras.service = Some(crate::service::BoxLimitService::new(service));
         self
     }
 
     /// Builds the runtime (needs a tokio runtime).
     pub async fn build(self) -> Result<RateLimit, SetupError> {
-        if let Some(first) = self.errors.first() {
-            return Err(SetupError::new("builder", first.clone()));
+        if !self.errors.is_empty() {
+            return Err(SetupError::new("builder", self.errors.join("; ")));
         }
         let sweep = matches!(self.clock, AnyClock::System(_));
         let rt = runtime::Runtime::build(self.config, self.clock, self.extras, sweep).await?;

@@ -111,3 +111,13 @@ impl<'a> Rejection<'a> {
 
 /// A rejection hook, type-erased (the builder wraps the application's).
 pub(crate) type RejectHook = Arc<dyn Fn(&Rejection<'_>) -> Response<Bytes> + Send + Sync>;
+
+/// What `#[rate_limit(..., reject = f)]` expands to: calls the route's hook.
+#[doc(hidden)]
+pub fn call_reject<F, R>(hook: F, rejection: &Rejection<'_>) -> axum::response::Response
+where
+    F: FnOnce(&Rejection<'_>) -> R,
+    R: axum::response::IntoResponse,
+{
+    hook(rejection).into_response()
+}

@@ -295,10 +295,14 @@ impl Outcome {
     }
 
     /// What every rejection carries, whoever built its body: `Retry-After`
-    /// (`retry` seconds, unless the builder set one) and the rate-limit
-    /// headers.
+    /// of at least `retry` seconds (a hook's own is kept when it is a
+    /// number of seconds no shorter: a client told to come back sooner
+    /// would only be refused again) and the rate-limit headers.
     pub(crate) fn finish_rejection(&self, headers: &mut HeaderMap, retry: u64) {
-        if !headers.contains_key(RETRY_AFTER) {
+        let own = headers
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+        if !own.is_some_and(|secs| secs >= retry) {
             headers.insert(RETRY_AFTER, number(retry));
         }
         self.write_headers_over(headers);

@@ -32,6 +32,8 @@ pub(crate) struct Runtime {
     pub(crate) service: Option<ServiceCache<BoxLimitService>>,
     /// The key of the service's client ids (with `service`).
     service_ids: Option<ServiceIdKey>,
+    /// The limit service is the builder's (not `[service] url`'s).
+    own_service: bool,
     /// The key extractors `"custom:<name>"` rules may name.
     keys: BTreeMap<String, Arc<dyn KeySource>>,
     /// The application's rejection response, if it shapes its own.
@@ -91,6 +93,53 @@ pub(crate) struct Extras {
     pub(crate) service: Option<BoxLimitService>,
 }
 
+const NO_SERVICE_URL: &str = "[service] url: missing; name the limit service's base URL, or give the builder a \
+                              LimitService of the application's (RateLimitBuilder::limit_service)";
+
+/// Whether `config`'s `[service]` fits how the limit service is given (`own`:
+/// by the builder): a builder's service needs a `[service]` without `url`,
+/// else `url` names the HTTP one. Checked at startup and at every reload, so
+/// a file that reloads is a file that starts.
+fn service_shape(config: &Config, own: bool) -> Result<(), String> {
+    match (&config.service, own) {
+        (None, true) => Err(
+            "a limit service was given to the builder, but the configuration has no [service] \
+                             section: add one (its id_secret_env keys the client ids the service is asked about; \
+                             ttl, timeout and max_entries tune its cache)"
+                .to_owned(),
+        ),
+        (Some(s), true) if s.url.is_some() => Err("[service] url: a limit service was also given to the builder \
+                                                  (RateLimitBuilder::limit_service); remove the url, or the \
+                                                  builder's service"
+            .to_owned()),
+        (Some(s), false) if s.url.is_none() => Err(NO_SERVICE_URL.to_owned()),
+        _ => Ok(()),
+    }
+}
+
+static HOOK_STATUS_LOGGED: super::observe::Once = super::observe::Once::new();
+
+/// What a refusal carries whoever built it: an error status (a hook that
+/// answered with a success, `Json(...)` alone say, gets 429: a refused
+/// request must not look served to clients, caches and dashboards), then
+/// `Retry-After` and the rate-limit headers.
+fn settle<B>(outcome: &Outcome, response: &mut http::Response<B>, retry: u64) {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        if HOOK_STATUS_LOGGED.first() {
+            tracing::warn!(
+                target: "ratelimit",
+                route = outcome.route(),
+                status = status.as_u16(),
+                "a rejection hook answered a refused request with a non-error status; sending 429 instead (set \
+                 the status in the hook)"
+            );
+        }
+        *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+    }
+    outcome.finish_rejection(response.headers_mut(), retry);
+}
+
 /// Binds every `"custom:<name>"` rule key of `config` to the extractor
 /// registered under its name: the rule's index and what is wrong for one
 /// that names none.
@@ -148,56 +197,42 @@ impl Runtime {
                 .await
                 .map_err(|e| SetupError::caused_by("jwt", "[jwt]: ", e))?,
         };
-        let (service, service_ids) =
-            match &config.service {
-                None if own_service.is_some() => return Err(SetupError::new(
-                    "service",
-                    "a limit service was given to the builder, but the configuration has no [service] section: add \
-                     one (its id_secret_env keys the client ids the service is asked about; ttl, timeout and \
-                     max_entries tune its cache)"
-                        .to_owned(),
-                )),
-                None => (None, None),
-                Some(s) => {
-                    let ids = service_id_key(s)?;
-                    let service = match (own_service, &s.url) {
-                        (Some(own), None) => own,
-                        (None, Some(url)) => BoxLimitService::new(
-                            HttpLimitService::new(url)
-                                .map_err(|e| SetupError::caused_by("service", "[service] url: ", e))?,
-                        ),
-                        (Some(_), Some(_)) => {
-                            return Err(SetupError::new(
-                                "service",
-                                "[service] url: a limit service was also given to the builder \
-                             (RateLimitBuilder::limit_service); remove the url, or the builder's service"
-                                    .to_owned(),
-                            ))
-                        }
-                        (None, None) => {
-                            return Err(SetupError::new(
-                                "service",
-                                "[service] url: missing; name the limit service's base URL, or give the builder a \
-                             LimitService of the application's (RateLimitBuilder::limit_service)"
-                                    .to_owned(),
-                            ))
-                        }
-                    };
-                    let settings = CacheSettings {
-                        ttl: s.ttl,
-                        negative_ttl: s.negative_ttl,
-                        timeout: s.timeout,
-                        max_entries: s.max_entries,
-                        ..CacheSettings::default()
-                    };
-                    let cache = ServiceCache::new(service, settings)
-                        .map_err(|e| SetupError::caused_by("service", "[service]: ", e))?;
-                    (Some(cache), Some(ids))
-                }
-            };
+        let own = own_service.is_some();
+        service_shape(&config, own).map_err(|message| SetupError::new("service", message))?;
+        let (service, service_ids) = match &config.service {
+            None => (None, None),
+            Some(s) => {
+                let ids = service_id_key(s)?;
+                let service = match (own_service, &s.url) {
+                    (Some(own), _) => own,
+                    (None, Some(url)) => BoxLimitService::new(
+                        HttpLimitService::with_tls(url, &config.tls)
+                            .map_err(|e| SetupError::caused_by("service", "[service] url: ", e))?,
+                    ),
+                    (None, None) => return Err(SetupError::new("service", NO_SERVICE_URL.to_owned())),
+                };
+                let settings = CacheSettings {
+                    ttl: s.ttl,
+                    negative_ttl: s.negative_ttl,
+                    timeout: s.timeout,
+                    max_entries: s.max_entries,
+                    ..CacheSettings::default()
+                };
+                let cache = ServiceCache::new(service, settings)
+                    .map_err(|e| SetupError::caused_by("service", "[service]: ", e))?;
+                (Some(cache), Some(ids))
+            }
+        };
         #[cfg(feature = "redis")]
         let gate = match &config.global {
-            Some(g) => Some(super::gate::start_gate(g, &clock)?),
+            Some(g) => {
+                // `[global] ca_file` for Redis, else `[tls] ca_file`.
+                let g = crate::config::GlobalConfig {
+                    ca_file: config.redis_ca_file().map(std::path::Path::to_path_buf),
+                    ..g.clone()
+                };
+                Some(super::gate::start_gate(&g, &clock)?)
+            }
             None => None,
         };
         #[cfg(not(feature = "redis"))]
@@ -220,6 +255,7 @@ impl Runtime {
             jwt,
             service,
             service_ids,
+            own_service: own,
             keys,
             reject_hook,
             observer: Observer::default(),
@@ -231,6 +267,9 @@ impl Runtime {
     /// Swaps the running configuration, once its custom keys are bound
     /// (`source` names it in the error: a file's path, or `<config>`).
     pub(crate) fn reload(&self, mut config: Config, source: &str) -> Result<(), ConfigError> {
+        service_shape(&config, self.own_service).map_err(|message| {
+            ConfigError::new(source, format!("{message}; the running configuration stays")).with_field("service")
+        })?;
         bind_keys(&mut config, &self.keys).map_err(|(i, message)| {
             ConfigError::new(source, format!("{message}; the running configuration stays"))
                 .with_field(format!("rules[{i}].key"))
@@ -254,7 +293,7 @@ impl Runtime {
             Some(own) => own,
             None => self.shaped(&rejection).map(axum::body::Body::from),
         };
-        outcome.finish_rejection(response.headers_mut(), rejection.retry_after_secs());
+        settle(outcome, &mut response, rejection.retry_after_secs());
         response
     }
 
@@ -270,7 +309,7 @@ impl Runtime {
         let config = self.config.load();
         let rejection = Rejection::new(outcome, parts, &config.responses, outer);
         let mut response = self.shaped(&rejection);
-        outcome.finish_rejection(response.headers_mut(), rejection.retry_after_secs());
+        settle(outcome, &mut response, rejection.retry_after_secs());
         response
     }
 

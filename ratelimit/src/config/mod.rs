@@ -169,6 +169,58 @@ pub struct Config {
     pub responses: ResponseConfig,
     /// The fleet-wide gate (`[global]`); `None`: local-only limiting.
     pub global: Option<GlobalConfig>,
+    /// The runtime's outbound TLS clients (`[tls]`): HTTPS to a JWKS URL
+    /// and to the limit service, `rediss://` to Redis.
+    pub tls: TlsConfig,
+}
+
+/// `[tls]`: what every outbound TLS client of the runtime trusts: HTTPS to
+/// `[jwt] jwks_url` and to `[service] url` (feature `service`), and
+/// `rediss://` to `[global] redis_url` (feature `redis-tls`) unless
+/// `[global] ca_file` names its own CA (the more specific setting wins).
+///
+/// With `ca_file` set, the certificates of that PEM file are the roots, and
+/// the only ones (a private CA; concatenate a public bundle into the file to
+/// trust both). Unset, the webpki roots (Mozilla's, compiled in, the same on
+/// every host). Certificates are always verified, hostname included. The
+/// crypto provider is the application's process default if it installed
+/// one, else ring for these clients alone: the library never installs one.
+///
+/// ```
+/// use ratelimit::config::{Config, TlsConfig};
+///
+/// # let dir = std::env::temp_dir().join(format!("ratelimit-doc-tls-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let ca = dir.join("missing-ca.pem");
+/// // In the file: `[tls] ca_file = "ca.pem"`, checked when the file is read.
+/// let text = format!("[profiles.std]\nrate = \"10/s\"\n[tls]\nca_file = {:?}\n", ca.display().to_string());
+/// let err = Config::from_toml_str(&text).unwrap_err();
+/// assert_eq!(err.field(), Some("tls.ca_file"));
+/// assert_eq!(err.line(), Some(4));
+///
+/// // In code:
+/// let mut config = Config::from_toml_str("[profiles.std]\nrate = \"10/s\"\n").unwrap();
+/// assert_eq!(config.tls, TlsConfig::default()); // the webpki roots
+/// config.tls = TlsConfig::with_ca_file("/etc/ratelimit/private-ca.pem");
+/// assert!(config.tls.ca_file.is_some());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TlsConfig {
+    /// A PEM file of the CA certificates to trust instead of the webpki
+    /// roots. A relative path is from the working directory. Read and
+    /// checked when a configuration file is loaded, and again when a
+    /// client is built.
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+impl TlsConfig {
+    /// Trust the CAs of the PEM file at `path` (and only them).
+    pub fn with_ca_file(path: impl Into<std::path::PathBuf>) -> Self {
+        TlsConfig {
+            ca_file: Some(path.into()),
+        }
+    }
 }
 
 /// `[global]`: the fleet-wide gate reconciled through Redis (feature
@@ -308,7 +360,7 @@ impl Config {
     /// The token verifier described by `[jwt]`, if it names a key source.
     /// Reads key files and the secret's environment variable now, and
     /// fetches a JWKS URL (which needs the `service` feature and a tokio
-    /// runtime).
+    /// runtime; `https://` trusts what [`Config::tls`] says).
     #[cfg(feature = "jwt")]
     #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub async fn jwt_verifier(&self) -> Result<Option<crate::jwt::JwtVerifier>, crate::jwt::JwtConfigError> {
@@ -332,7 +384,7 @@ impl Config {
                     cooldown: v.jwks_cooldown,
                     ..crate::jwt::JwksSettings::default()
                 };
-                JwtVerifier::jwks_url(url, settings).await?
+                JwtVerifier::jwks_url_with_tls(url, settings, &self.tls).await?
             }
             #[cfg(not(feature = "service"))]
             JwtKeySource::JwksUrl(_) => {
@@ -357,6 +409,36 @@ impl Config {
             verifier = verifier.audience(&v.audience.iter().map(String::as_str).collect::<Vec<_>>());
         }
         Ok(Some(verifier))
+    }
+
+    /// The CA file the Redis client of `[global]` trusts: `[global]
+    /// ca_file` when set (it wins for Redis), else `[tls] ca_file` when the
+    /// URL is `rediss://`, else none (the webpki roots, or no TLS at all).
+    ///
+    /// ```
+    /// use ratelimit::config::{Config, TlsConfig};
+    /// use std::path::Path;
+    ///
+    /// let text = "[profiles.std]\nrate = \"10/s\"\n[global]\nredis_url = \"rediss://redis.internal:6380/\"\n";
+    /// let mut config = Config::from_toml_str(text).unwrap();
+    /// assert_eq!(config.redis_ca_file(), None);
+    /// config.tls = TlsConfig::with_ca_file("all.pem");
+    /// assert_eq!(config.redis_ca_file(), Some(Path::new("all.pem")));
+    /// config.global.as_mut().unwrap().ca_file = Some("redis.pem".into());
+    /// assert_eq!(config.redis_ca_file(), Some(Path::new("redis.pem")));
+    /// // Plain redis://: no TLS, so [tls] does not apply.
+    /// let g = config.global.as_mut().unwrap();
+    /// g.ca_file = None;
+    /// g.redis_url = "redis://redis.internal:6379/".to_owned();
+    /// assert_eq!(config.redis_ca_file(), None);
+    /// ```
+    pub fn redis_ca_file(&self) -> Option<&Path> {
+        let g = self.global.as_ref()?;
+        match &g.ca_file {
+            Some(own) => Some(own),
+            None if g.redis_url.starts_with("rediss://") => self.tls.ca_file.as_deref(),
+            None => None,
+        }
     }
 
     /// A [`MemoryStore`] built from the `[store]` section.

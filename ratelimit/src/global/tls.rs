@@ -7,7 +7,8 @@
 //! installs the one rustls's crate features name (or panics when they name
 //! two, as with `ring` and `aws-lc-rs` both in the build). It takes no
 //! provider and no ready `ClientConfig`. A library must not install one, so
-//! the TLS here is ours: a `ClientConfig` built with an explicit provider, a
+//! the TLS here is ours: a `ClientConfig` built with an explicit provider
+//! (`crate::tls`, shared with the HTTPS clients of the `service` feature), a
 //! `tokio-rustls` handshake on our TCP stream, and redis-rs's
 //! `MultiplexedConnection` on top (AUTH and SELECT included). The provider is
 //! the application's process default if it installed one when the store was
@@ -38,9 +39,7 @@ use redis::{
     AsyncConnectionConfig, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, Pipeline, RedisError,
     RedisFuture, RedisResult, Value,
 };
-use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
 
 use super::store::GlobalError;
@@ -70,32 +69,12 @@ struct Tls {
 
 impl Tls {
     fn new(ca_file: Option<&Path>, connect_timeout: Duration) -> Result<Tls, String> {
-        let roots = match ca_file {
-            Some(path) => Some(crate::ca::read_ca_file(path).map_err(|e| format!("ca_file {e}"))?),
-            None => None,
-        };
-        let mut store = RootCertStore::empty();
-        match &roots {
-            Some(certs) => {
-                for cert in certs {
-                    store.add(cert.clone()).map_err(|e| format!("ca_file: {e}"))?;
-                }
-            }
-            None => store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-        }
-        // The application's provider if it installed one, else ring for this
-        // config alone: `builder_with_provider` never installs it.
-        let provider = CryptoProvider::get_default()
-            .cloned()
-            .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-        let config = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
-            .with_root_certificates(store)
-            .with_no_client_auth();
+        // The runtime's one rustls setup (`crate::tls`): the application's
+        // provider or ring, never installed; `ca_file` or the webpki roots.
+        let tls = crate::tls::client_config(ca_file)?;
         Ok(Tls {
-            connector: TlsConnector::from(Arc::new(config)),
-            roots,
+            connector: TlsConnector::from(Arc::new(tls.config)),
+            roots: tls.roots,
             connect_timeout,
         })
     }

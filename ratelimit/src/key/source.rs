@@ -335,9 +335,9 @@ impl CustomKey {
         self.source.is_some()
     }
 
-    /// Binds the extractor.
-    #[cfg(feature = "axum")]
-    pub(crate) fn bind(&mut self, source: Arc<dyn KeySource>) {
+    /// Binds the extractor (the HTTP runtime binds a rule's key to the one
+    /// registered under its name; outside a runtime, bind it yourself).
+    pub fn bind(&mut self, source: Arc<dyn KeySource>) {
         self.source = Some(source);
     }
 }

@@ -45,6 +45,15 @@ pub(super) struct RawConfig {
     pub(super) global: Option<RawGlobal>,
     #[serde(default)]
     pub(super) responses: RawResponses,
+    #[serde(default)]
+    pub(super) tls: RawTls,
+}
+
+/// `[tls]`: the runtime's outbound TLS clients (checked in `validate/tls.rs`).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawTls {
+    pub(super) ca_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]

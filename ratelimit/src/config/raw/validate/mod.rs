@@ -7,6 +7,7 @@ mod jwt;
 mod profiles;
 mod rules;
 mod simple;
+mod tls;
 
 use super::schema::RawConfig;
 use super::spans::{FieldPath, Spans};
@@ -64,6 +65,8 @@ pub(super) fn validate(raw: RawConfig, ctx: &Ctx<'_>) -> Result<Config, ConfigEr
         .map(|g| global::global(g, &profiles, jwt.as_ref(), ctx))
         .transpose()?;
 
+    let tls = tls::tls(raw.tls, ctx)?;
+
     let Some(default) = profiles.get(&default_profile).cloned() else {
         return Err(ctx.missing("default_profile", "default profile missing"));
     };
@@ -81,5 +84,6 @@ pub(super) fn validate(raw: RawConfig, ctx: &Ctx<'_>) -> Result<Config, ConfigEr
         rules,
         global,
         responses,
+        tls,
     })
 }
