@@ -17,6 +17,9 @@
 //!   Okta, Auth0 or Entra ID) and names its URL and CA in `[jwt] jwks_url` and
 //!   `[tls] ca_file`. `--jwks-url URL [--ca-file PEM]` uses another IdP.
 //! * **A global bucket.** `/reports` is one bucket for every caller.
+//! * **An edge limit.** A `[[rules]]` entry limits every request per client
+//!   address before the authentication middleware runs (the runtime's layer
+//!   wraps the whole router), so guessing API keys is limited too.
 //! * **The service's own 429.** The builder's rejection hook answers in the
 //!   service's error envelope (`{"error": {...}}`); the runtime adds
 //!   `Retry-After` and the rate-limit headers to it.
@@ -243,7 +246,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .route("/me", get(me))
         .route("/reports", get(reports))
         .route("/healthz", get(|| async { "ok\n" }))
-        .with_state(state);
+        .with_state(state.clone())
+        // Outermost: `[[rules]]` (the per-address edge limit) before the
+        // authentication middleware and the handlers' own limits.
+        .layer(state.rate_limit.layer());
 
     let listener = tokio::net::TcpListener::bind(o.addr).await?;
     let addr = listener.local_addr()?;

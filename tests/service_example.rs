@@ -123,8 +123,20 @@ fn the_service_example_limits_tenants_users_and_its_global_route() {
     let first = get(addr, "/orders", &[("x-api-key", "key-acme")]);
     assert_eq!(first.status, 200, "{}", first.body);
     assert!(first.body.contains("\"tenant\":\"acme\""), "{}", first.body);
+    // Two limits applied (the edge rule and the tenant's): the structured
+    // fields list both; the -06 triple reports the tighter, the tenant's.
     assert_eq!(first.headers["ratelimit-limit"], "20");
     assert_eq!(first.headers["ratelimit-remaining"], "19");
+    assert!(
+        first.headers["ratelimit-policy"].contains("\"orders.list/tenant\";q=20"),
+        "{:?}",
+        first.headers
+    );
+    assert!(
+        first.headers["ratelimit-policy"].contains("\"@edge/edge\";q=60"),
+        "{:?}",
+        first.headers
+    );
     let mut statuses = Vec::new();
     for _ in 0..20 {
         statuses.push(get(addr, "/orders", &[("x-api-key", "key-acme")]).status);
@@ -164,7 +176,11 @@ fn the_service_example_limits_tenants_users_and_its_global_route() {
     );
     assert_eq!(premium.status, 200, "{}", premium.body);
     assert!(premium.body.contains("\"sub\":\"alice\""), "{}", premium.body);
-    assert_eq!(premium.headers["ratelimit-limit"], "50");
+    assert!(
+        premium.headers["ratelimit-policy"].contains("\"me/premium\";q=50"),
+        "{:?}",
+        premium.headers
+    );
     // Signed with another key: unverified, so keyed by address with the
     // next step's profile ("standard", burst 10).
     let forged = get(
@@ -192,4 +208,27 @@ fn the_service_example_limits_tenants_users_and_its_global_route() {
     .map(|h| get(addr, "/reports", h).status)
     .collect();
     assert_eq!(reports, [200, 200, 429]);
+
+    // Guessing API keys: 401s, until the address's edge budget (60 at once)
+    // is spent, then 429s before the middleware looks at the key.
+    let mut unauthorized = 0;
+    let mut refused = None;
+    for i in 0..100 {
+        let r = get(addr, "/orders", &[("x-api-key", &format!("guess-{i}"))]);
+        match r.status {
+            401 => unauthorized += 1,
+            429 => {
+                refused = Some(r);
+                break;
+            }
+            other => panic!("guess {i}: status {other}"),
+        }
+    }
+    let refused = refused.expect("key guessing is limited");
+    assert!(
+        (1..60).contains(&unauthorized),
+        "{unauthorized} guesses reached the middleware"
+    );
+    assert!(refused.body.contains("\"policy\":\"@edge/edge\""), "{}", refused.body);
+    assert!(refused.headers.contains_key("retry-after"));
 }
