@@ -197,6 +197,7 @@ pub mod key;
 mod limiter;
 pub mod limits;
 mod quota;
+mod units;
 pub mod resolve;
 #[cfg(feature = "service")]
 #[cfg_attr(docsrs, doc(cfg(feature = "service")))]

@@ -78,29 +78,29 @@ pub(super) fn opt_prefix<'de, const MAX: u8, D: Deserializer<'de>>(d: D) -> Resu
     ranged(d, i64::from(MAX), "a prefix length").map(|n| Some(n as u8))
 }
 
-/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`; must be longer than zero.
-/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`; must be longer than zero.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`, `"1d"`: a whole number and a unit
+/// of the table rates use (`crate::units`); must be longer than zero.
+pub(in crate::config) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
     let (n, unit) = t.split_at(digits);
-    let n: u64 = n.parse().map_err(|_| {
-        format!("invalid duration {text:?}: expected a number and a unit, such as \"250ms\" or \"10s\"")
-    })?;
-    let unit_ns: u64 = match unit.trim() {
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        "min" | "m" => 60_000_000_000,
-        "h" => 3_600_000_000_000,
-        _ => {
-            return Err(format!(
-                "invalid duration {text:?}: unknown unit; expected ms, s, min or h"
-            ))
-        }
+    let units = crate::units::UNIT_NAMES;
+    if n.is_empty() {
+        return Err(format!(
+            "invalid duration {text:?}: expected a whole number and a unit ({units}), such as \"250ms\" or \"10s\""
+        ));
+    }
+    let unit = unit.trim();
+    let Some(unit_ns) = crate::units::unit_ns(unit) else {
+        return Err(if unit.is_empty() {
+            format!("invalid duration {text:?}: missing unit; expected one of {units} (\"{n}s\")")
+        } else {
+            format!("invalid duration {text:?}: unknown unit {unit:?}; expected one of {units}")
+        });
     };
-    let ns = n
-        .checked_mul(unit_ns)
-        .ok_or_else(|| format!("invalid duration {text:?}: too long"))?;
+    let too_long = || format!("invalid duration {text:?}: too long");
+    let n: u64 = n.parse().map_err(|_| too_long())?;
+    let ns = n.checked_mul(unit_ns).ok_or_else(too_long)?;
     if ns == 0 {
         return Err(format!("invalid duration {text:?}: must be longer than zero"));
     }
@@ -183,5 +183,55 @@ pub(super) fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Err
         _ => Err(serde::de::Error::custom(format!(
             "invalid URL {url:?}: expected http:// or https:// and a host"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_take_every_unit_rates_take() {
+        for (text, want) in [
+            ("7ns", Duration::from_nanos(7)),
+            ("7us", Duration::from_micros(7)),
+            ("7µs", Duration::from_micros(7)),
+            ("7ms", Duration::from_millis(7)),
+            ("7s", Duration::from_secs(7)),
+            ("7sec", Duration::from_secs(7)),
+            ("7m", Duration::from_secs(420)),
+            ("7min", Duration::from_secs(420)),
+            ("7minutes", Duration::from_secs(420)),
+            ("7h", Duration::from_secs(7 * 3600)),
+            ("7hours", Duration::from_secs(7 * 3600)),
+            ("1d", Duration::from_secs(86_400)),
+            ("2days", Duration::from_secs(2 * 86_400)),
+            (" 10 s ", Duration::from_secs(10)),
+        ] {
+            assert_eq!(parse_duration(text), Ok(want), "{text:?}");
+        }
+        // Every unit a rate's period takes, a duration takes too.
+        for unit in crate::units::UNIT_NAMES.split(", ") {
+            let rate: crate::Quota = format!("1/3{unit}").parse().expect("a rate");
+            assert_eq!(parse_duration(&format!("3{unit}")), Ok(rate.period()), "{unit}");
+        }
+    }
+
+    #[test]
+    fn bad_durations_say_what_is_wrong() {
+        assert_eq!(
+            parse_duration("3w").unwrap_err(),
+            "invalid duration \"3w\": unknown unit \"w\"; expected one of ns, us, ms, s, min, h, d"
+        );
+        assert_eq!(
+            parse_duration("30").unwrap_err(),
+            "invalid duration \"30\": missing unit; expected one of ns, us, ms, s, min, h, d (\"30s\")"
+        );
+        assert!(parse_duration("s").unwrap_err().contains("expected a whole number and a unit"));
+        assert!(parse_duration("1.5s").unwrap_err().contains("unknown unit \".5s\""));
+        assert!(parse_duration("0s").unwrap_err().contains("longer than zero"));
+        assert!(parse_duration("99999999999999999999d").unwrap_err().contains("too long"));
+        assert!(parse_duration("999999999999d").unwrap_err().contains("too long"));
     }
 }
