@@ -197,13 +197,13 @@ pub mod key;
 mod limiter;
 pub mod limits;
 mod quota;
-mod units;
 pub mod resolve;
 #[cfg(feature = "service")]
 #[cfg_attr(docsrs, doc(cfg(feature = "service")))]
 pub mod service;
 mod store;
 mod sync;
+mod units;
 pub mod window;
 
 pub use clock::{AnyClock, Clock, ManualClock, SystemClock};

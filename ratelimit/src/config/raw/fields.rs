@@ -6,6 +6,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
+use super::named::fresh;
 use crate::config::rules;
 use crate::config::HeaderStyle;
 use crate::key::ForwardedHeader;
@@ -19,7 +20,7 @@ const ALGORITHMS: &[&str] = &[
 pub(super) fn opt_algorithm<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let alg = String::deserialize(d)?;
     if !ALGORITHMS.contains(&alg.as_str()) {
-        return Err(serde::de::Error::custom(format!(
+        return Err(fresh(format!(
             "unknown algorithm {alg:?}: expected one of {}",
             ALGORITHMS.join(", ")
         )));
@@ -33,7 +34,7 @@ pub(super) fn opt_http_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Str
 
 pub(super) fn quota<'de, D: Deserializer<'de>>(d: D) -> Result<Quota, D::Error> {
     let text = String::deserialize(d)?;
-    text.parse().map_err(serde::de::Error::custom)
+    text.parse().map_err(fresh)
 }
 
 /// A whole number in `1..=max`, or an error naming the range (`what`: "a
@@ -41,9 +42,7 @@ pub(super) fn quota<'de, D: Deserializer<'de>>(d: D) -> Result<Quota, D::Error> 
 fn ranged<'de, D: Deserializer<'de>>(d: D, max: i64, what: &str) -> Result<i64, D::Error> {
     let n = i64::deserialize(d)?;
     if !(1..=max).contains(&n) {
-        return Err(serde::de::Error::custom(format!(
-            "expected {what} from 1 to {max}, got {n}"
-        )));
+        return Err(fresh(format!("expected {what} from 1 to {max}, got {n}")));
     }
     Ok(n)
 }
@@ -56,7 +55,7 @@ pub(super) fn new_keys_budget<'de, D: Deserializer<'de>>(d: D) -> Result<Option<
         return Ok(None);
     }
     text.parse().map(Some).map_err(|e| {
-        serde::de::Error::custom(format!(
+        fresh(format!(
             "{e}; expected a rate of new keys such as \"256/min\", or \"off\""
         ))
     })
@@ -109,7 +108,7 @@ pub(in crate::config) fn parse_duration(text: &str) -> Result<Duration, String> 
 
 pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
-    parse_duration(&text).map_err(serde::de::Error::custom)
+    parse_duration(&text).map_err(fresh)
 }
 
 pub(super) fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
@@ -122,7 +121,7 @@ pub(super) fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Er
             s.parse::<IpNet>()
                 .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
                 .map_err(|_| {
-                    serde::de::Error::custom(format!(
+                    fresh(format!(
                         "invalid CIDR {s:?}: expected an address or network such as \"10.0.0.0/8\" or \"2001:db8::/32\""
                     ))
                 })
@@ -134,7 +133,7 @@ pub(super) fn overflow<'de, D: Deserializer<'de>>(d: D) -> Result<OverflowPolicy
     match String::deserialize(d)?.as_str() {
         "shared" => Ok(OverflowPolicy::SharedBucket),
         "refuse" => Ok(OverflowPolicy::Refuse),
-        other => Err(serde::de::Error::custom(format!(
+        other => Err(fresh(format!(
             "unknown overflow policy {other:?}: expected \"shared\" or \"refuse\""
         ))),
     }
@@ -144,7 +143,7 @@ pub(super) fn forwarded_header<'de, D: Deserializer<'de>>(d: D) -> Result<Forwar
     match String::deserialize(d)?.to_ascii_lowercase().as_str() {
         "x-forwarded-for" => Ok(ForwardedHeader::XForwardedFor),
         "forwarded" => Ok(ForwardedHeader::Forwarded),
-        other => Err(serde::de::Error::custom(format!(
+        other => Err(fresh(format!(
             "unknown forwarded header {other:?}: expected \"x-forwarded-for\" or \"forwarded\""
         ))),
     }
@@ -159,11 +158,11 @@ pub(super) fn header_style<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderStyl
         // The old name of "structured": it named a draft revision that was
         // not the one implemented. Refused rather than mapped, so a file
         // written against it says what it gets.
-        "draft-11" => Err(serde::de::Error::custom(
+        "draft-11" => Err(fresh(
             "header style \"draft-11\" is now \"structured\": the RateLimit-Policy and RateLimit fields of \
              draft-ietf-httpapi-ratelimit-headers-10",
         )),
-        other => Err(serde::de::Error::custom(format!(
+        other => Err(fresh(format!(
             "unknown header style {other:?}: expected \"draft-06\", \"structured\", \"both\" or \"none\""
         ))),
     }
@@ -171,7 +170,7 @@ pub(super) fn header_style<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderStyl
 
 pub(super) fn claim_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let name = String::deserialize(d)?;
-    rules::check_claim_path(&name).map_err(|e| serde::de::Error::custom(e.to_string()))?;
+    rules::check_claim_path(&name).map_err(|e| fresh(e.to_string()))?;
     Ok(name)
 }
 
@@ -180,7 +179,7 @@ pub(super) fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Err
     let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
     match rest {
         Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(url),
-        _ => Err(serde::de::Error::custom(format!(
+        _ => Err(fresh(format!(
             "invalid URL {url:?}: expected http:// or https:// and a host"
         ))),
     }
@@ -228,10 +227,14 @@ mod tests {
             parse_duration("30").unwrap_err(),
             "invalid duration \"30\": missing unit; expected one of ns, us, ms, s, min, h, d (\"30s\")"
         );
-        assert!(parse_duration("s").unwrap_err().contains("expected a whole number and a unit"));
+        assert!(parse_duration("s")
+            .unwrap_err()
+            .contains("expected a whole number and a unit"));
         assert!(parse_duration("1.5s").unwrap_err().contains("unknown unit \".5s\""));
         assert!(parse_duration("0s").unwrap_err().contains("longer than zero"));
-        assert!(parse_duration("99999999999999999999d").unwrap_err().contains("too long"));
+        assert!(parse_duration("99999999999999999999d")
+            .unwrap_err()
+            .contains("too long"));
         assert!(parse_duration("999999999999d").unwrap_err().contains("too long"));
     }
 }

@@ -2,8 +2,10 @@
 //! spans, deserialize into the schema, apply environment overrides, and
 //! validate.
 
+mod embed;
 mod env;
 mod fields;
+mod named;
 mod schema;
 mod spans;
 mod validate;
