@@ -11,6 +11,7 @@ use crate::resolve::AnyChain;
 
 /// One `[[rules]]` entry, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RuleConfig {
     /// The stable route name (for `[routes."name"]` overrides, metrics and
     /// the `RateLimit-Policy` name).

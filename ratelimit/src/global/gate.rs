@@ -35,6 +35,7 @@ pub struct GateStatus {
 
 /// Whether the fleet limit is in force: what a readiness probe asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FleetHealth {
     /// Every tracked key is limited fleet-wide.
     InForce,
