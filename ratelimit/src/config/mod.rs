@@ -26,6 +26,7 @@
 //! The full reference is `docs/config.md`.
 
 pub(crate) mod builders;
+pub mod check;
 mod defaults;
 mod error;
 mod raw;

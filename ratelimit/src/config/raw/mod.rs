@@ -29,6 +29,16 @@ pub(super) fn load(
     vars: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Config, ConfigError> {
     let source = path.map_or_else(|| "<config>".to_owned(), |p| p.display().to_string());
+    load_named(text, &source, vars)
+}
+
+/// [`load`], with errors naming `source`.
+pub(super) fn load_named(
+    text: &str,
+    source: &str,
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<Config, ConfigError> {
+    let source = source.to_owned();
     let doc =
         DeTable::parse(text).map_err(|e| toml_error(&source, text, &e, |offset| spans::syntax_field(text, offset)))?;
     let spans = Spans::new(doc.get_ref());
@@ -49,6 +59,24 @@ pub(super) fn load(
     }
     let (raw, paths) = env::apply_env(text, &overrides)?;
     validate::validate(raw, &ctx).map_err(|e| env::blame(e, &overrides, &paths))
+}
+
+/// An error on the field `field` (a dotted path of plain keys,
+/// `service.id_secret_env`) of a document that loaded, at its key in `text`.
+pub(super) fn locate(text: &str, source: &str, field: &str, message: String) -> ConfigError {
+    let path = field.split('.').fold(spans::FieldPath::default(), |p, k| p.key(k));
+    match DeTable::parse(text) {
+        Ok(doc) => {
+            let spans = Spans::new(doc.get_ref());
+            let ctx = Ctx {
+                source,
+                text,
+                spans: &spans,
+            };
+            ctx.error(&path, message)
+        }
+        Err(_) => ConfigError::new(source, message).with_field(field),
+    }
 }
 
 /// An error of the TOML parser or of deserialization, at its span, on the
