@@ -199,6 +199,8 @@ impl FleetGate {
     ///     FleetHealth::InForce => {}
     ///     FleetHealth::Partial { local_only_keys } => eprintln!("{local_only_keys} keys limited locally"),
     ///     FleetHealth::LocalOnly => eprintln!("fleet limit off: {:?}", gate.last_error()),
+    ///     // The enum is `#[non_exhaustive]`: a state added later.
+    ///     other => eprintln!("fleet limit: {other:?}"),
     /// }
     /// ```
     pub fn health(&self) -> FleetHealth {

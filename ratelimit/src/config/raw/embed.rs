@@ -39,7 +39,7 @@ impl<'de> Deserialize<'de> for Config {
     /// validates one; without environment overrides.
     ///
     /// ```
-    /// #[derive(serde::Deserialize)]
+    /// #[derive(Debug, serde::Deserialize)]
     /// struct AppConfig {
     ///     database_url: String,
     ///     ratelimit: ratelimit::config::Config,
