@@ -69,8 +69,9 @@ fn check_cmd(args: &[String]) -> ExitCode {
     let n = report.errors().len();
     if report.config().is_none() {
         eprintln!(
-            "ratelimit check: {file} does not load (the configuration layer reports the first error in the file; fix \
-             it and check again for more)"
+            "ratelimit check: {file} does not load: {n} problem{} (every value refused, and every [[rules]] entry \
+             refused; other checks across sections stop at their first, and startup checks run once the file loads)",
+            if n == 1 { "" } else { "s" }
         );
     } else {
         eprintln!(

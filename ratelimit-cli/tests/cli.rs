@@ -230,10 +230,7 @@ fn check_locates_the_first_error_of_a_file_that_does_not_load() {
         )),
         "{err}"
     );
-    assert!(
-        err.contains("does not load (the configuration layer reports the first error"),
-        "{err}"
-    );
+    assert!(err.contains("does not load: 1 problem"), "{err}");
     let (code, _, err) = run(&["check", "/nonexistent/ratelimit.toml"]);
     assert_eq!(code, Some(1));
     assert!(
@@ -499,4 +496,124 @@ fn usage_mistakes_exit_2() {
     let (code, out, _) = run(&["--help"]);
     assert_eq!(code, Some(0));
     assert!(out.contains("ratelimit check FILE"), "{out}");
+}
+
+#[test]
+fn check_reports_every_refused_value_of_a_file_that_does_not_load() {
+    let text = r#"default_profile = "standard"
+
+[profiles.standard]
+rate = "600/min"
+
+[profiles.premium]
+rate = "6000/min"
+brust = 100
+
+[store]
+sweep_interval = "10 seconds later"
+
+[ip]
+trusted_proxies = ["10.0.0.0/8", "not-a-cidr"]
+
+[[rules]]
+name = "a"
+path = "/a"
+key = "ip"
+resolve = ["default"]
+cost = 0
+
+[[rules]]
+name = "b"
+path = "/b"
+key = "ip"
+resolve = ["default"]
+shadow = "yes"
+
+[colour]
+x = 1
+"#;
+    let path = file("many.toml", text);
+    let name = path.to_str().expect("UTF-8");
+    let (code, out, err) = run(&["check", name]);
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    let want = [
+        "8:1: profiles.premium.brust: unknown field `brust`, expected `rate` or `burst`",
+        "11:18: store.sweep_interval: invalid duration \"10 seconds later\": unknown unit \"seconds later\"; expected \
+         one of ns, us, ms, s, min, h, d",
+        "14:19: ip.trusted_proxies: invalid CIDR \"not-a-cidr\"",
+        "21:8: rules[0].cost: expected a whole number from 1 to 4294967295, got 0",
+        "28:10: rules[1].shadow: invalid type: string \"yes\", expected a boolean",
+        "30:2: colour: unknown field `colour`",
+    ];
+    assert_eq!(lines.len(), want.len() + 1, "{err}");
+    for (line, want) in lines.iter().zip(want) {
+        assert!(line.starts_with(&format!("{name}:{want}")), "{line:?} is not {want:?}");
+    }
+    assert!(
+        lines[6].starts_with(&format!("ratelimit check: {name} does not load: 6 problems")),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_reports_every_refused_rule() {
+    let text = r#"[profiles.standard]
+rate = "600/min"
+burst = 5
+
+[[rules]]
+name = "a"
+path = "/a"
+key = "cookie:sid"
+resolve = ["default"]
+
+[[rules]]
+name = "ok"
+path = "/ok"
+key = "ip"
+resolve = ["default"]
+
+[[rules]]
+name = "b"
+path = "b"
+key = "ip"
+resolve = ["default"]
+
+[[rules]]
+name = "c"
+path = "/c"
+key = "ip"
+resolve = ["profile:gold", "default"]
+
+[[rules]]
+name = "d"
+path = "/d"
+key = "ip"
+resolve = ["default"]
+cost = 9
+
+[responses]
+problem_title = " "
+"#;
+    let path = file("rules.toml", text);
+    let name = path.to_str().expect("UTF-8");
+    let (code, _, err) = run(&["check", name]);
+    assert_eq!(code, Some(1), "{err}");
+    let lines: Vec<String> = err.lines().map(str::to_owned).collect();
+    let want = [
+        format!(
+            "{name}:8:1: rules[0].key: unknown key \"cookie\"; expected \"ip\", \"header:<name>\" or \
+             \"jwt_claim:<claim>\""
+        ),
+        format!("{name}:19:1: rules[2].path: path \"b\" must start with '/'"),
+        format!("{name}:27:1: rules[3].resolve: unknown profile \"gold\"; defined profiles: standard"),
+        format!(
+            "{name}:34:1: rules[4].cost: cost 9 is above the burst 5 of profile \"standard\": every request would \
+             be refused"
+        ),
+        format!("{name}:37:1: responses.problem_title: empty title"),
+    ];
+    assert_eq!(lines.len(), want.len() + 1, "{err}");
+    assert_eq!(&lines[..5], &want[..], "{err}");
 }

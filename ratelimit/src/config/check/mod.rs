@@ -73,8 +73,12 @@ impl CheckReport {
         self.config.as_ref()
     }
 
-    /// Every problem: the file's first error (the configuration layer stops
-    /// at its first), or else every startup problem.
+    /// Every problem, in the file's order. When the file does not load:
+    /// every value refused (each section, profile, route and rule is read on
+    /// its own), or else validation's errors: every `[[rules]]` entry it
+    /// refuses (each rule is checked with the refused ones set aside), and
+    /// the first error of the other checks across sections. When it loads:
+    /// every startup problem.
     pub fn errors(&self) -> &[ConfigError] {
         &self.errors
     }
@@ -104,12 +108,12 @@ pub fn check_file(path: impl AsRef<Path>) -> CheckReport {
         Ok(vars) => vars,
         Err(e) => return failed(source, e),
     };
-    check_text(&text, source, Some(path), overrides)
+    check_text(&text, source, overrides)
 }
 
 /// Checks TOML text (no environment overrides); errors name `source_name`.
 pub fn check_toml_str(text: &str, source_name: &str) -> CheckReport {
-    check_text(text, source_name.to_owned(), None, Vec::new())
+    check_text(text, source_name.to_owned(), Vec::new())
 }
 
 fn failed(source: String, error: ConfigError) -> CheckReport {
@@ -121,14 +125,17 @@ fn failed(source: String, error: ConfigError) -> CheckReport {
     }
 }
 
-fn check_text(text: &str, source: String, path: Option<&Path>, overrides: Vec<(String, String)>) -> CheckReport {
-    let loaded = match path {
-        Some(p) => super::raw::load(text, Some(p), overrides),
-        None => super::raw::load_named(text, &source, overrides),
-    };
-    let config = match loaded {
+fn check_text(text: &str, source: String, overrides: Vec<(String, String)>) -> CheckReport {
+    let config = match super::raw::load_all(text, &source, overrides) {
         Ok(config) => config,
-        Err(e) => return failed(source, e),
+        Err(errors) => {
+            return CheckReport {
+                source,
+                config: None,
+                errors,
+                notes: Vec::new(),
+            }
+        }
     };
     let mut errors: Vec<ConfigError> = config
         .check_startup()
