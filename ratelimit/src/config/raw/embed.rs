@@ -144,4 +144,28 @@ mod tests {
         let jwt: JwtLimits = toml::from_str("max_rate = \"60/min\"\nmax_burst = 5\n").unwrap();
         assert_eq!(jwt.max_burst, 5);
     }
+
+    #[test]
+    fn any_self_describing_format_carries_a_config() {
+        let json = r#"{"default_profile": "a", "profiles": {"a": {"rate": "10/s", "burst": 3}},
+                       "store": {"sweep_interval": "1d"}}"#;
+        let config: Config = serde_json::from_str(json).unwrap();
+        let toml = Config::from_toml_str(
+            "default_profile = \"a\"\n[profiles.a]\nrate = \"10/s\"\nburst = 3\n[store]\nsweep_interval = \"1d\"\n",
+        )
+        .unwrap();
+        assert_eq!(config, toml);
+        let err = serde_json::from_str::<Config>(r#"{"profiles": {"a": {"rate": "10/fortnight"}}}"#).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("profiles.a.rate: invalid rate \"10/fortnight\""),
+            "{err}"
+        );
+        let err = serde_json::from_str::<Config>(r#"{"profiles": {"a": {"rate": "10/s"}}, "default_profile": "b"}"#)
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("default_profile: unknown profile \"b\""),
+            "{err}"
+        );
+    }
 }
