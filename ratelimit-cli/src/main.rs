@@ -31,7 +31,11 @@ usage:
 const USAGE_ERROR: u8 = 2;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `std::env::args` panics on an argument that is not Unicode.
+    let args: Vec<String> = match std::env::args_os().skip(1).map(|a| a.into_string()).collect() {
+        Ok(args) => args,
+        Err(bad) => return usage(&format!("argument {bad:?} is not valid Unicode")),
+    };
     match args.first().map(String::as_str) {
         Some("check") => check_cmd(&args[1..]),
         Some("explain") => explain_cmd(&args[1..]),
@@ -69,8 +73,8 @@ fn check_cmd(args: &[String]) -> ExitCode {
     let n = report.errors().len();
     if report.config().is_none() {
         eprintln!(
-            "ratelimit check: {file} does not load: {n} problem{} (every value refused, and every [[rules]] entry \
-             refused; other checks across sections stop at their first, and startup checks run once the file loads)",
+            "ratelimit check: {file} does not load: {n} problem{} (fixing them can reveal more: checks across \
+             sections stop at their first, and startup checks run once the file loads)",
             if n == 1 { "" } else { "s" }
         );
     } else {

@@ -491,6 +491,17 @@ fn usage_mistakes_exit_2() {
     ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("expected \"name: value\""), "{err}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt as _;
+        let out = Command::new(BIN)
+            .arg("check")
+            .arg(std::ffi::OsStr::from_bytes(b"bad-\xff.toml"))
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("is not valid Unicode"));
+    }
     let (code, _, _) = run(&["frobnicate"]);
     assert_eq!(code, Some(2));
     let (code, out, _) = run(&["--help"]);
