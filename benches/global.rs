@@ -50,14 +50,12 @@ fn run_sync(gate: &std::sync::Arc<FleetGate>) -> tokio::runtime::Runtime {
 
 fn gate(max_keys: usize) -> (FleetGate, Limiter<MemoryStore, SystemClock>) {
     let clock = SystemClock::default();
-    let settings = GateSettings {
+    let settings = GateSettings::new(SECRET)
         // An hour: no epoch turns during a run (the sync loop is not running
         // here to prepare the next table).
-        window: Duration::from_secs(3600),
-        sync_interval: Duration::from_millis(100),
-        max_keys,
-        ..GateSettings::new(SECRET)
-    };
+        .with_window(Duration::from_secs(3600))
+        .with_sync_interval(Duration::from_millis(100))
+        .with_max_keys(max_keys);
     let gate = FleetGate::new(settings, &clock).unwrap_or_else(|e| panic!("gate: {e}"));
     (
         gate,
@@ -165,11 +163,9 @@ fn sync_rounds() {
         .unwrap_or_else(|e| panic!("tokio: {e}"));
     let store = RedisStore::new(
         &server.url(),
-        RedisSettings {
-            response_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(5),
-            ..RedisSettings::default()
-        },
+        RedisSettings::default()
+            .with_response_timeout(Duration::from_secs(30))
+            .with_connect_timeout(Duration::from_secs(5)),
     )
     .unwrap_or_else(|e| panic!("store: {e}"));
     println!();

@@ -32,12 +32,10 @@ async fn run(n: usize) -> Vec<u64> {
     let clock = ManualClock::new();
     let store = MemoryGlobalStore::new();
     let quota = Quota::per_minute(600).with_burst(10);
-    let settings = GateSettings {
-        window: Duration::from_secs(10),
-        sync_interval: Duration::from_millis(100),
-        max_keys: 1000,
-        ..GateSettings::new(b"overshoot demo secret, 32 bytes.")
-    };
+    let settings = GateSettings::new(b"overshoot demo secret, 32 bytes.")
+        .with_window(Duration::from_secs(10))
+        .with_sync_interval(Duration::from_millis(100))
+        .with_max_keys(1000);
     let instances: Vec<_> = (0..n)
         .map(|_| {
             (

@@ -152,20 +152,13 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         // The same as a [global] section in the file.
         let secret =
             std::env::var("QUICKSTART_FLEET_SECRET").unwrap_or_else(|_| "quickstart-fleet-secret-change-me".to_owned());
-        config.global = Some(ratelimit::config::GlobalConfig {
-            redis_url: url.clone(),
-            cluster: false,
-            sync_interval: std::time::Duration::from_millis(100),
-            window: std::time::Duration::from_secs(10),
-            key_prefix: "quickstart".to_owned(),
-            timeout: std::time::Duration::from_millis(250),
-            connect_timeout: std::time::Duration::from_secs(1),
-            max_keys: 50_000,
-            sub_epochs: None,
-            key_secret_env: None,
-            key_secret: Some(ratelimit::config::FleetSecret(secret.into_bytes())),
-            ca_file: None,
-        });
+        config.global = Some(
+            ratelimit::config::GlobalConfig::new(url.clone())
+                .with_sync_interval(std::time::Duration::from_millis(100))
+                .with_window(std::time::Duration::from_secs(10))
+                .with_key_prefix("quickstart")
+                .with_key_secret(ratelimit::config::FleetSecret(secret.into_bytes())),
+        );
     }
     // The file's key source when `[jwt]` names one (the runtime builds the
     // verifier from it, with `[tls]` for an https:// JWKS URL), the demo

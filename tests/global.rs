@@ -27,12 +27,10 @@ fn quota() -> Quota {
 }
 
 fn settings() -> GateSettings {
-    GateSettings {
-        window: WINDOW,
-        sync_interval: SYNC,
-        max_keys: 1000,
-        ..GateSettings::new(SECRET)
-    }
+    GateSettings::new(SECRET)
+        .with_window(WINDOW)
+        .with_sync_interval(SYNC)
+        .with_max_keys(1000)
 }
 
 /// The documented worst case: budget + (N - 1) * (b + r * S).
@@ -148,11 +146,9 @@ async fn eight_instances_in_memory() {
 fn redis_store(url: &str, cluster: bool) -> RedisStore {
     RedisStore::new(
         url,
-        RedisSettings {
-            cluster,
-            prefix: "rl".to_owned(),
-            ..RedisSettings::default()
-        },
+        RedisSettings::default()
+            .with_cluster(cluster)
+            .with_prefix("rl".to_owned()),
     )
     .unwrap()
 }
@@ -238,20 +234,16 @@ fn hygiene(keys: &[String], ttl_ms: impl Fn(&str) -> i64) {
 /// A gate with the real sync loop and the system clock, on a 2 s window.
 fn live_gate(url: &str) -> (std::sync::Arc<FleetGate>, Limiter<MemoryStore, SystemClock>) {
     let clock = SystemClock::default();
-    let settings = GateSettings {
-        window: Duration::from_secs(2),
-        sync_interval: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(200),
-        ..settings()
-    };
+    let settings = settings()
+        .with_window(Duration::from_secs(2))
+        .with_sync_interval(Duration::from_millis(50))
+        .with_max_backoff(Duration::from_millis(200));
     let gate = std::sync::Arc::new(FleetGate::new(settings, &clock).unwrap());
     let store = RedisStore::new(
         url,
-        RedisSettings {
-            response_timeout: Duration::from_millis(100),
-            connect_timeout: Duration::from_millis(200),
-            ..RedisSettings::default()
-        },
+        RedisSettings::default()
+            .with_response_timeout(Duration::from_millis(100))
+            .with_connect_timeout(Duration::from_millis(200)),
     )
     .unwrap();
     // A round: a connection attempt (2 x 200 ms at most), then the replies.
@@ -505,12 +497,10 @@ async fn a_cluster_node_down_degrades_only_its_keys() {
     let mut cluster = RedisCluster::start();
     let store = RedisStore::new(
         &cluster.url(),
-        RedisSettings {
-            cluster: true,
-            response_timeout: Duration::from_millis(300),
-            connect_timeout: Duration::from_millis(300),
-            ..RedisSettings::default()
-        },
+        RedisSettings::default()
+            .with_cluster(true)
+            .with_response_timeout(Duration::from_millis(300))
+            .with_connect_timeout(Duration::from_millis(300)),
     )
     .unwrap();
     let clock = ManualClock::new();

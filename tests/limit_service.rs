@@ -13,14 +13,13 @@ use ratelimit::service::{CacheSettings, HttpLimitService, ServiceAnswer, Service
 use support::{Reply, Stub};
 
 fn settings() -> CacheSettings {
-    CacheSettings {
-        ttl: Duration::from_millis(300),
-        negative_ttl: Duration::from_millis(300),
-        max_stale: Duration::from_secs(10),
-        timeout: Duration::from_millis(100),
-        max_entries: 1_000,
-        max_in_flight: 64,
-    }
+    CacheSettings::default()
+        .with_ttl(Duration::from_millis(300))
+        .with_negative_ttl(Duration::from_millis(300))
+        .with_max_stale(Duration::from_secs(10))
+        .with_timeout(Duration::from_millis(100))
+        .with_max_entries(1_000)
+        .with_max_in_flight(64)
 }
 
 async fn eventually<T>(mut f: impl FnMut() -> Option<T>) -> T {
@@ -44,10 +43,7 @@ async fn a_thousand_concurrent_misses_make_one_upstream_call() {
         Duration::from_secs(1),
     )
     .await;
-    let slow_ok = CacheSettings {
-        timeout: Duration::from_secs(5),
-        ..settings()
-    };
+    let slow_ok = settings().with_timeout(Duration::from_secs(5));
     let cache = Arc::new(ServiceCache::new(HttpLimitService::new(&up.url).unwrap(), slow_ok).unwrap());
     let tasks: Vec<_> = (0..1_000)
         .map(|_| {
@@ -76,10 +72,7 @@ async fn a_hung_or_failing_service_leaves_requests_to_the_next_resolver() {
         Reply::Json("not json".into()),
     ] {
         let up = Stub::start("/v1/limits", mode, Duration::ZERO).await;
-        let long_negative = CacheSettings {
-            negative_ttl: Duration::from_secs(5),
-            ..settings()
-        };
+        let long_negative = settings().with_negative_ttl(Duration::from_secs(5));
         let cache = Arc::new(ServiceCache::new(HttpLimitService::new(&up.url).unwrap(), long_negative).unwrap());
         let chain = Chain(Service(cache.clone()), DefaultProfile);
         let ctx = ResolveContext::new(&config, "r", None).with_client(7);
@@ -161,12 +154,10 @@ impl ratelimit::service::LimitService for Partners {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_inventing_keys_cannot_push_a_partners_answer_out() {
     let lookups = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let settings = CacheSettings {
-        ttl: Duration::from_secs(600),
-        negative_ttl: Duration::from_secs(600),
-        max_entries: 64,
-        ..settings()
-    };
+    let settings = settings()
+        .with_ttl(Duration::from_secs(600))
+        .with_negative_ttl(Duration::from_secs(600))
+        .with_max_entries(64);
     let cache = ServiceCache::new(Partners(Arc::clone(&lookups)), settings).unwrap();
     let partners: Vec<u64> = (0..16).collect();
     for &p in &partners {
@@ -397,13 +388,11 @@ async fn clients_inventing_keys_cannot_starve_a_partners_refresh() {
     // Every lookup takes 50 ms, so a client inventing keys (each a miss)
     // faster than 64 per 50 ms holds every fetch slot. A partner's answer,
     // fresh for 100 ms and usable 400 ms more, must still get refreshed.
-    let settings = CacheSettings {
-        ttl: Duration::from_millis(100),
-        negative_ttl: Duration::from_secs(60),
-        max_stale: Duration::from_millis(400),
-        max_entries: 100_000,
-        ..settings()
-    };
+    let settings = settings()
+        .with_ttl(Duration::from_millis(100))
+        .with_negative_ttl(Duration::from_secs(60))
+        .with_max_stale(Duration::from_millis(400))
+        .with_max_entries(100_000);
     let cache = Arc::new(ServiceCache::new(SlowPartners, settings).unwrap());
     cache.get(7);
     eventually(|| cache.get(7)).await;
@@ -437,14 +426,12 @@ async fn clients_inventing_keys_cannot_starve_a_partners_refresh() {
 /// partner's refresh starves as before the reserve.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_a_small_max_in_flight_still_reserves_a_refresh_slot() {
-    let settings = CacheSettings {
-        ttl: Duration::from_millis(100),
-        negative_ttl: Duration::from_secs(60),
-        max_stale: Duration::from_millis(400),
-        max_entries: 100_000,
-        max_in_flight: 2,
-        ..settings()
-    };
+    let settings = settings()
+        .with_ttl(Duration::from_millis(100))
+        .with_negative_ttl(Duration::from_secs(60))
+        .with_max_stale(Duration::from_millis(400))
+        .with_max_entries(100_000)
+        .with_max_in_flight(2);
     let cache = Arc::new(ServiceCache::new(SlowPartners, settings).unwrap());
     cache.get(7);
     eventually(|| cache.get(7)).await;

@@ -103,16 +103,14 @@ impl Drop for TlsServer {
 }
 
 fn store(url: &str, ca_file: Option<&Path>, cluster: bool) -> RedisStore {
-    RedisStore::new(
-        url,
-        RedisSettings {
-            cluster,
-            ca_file: ca_file.map(Path::to_path_buf),
-            connect_timeout: Duration::from_secs(2),
-            response_timeout: Duration::from_secs(1),
-            ..RedisSettings::default()
-        },
-    )
+    RedisStore::new(url, {
+        let mut settings = RedisSettings::default()
+            .with_cluster(cluster)
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_response_timeout(Duration::from_secs(1));
+        settings.ca_file = ca_file.map(Path::to_path_buf);
+        settings
+    })
     .expect("a rediss:// store")
 }
 
@@ -124,10 +122,7 @@ async fn ping(store: &RedisStore) -> Result<(), String> {
 /// One key through a gate: INCRBY, PEXPIRE and MGET over TLS.
 async fn gate_round(store: &RedisStore) {
     let clock = ManualClock::new();
-    let settings = GateSettings {
-        window: Duration::from_secs(10),
-        ..GateSettings::new(b"fleet secret for the tests, 32 B")
-    };
+    let settings = GateSettings::new(b"fleet secret for the tests, 32 B").with_window(Duration::from_secs(10));
     let gate = FleetGate::new(settings, &clock).expect("gate");
     let limiter = Limiter::new(MemoryStore::default(), clock.clone());
     assert!(gate
@@ -238,10 +233,7 @@ async fn a_cluster_over_tls_with_a_private_ca() {
     // 16 shards, one per slot: the round reaches every node.
     let clock = ManualClock::new();
     let gate = FleetGate::new(
-        GateSettings {
-            window: Duration::from_secs(10),
-            ..GateSettings::new(b"fleet secret for the tests, 32 B")
-        },
+        GateSettings::new(b"fleet secret for the tests, 32 B").with_window(Duration::from_secs(10)),
         &clock,
     )
     .expect("gate");
@@ -259,11 +251,9 @@ async fn a_cluster_over_tls_with_a_private_ca() {
     let other = Pki::new("cluster-other");
     let refused = RedisStore::new(
         &url,
-        RedisSettings {
-            cluster: true,
-            ca_file: Some(other.ca.clone()),
-            ..RedisSettings::default()
-        },
+        RedisSettings::default()
+            .with_cluster(true)
+            .with_ca_file(other.ca.clone()),
     )
     .expect_err("two cluster trust settings in one process");
     println!("second cluster ca_file: {refused}");
@@ -274,14 +264,7 @@ async fn a_cluster_over_tls_with_a_private_ca() {
         .expect("a second cluster store");
     // Without it, the cluster's CA is unknown.
     drop(s);
-    let untrusted = RedisStore::new(
-        &url,
-        RedisSettings {
-            cluster: true,
-            ..RedisSettings::default()
-        },
-    )
-    .expect("a store");
+    let untrusted = RedisStore::new(&url, RedisSettings::default().with_cluster(true)).expect("a store");
     let err = ping(&untrusted).await.expect_err("an unknown CA was trusted");
     println!("cluster without ca_file: {err}");
     assert!(err.contains("UnknownIssuer"), "unclear error: {err}");
@@ -371,15 +354,8 @@ fn ca_file_is_checked_at_startup() {
         assert!(message.contains(words), "{message} (expected {words:?})");
     }
     // The same checks when a store is made in code.
-    let in_code = |url: &str, path: &Path| {
-        RedisStore::new(
-            url,
-            RedisSettings {
-                ca_file: Some(path.to_path_buf()),
-                ..RedisSettings::default()
-            },
-        )
-    };
+    let in_code =
+        |url: &str, path: &Path| RedisStore::new(url, RedisSettings::default().with_ca_file(path.to_path_buf()));
     let err = in_code("rediss://127.0.0.1:1/", &missing).expect_err("a missing ca_file");
     assert!(err.to_string().contains("nope.pem"), "{err}");
     assert!(in_code("redis://127.0.0.1:1/", &pki.ca).is_err(), "ca_file without TLS");

@@ -295,6 +295,7 @@ mod store;
 mod sync;
 #[cfg(any(feature = "redis-tls", feature = "service"))]
 mod tls;
+mod units;
 pub mod window;
 
 pub use clock::{AnyClock, Clock, ManualClock, SystemClock};

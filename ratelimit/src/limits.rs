@@ -10,6 +10,7 @@ use crate::Quota;
 
 /// A named limit: a rate and a burst.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Profile {
     /// The profile's name, shared (cloning it does not allocate), so a
     /// resolution can report it on the request path for free.
@@ -19,7 +20,8 @@ pub struct Profile {
 }
 
 /// Per-route settings, by stable route name (`#[rate_limit(name = ...)]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct RouteConfig {
     /// The profile this route uses instead of what its resolver chain says
     /// when no earlier resolver answers (see `docs/config.md`).
@@ -48,6 +50,7 @@ pub enum JwtKeySource {
 
 /// How tokens are verified (`[jwt]` with a key source).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct JwtVerification {
     /// The key source.
     pub keys: JwtKeySource,
@@ -80,6 +83,7 @@ pub struct JwtVerification {
 
 /// How JWT claims set a client's limit, and how tokens are verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct JwtLimits {
     /// Claim naming a profile (`"premium"`).
     pub tier_claim: String,

@@ -215,9 +215,11 @@ impl FromStr for Quota {
     type Err = QuotaError;
 
     /// Parses `"<count>/<period>"`: `"600/min"`, `"10/s"`, `"5000/h"`,
-    /// `"100/30s"`, `"1/500ms"`. Units: `ns`, `us`, `ms`, `s`/`sec`/`second`,
-    /// `min`/`minute`, `h`/`hour`, `d`/`day` (plurals accepted). The burst
-    /// defaults to `count`; set it with [`Quota::with_burst`].
+    /// `"100/30s"`, `"1/500ms"`. Units (the same as durations in a
+    /// configuration take, one table): `ns`, `us`/`µs`, `ms`,
+    /// `s`/`sec`/`second`, `m`/`min`/`minute`, `h`/`hr`/`hour`, `d`/`day`
+    /// (plurals accepted). The burst defaults to `count`; set it with
+    /// [`Quota::with_burst`].
     fn from_str(s: &str) -> Result<Quota, QuotaError> {
         let input = s.to_owned();
         let err = |kind| QuotaError::new(kind, Some(input.clone()));
@@ -241,16 +243,7 @@ impl FromStr for Quota {
         if multiplier == 0 {
             return Err(err(ErrorKind::ZeroPeriod));
         }
-        let unit_ns: u64 = match unit.trim() {
-            "ns" => 1,
-            "us" | "µs" => 1_000,
-            "ms" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
-            "s" | "sec" | "secs" | "second" | "seconds" => NANOS_PER_SEC,
-            "min" | "mins" | "minute" | "minutes" => 60 * NANOS_PER_SEC,
-            "h" | "hr" | "hrs" | "hour" | "hours" => 3600 * NANOS_PER_SEC,
-            "d" | "day" | "days" => 86_400 * NANOS_PER_SEC,
-            _ => return Err(err(ErrorKind::Unit)),
-        };
+        let unit_ns = crate::units::unit_ns(unit.trim()).ok_or_else(|| err(ErrorKind::Unit))?;
         let period_ns = multiplier
             .checked_mul(unit_ns)
             .ok_or_else(|| err(ErrorKind::PeriodTooLong))?;
@@ -302,7 +295,8 @@ impl fmt::Display for QuotaError {
             ),
             ErrorKind::Unit => write!(
                 f,
-                "unknown period unit; expected one of ns, us, ms, s, min, h, d, optionally preceded by a number (\"30s\")"
+                "unknown period unit; expected one of {}, optionally preceded by a number (\"30s\")",
+                crate::units::UNIT_NAMES
             ),
             ErrorKind::ZeroCount => write!(
                 f,

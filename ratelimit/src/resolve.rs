@@ -99,6 +99,11 @@ impl<'a> ResolveContext<'a> {
         self
     }
 
+    /// The verified claims, if any.
+    pub(crate) fn claims(&self) -> Option<&'a VerifiedClaims> {
+        self.claims
+    }
+
     pub(crate) fn profile(&self, name: &str) -> Option<Resolved> {
         self.limits.profiles.get(name).map(|p| Resolved {
             quota: p.quota,

@@ -203,6 +203,7 @@ impl std::hash::Hasher for IdFields<'_> {
 /// What the limit service says about a client.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(untagged, deny_unknown_fields)]
+#[non_exhaustive]
 pub enum ServiceAnswer {
     /// A profile name: `{"tier": "premium"}`.
     Tier {
@@ -440,6 +441,7 @@ impl LimitService for HttpLimitService {
 
 /// Cache settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CacheSettings {
     /// How long an answer is fresh.
     pub ttl: Duration,
@@ -467,6 +469,15 @@ impl Default for CacheSettings {
         }
     }
 }
+
+crate::config::builders::with!(CacheSettings {
+    with_ttl => ttl: Duration,
+    with_negative_ttl => negative_ttl: Duration,
+    with_max_stale => max_stale: Duration,
+    with_timeout => timeout: Duration,
+    with_max_entries => max_entries: usize,
+    with_max_in_flight => max_in_flight: usize,
+});
 
 struct Entry {
     answer: Option<ServiceAnswer>,

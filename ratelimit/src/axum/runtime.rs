@@ -56,32 +56,11 @@ impl fmt::Debug for Runtime {
 
 /// The key of the limit service's client ids: `[service] id_secret` set in
 /// code, else the variable `id_secret_env` names; unset, empty or short is a
-/// startup error naming the variable (never an unkeyed id).
+/// startup error naming the variable (never an unkeyed id). The checks are
+/// `ratelimit check`'s too.
 fn service_id_key(s: &crate::config::ServiceConfig) -> Result<ServiceIdKey, SetupError> {
-    let least = crate::service::MIN_ID_SECRET_LEN;
-    let fail = |message: String| SetupError::new("service", format!("[service] {message}"));
-    if let Some(secret) = &s.id_secret {
-        return ServiceIdKey::new(&secret.0).map_err(|e| fail(format!("id_secret: {e}")));
-    }
-    let Some(var) = &s.id_secret_env else {
-        return Err(fail(format!(
-            "id_secret_env: name the environment variable holding the secret client ids are keyed with (at \
-             least {least} bytes, shared with the limit service)"
-        )));
-    };
-    let secret = match std::env::var_os(var) {
-        None => {
-            return Err(fail(format!(
-                "id_secret_env: the environment variable {var} is not set (the secret client ids are keyed with: \
-                 at least {least} bytes, shared with the limit service)"
-            )))
-        }
-        Some(v) if v.is_empty() => {
-            return Err(fail(format!("id_secret_env: the environment variable {var} is empty")));
-        }
-        Some(v) => v.into_encoded_bytes(),
-    };
-    ServiceIdKey::new(&secret).map_err(|e| fail(format!("id_secret_env: {var}: {e}")))
+    crate::config::check::service_id_key(s)
+        .map_err(|(field, message)| SetupError::new("service", format!("[service] {field}: {message}")))
 }
 
 /// What the builder adds to a configuration.

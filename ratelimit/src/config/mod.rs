@@ -25,6 +25,8 @@
 //!
 //! The full reference is `docs/config.md`.
 
+pub(crate) mod builders;
+pub mod check;
 mod defaults;
 mod error;
 mod raw;
@@ -92,6 +94,7 @@ impl HeaderStyle {
 
 /// Store settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StoreConfig {
     /// Most keys held at once.
     pub max_keys: usize,
@@ -108,6 +111,7 @@ pub struct StoreConfig {
 
 /// Settings of the external limit service.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServiceConfig {
     /// Base URL; the client's id is appended. `None`: the application's
     /// own [`LimitService`](crate::service::LimitService), given to
@@ -226,6 +230,7 @@ impl TlsConfig {
 /// `[global]`: the fleet-wide gate reconciled through Redis (feature
 /// `redis`; see `docs/global.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GlobalConfig {
     /// `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS
     /// (feature `redis-tls`); a seed node when `cluster` is set.
@@ -272,6 +277,7 @@ impl std::fmt::Debug for FleetSecret {
 
 /// The `application/problem+json` body of a 429 (`[responses]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ResponseConfig {
     /// The problem `type` URI (default
     /// [`DEFAULT_PROBLEM_TYPE`](Self::DEFAULT_PROBLEM_TYPE), the

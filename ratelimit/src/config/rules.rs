@@ -11,6 +11,7 @@ use crate::resolve::AnyChain;
 
 /// One `[[rules]]` entry, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RuleConfig {
     /// The stable route name (for `[routes."name"]` overrides, metrics and
     /// the `RateLimit-Policy` name).
@@ -28,9 +29,17 @@ pub struct RuleConfig {
     pub cost: u32,
     /// Decide, send headers and count, but never reject.
     pub shadow: bool,
+    /// `key` as the file writes it (`"header:x-api-key"`), for reports.
+    pub(crate) key_text: Arc<str>,
 }
 
 impl RuleConfig {
+    /// The rule's `key` as the configuration spells it: `"ip"`,
+    /// `"header:x-api-key"`, `"jwt_claim:sub"`.
+    pub fn key_text(&self) -> &str {
+        &self.key_text
+    }
+
     /// Whether the rule applies to a request. A rule for `GET` also applies
     /// to `HEAD` (servers answer `HEAD` with the `GET` handler).
     pub fn matches(&self, method: &Method, path: &str) -> bool {

@@ -35,6 +35,7 @@ pub struct GateStatus {
 
 /// Whether the fleet limit is in force: what a readiness probe asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FleetHealth {
     /// Every tracked key is limited fleet-wide.
     InForce,
@@ -198,6 +199,8 @@ impl FleetGate {
     ///     FleetHealth::InForce => {}
     ///     FleetHealth::Partial { local_only_keys } => eprintln!("{local_only_keys} keys limited locally"),
     ///     FleetHealth::LocalOnly => eprintln!("fleet limit off: {:?}", gate.last_error()),
+    ///     // The enum is `#[non_exhaustive]`: a state added later.
+    ///     other => eprintln!("fleet limit: {other:?}"),
     /// }
     /// ```
     pub fn health(&self) -> FleetHealth {

@@ -28,7 +28,7 @@
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let clock = ManualClock::new();
-//! let settings = GateSettings { window: Duration::from_secs(10), ..GateSettings::new(b"a fleet-wide secret, 16+ bytes") };
+//! let settings = GateSettings::new(b"a fleet-wide secret, 16+ bytes").with_window(Duration::from_secs(10));
 //! let gate = FleetGate::new(settings, &clock).unwrap();
 //! let limiter = Limiter::new(MemoryStore::default(), clock.clone());
 //! let quota = Quota::per_minute(600); // fleet budget: 100 per 10 s window

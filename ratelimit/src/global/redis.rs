@@ -23,6 +23,7 @@ use super::tls::{TlsClient, TlsConn, TlsSettings};
 
 /// How to reach Redis, beyond the URL.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RedisSettings {
     /// Prefix of every key (`{prefix:shard}:route:key:epoch`).
     pub prefix: String,
@@ -52,6 +53,15 @@ impl Default for RedisSettings {
         }
     }
 }
+
+crate::config::builders::with!(RedisSettings {
+    with_prefix => prefix: impl Into<String> as into,
+    with_cluster => cluster: bool,
+    with_connect_timeout => connect_timeout: Duration,
+    with_response_timeout => response_timeout: Duration,
+    with_shards => shards: u32,
+    with_ca_file => ca_file: impl Into<PathBuf> as some_into,
+});
 
 enum Client {
     Single(redis::Client),

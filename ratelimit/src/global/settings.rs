@@ -7,6 +7,7 @@ pub const DEFAULT_SUB_EPOCHS: u32 = 25;
 
 /// The gate's settings.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct GateSettings {
     /// The sliding window (and epoch) length.
     pub window: Duration,
@@ -70,6 +71,15 @@ impl GateSettings {
         })
     }
 }
+
+crate::config::builders::with!(GateSettings {
+    with_window => window: Duration,
+    with_sub_epochs => sub_epochs: u32 as some,
+    with_sync_interval => sync_interval: Duration,
+    with_max_keys => max_keys: usize,
+    with_idle_rounds => idle_rounds: u64,
+    with_max_backoff => max_backoff: Duration,
+});
 
 /// Why a gate could not be built.
 #[derive(Debug, Clone)]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
+use super::named::fresh;
 use crate::config::rules;
 use crate::config::HeaderStyle;
 use crate::key::ForwardedHeader;
@@ -19,7 +20,7 @@ const ALGORITHMS: &[&str] = &[
 pub(super) fn opt_algorithm<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let alg = String::deserialize(d)?;
     if !ALGORITHMS.contains(&alg.as_str()) {
-        return Err(serde::de::Error::custom(format!(
+        return Err(fresh(format!(
             "unknown algorithm {alg:?}: expected one of {}",
             ALGORITHMS.join(", ")
         )));
@@ -33,7 +34,7 @@ pub(super) fn opt_http_url<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Str
 
 pub(super) fn quota<'de, D: Deserializer<'de>>(d: D) -> Result<Quota, D::Error> {
     let text = String::deserialize(d)?;
-    text.parse().map_err(serde::de::Error::custom)
+    text.parse().map_err(fresh)
 }
 
 /// A whole number in `1..=max`, or an error naming the range (`what`: "a
@@ -41,9 +42,7 @@ pub(super) fn quota<'de, D: Deserializer<'de>>(d: D) -> Result<Quota, D::Error> 
 fn ranged<'de, D: Deserializer<'de>>(d: D, max: i64, what: &str) -> Result<i64, D::Error> {
     let n = i64::deserialize(d)?;
     if !(1..=max).contains(&n) {
-        return Err(serde::de::Error::custom(format!(
-            "expected {what} from 1 to {max}, got {n}"
-        )));
+        return Err(fresh(format!("expected {what} from 1 to {max}, got {n}")));
     }
     Ok(n)
 }
@@ -56,7 +55,7 @@ pub(super) fn new_keys_budget<'de, D: Deserializer<'de>>(d: D) -> Result<Option<
         return Ok(None);
     }
     text.parse().map(Some).map_err(|e| {
-        serde::de::Error::custom(format!(
+        fresh(format!(
             "{e}; expected a rate of new keys such as \"256/min\", or \"off\""
         ))
     })
@@ -78,29 +77,29 @@ pub(super) fn opt_prefix<'de, const MAX: u8, D: Deserializer<'de>>(d: D) -> Resu
     ranged(d, i64::from(MAX), "a prefix length").map(|n| Some(n as u8))
 }
 
-/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`; must be longer than zero.
-/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`; must be longer than zero.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`, `"1d"`: a whole number and a unit
+/// of the table rates use (`crate::units`); must be longer than zero.
+pub(in crate::config) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
     let (n, unit) = t.split_at(digits);
-    let n: u64 = n.parse().map_err(|_| {
-        format!("invalid duration {text:?}: expected a number and a unit, such as \"250ms\" or \"10s\"")
-    })?;
-    let unit_ns: u64 = match unit.trim() {
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        "min" | "m" => 60_000_000_000,
-        "h" => 3_600_000_000_000,
-        _ => {
-            return Err(format!(
-                "invalid duration {text:?}: unknown unit; expected ms, s, min or h"
-            ))
-        }
+    let units = crate::units::UNIT_NAMES;
+    if n.is_empty() {
+        return Err(format!(
+            "invalid duration {text:?}: expected a whole number and a unit ({units}), such as \"250ms\" or \"10s\""
+        ));
+    }
+    let unit = unit.trim();
+    let Some(unit_ns) = crate::units::unit_ns(unit) else {
+        return Err(if unit.is_empty() {
+            format!("invalid duration {text:?}: missing unit; expected one of {units} (\"{n}s\")")
+        } else {
+            format!("invalid duration {text:?}: unknown unit {unit:?}; expected one of {units}")
+        });
     };
-    let ns = n
-        .checked_mul(unit_ns)
-        .ok_or_else(|| format!("invalid duration {text:?}: too long"))?;
+    let too_long = || format!("invalid duration {text:?}: too long");
+    let n: u64 = n.parse().map_err(|_| too_long())?;
+    let ns = n.checked_mul(unit_ns).ok_or_else(too_long)?;
     if ns == 0 {
         return Err(format!("invalid duration {text:?}: must be longer than zero"));
     }
@@ -109,7 +108,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 pub(super) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
-    parse_duration(&text).map_err(serde::de::Error::custom)
+    parse_duration(&text).map_err(fresh)
 }
 
 pub(super) fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
@@ -122,7 +121,7 @@ pub(super) fn cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Er
             s.parse::<IpNet>()
                 .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
                 .map_err(|_| {
-                    serde::de::Error::custom(format!(
+                    fresh(format!(
                         "invalid CIDR {s:?}: expected an address or network such as \"10.0.0.0/8\" or \"2001:db8::/32\""
                     ))
                 })
@@ -134,7 +133,7 @@ pub(super) fn overflow<'de, D: Deserializer<'de>>(d: D) -> Result<OverflowPolicy
     match String::deserialize(d)?.as_str() {
         "shared" => Ok(OverflowPolicy::SharedBucket),
         "refuse" => Ok(OverflowPolicy::Refuse),
-        other => Err(serde::de::Error::custom(format!(
+        other => Err(fresh(format!(
             "unknown overflow policy {other:?}: expected \"shared\" or \"refuse\""
         ))),
     }
@@ -144,7 +143,7 @@ pub(super) fn forwarded_header<'de, D: Deserializer<'de>>(d: D) -> Result<Forwar
     match String::deserialize(d)?.to_ascii_lowercase().as_str() {
         "x-forwarded-for" => Ok(ForwardedHeader::XForwardedFor),
         "forwarded" => Ok(ForwardedHeader::Forwarded),
-        other => Err(serde::de::Error::custom(format!(
+        other => Err(fresh(format!(
             "unknown forwarded header {other:?}: expected \"x-forwarded-for\" or \"forwarded\""
         ))),
     }
@@ -159,11 +158,11 @@ pub(super) fn header_style<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderStyl
         // The old name of "structured": it named a draft revision that was
         // not the one implemented. Refused rather than mapped, so a file
         // written against it says what it gets.
-        "draft-11" => Err(serde::de::Error::custom(
+        "draft-11" => Err(fresh(
             "header style \"draft-11\" is now \"structured\": the RateLimit-Policy and RateLimit fields of \
              draft-ietf-httpapi-ratelimit-headers-10",
         )),
-        other => Err(serde::de::Error::custom(format!(
+        other => Err(fresh(format!(
             "unknown header style {other:?}: expected \"draft-06\", \"structured\", \"both\" or \"none\""
         ))),
     }
@@ -171,7 +170,7 @@ pub(super) fn header_style<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderStyl
 
 pub(super) fn claim_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let name = String::deserialize(d)?;
-    rules::check_claim_path(&name).map_err(|e| serde::de::Error::custom(e.to_string()))?;
+    rules::check_claim_path(&name).map_err(|e| fresh(e.to_string()))?;
     Ok(name)
 }
 
@@ -180,8 +179,62 @@ pub(super) fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Err
     let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
     match rest {
         Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(url),
-        _ => Err(serde::de::Error::custom(format!(
+        _ => Err(fresh(format!(
             "invalid URL {url:?}: expected http:// or https:// and a host"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_take_every_unit_rates_take() {
+        for (text, want) in [
+            ("7ns", Duration::from_nanos(7)),
+            ("7us", Duration::from_micros(7)),
+            ("7µs", Duration::from_micros(7)),
+            ("7ms", Duration::from_millis(7)),
+            ("7s", Duration::from_secs(7)),
+            ("7sec", Duration::from_secs(7)),
+            ("7m", Duration::from_secs(420)),
+            ("7min", Duration::from_secs(420)),
+            ("7minutes", Duration::from_secs(420)),
+            ("7h", Duration::from_secs(7 * 3600)),
+            ("7hours", Duration::from_secs(7 * 3600)),
+            ("1d", Duration::from_secs(86_400)),
+            ("2days", Duration::from_secs(2 * 86_400)),
+            (" 10 s ", Duration::from_secs(10)),
+        ] {
+            assert_eq!(parse_duration(text), Ok(want), "{text:?}");
+        }
+        // Every unit a rate's period takes, a duration takes too.
+        for unit in crate::units::UNIT_NAMES.split(", ") {
+            let rate: crate::Quota = format!("1/3{unit}").parse().expect("a rate");
+            assert_eq!(parse_duration(&format!("3{unit}")), Ok(rate.period()), "{unit}");
+        }
+    }
+
+    #[test]
+    fn bad_durations_say_what_is_wrong() {
+        assert_eq!(
+            parse_duration("3w").unwrap_err(),
+            "invalid duration \"3w\": unknown unit \"w\"; expected one of ns, us, ms, s, min, h, d"
+        );
+        assert_eq!(
+            parse_duration("30").unwrap_err(),
+            "invalid duration \"30\": missing unit; expected one of ns, us, ms, s, min, h, d (\"30s\")"
+        );
+        assert!(parse_duration("s")
+            .unwrap_err()
+            .contains("expected a whole number and a unit"));
+        assert!(parse_duration("1.5s").unwrap_err().contains("unknown unit \".5s\""));
+        assert!(parse_duration("0s").unwrap_err().contains("longer than zero"));
+        assert!(parse_duration("99999999999999999999d")
+            .unwrap_err()
+            .contains("too long"));
+        assert!(parse_duration("999999999999d").unwrap_err().contains("too long"));
     }
 }

@@ -10,7 +10,7 @@ use super::super::spans::field;
 use super::Ctx;
 use crate::config::{ConfigError, GlobalConfig, JwtLimits, Profile};
 
-pub(super) fn global(
+pub(in crate::config::raw) fn global(
     g: RawGlobal,
     profiles: &BTreeMap<String, Profile>,
     jwt: Option<&JwtLimits>,

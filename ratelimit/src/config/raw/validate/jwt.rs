@@ -9,7 +9,7 @@ use crate::config::{ConfigError, JwtKeySource, JwtLimits, JwtVerification};
 /// The longest `[jwt] leeway` accepted: a day.
 const MAX_LEEWAY: std::time::Duration = std::time::Duration::from_secs(86_400);
 
-pub(super) fn jwt(j: RawJwt, ctx: &Ctx<'_>) -> Result<JwtLimits, ConfigError> {
+pub(in crate::config::raw) fn jwt(j: RawJwt, ctx: &Ctx<'_>) -> Result<JwtLimits, ConfigError> {
     let at = field("jwt");
     let sources: Vec<(&str, JwtKeySource)> = [
         j.hmac_secret_env

@@ -9,6 +9,10 @@ mod rules;
 mod simple;
 mod tls;
 
+pub(super) use global::global;
+pub(super) use jwt::jwt;
+pub(super) use simple::{responses, service, store};
+
 use super::schema::RawConfig;
 use super::spans::{FieldPath, Spans};
 use crate::config::error::line_col;

@@ -8,7 +8,7 @@ use super::Ctx;
 use crate::config::{ConfigError, ResponseConfig, ServiceConfig, StoreConfig};
 use crate::key::HeaderCardinality;
 
-pub(super) fn store(raw: RawStore) -> StoreConfig {
+pub(in crate::config::raw) fn store(raw: RawStore) -> StoreConfig {
     StoreConfig {
         max_keys: raw.max_keys,
         sweep_interval: raw.sweep_interval,
@@ -28,7 +28,7 @@ pub(super) fn header_keys(raw: RawHeaderKeys) -> HeaderCardinality {
 /// `[service]`: client ids are keyed, so the section names the secret's
 /// variable (an unkeyed id would be one any client can compute and aim at a
 /// partner's).
-pub(super) fn service(raw: RawService, ctx: &Ctx<'_>) -> Result<ServiceConfig, ConfigError> {
+pub(in crate::config::raw) fn service(raw: RawService, ctx: &Ctx<'_>) -> Result<ServiceConfig, ConfigError> {
     let section = field("service");
     let Some(var) = raw.id_secret_env else {
         return Err(ctx.error(
@@ -52,7 +52,7 @@ pub(super) fn service(raw: RawService, ctx: &Ctx<'_>) -> Result<ServiceConfig, C
 }
 
 /// The 429 body; its title must say something.
-pub(super) fn responses(raw: RawResponses, ctx: &Ctx<'_>) -> Result<ResponseConfig, ConfigError> {
+pub(in crate::config::raw) fn responses(raw: RawResponses, ctx: &Ctx<'_>) -> Result<ResponseConfig, ConfigError> {
     if raw.problem_title.trim().is_empty() {
         return Err(ctx.error(&field("responses").key("problem_title"), "empty title"));
     }
