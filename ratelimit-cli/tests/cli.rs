@@ -614,8 +614,8 @@ problem_title = " "
     let lines: Vec<String> = err.lines().map(str::to_owned).collect();
     let want = [
         format!(
-            "{name}:8:1: rules[0].key: unknown key \"cookie\"; expected \"ip\", \"header:<name>\" or \
-             \"jwt_claim:<claim>\""
+            "{name}:8:1: rules[0].key: unknown key \"cookie\"; expected \"ip\", \"header:<name>\", \
+             \"jwt_claim:<claim>\", \"global\" or \"custom:<name>\""
         ),
         format!("{name}:19:1: rules[2].path: path \"b\" must start with '/'"),
         format!("{name}:27:1: rules[3].resolve: unknown profile \"gold\"; defined profiles: standard"),

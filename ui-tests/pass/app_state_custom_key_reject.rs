@@ -53,8 +53,13 @@ async fn export() -> &'static str {
 }
 
 // A generic key type.
-#[derive(Default)]
 struct ByExt<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T> Default for ByExt<T> {
+    fn default() -> Self {
+        ByExt(std::marker::PhantomData)
+    }
+}
 
 impl<T: Send + Sync + std::hash::Hash + 'static> KeySource for ByExt<T> {
     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
