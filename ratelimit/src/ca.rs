@@ -21,7 +21,7 @@ pub(crate) fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, 
                 rustls::Error::InvalidCertificate(e) => format!("{e:?}"),
                 e => e.to_string(),
             };
-            format!("{shown}: certificate {}: not a usable CA certificate ({why})", i + 1)
+            format!("{shown}: certificate {}: not usable as a trust anchor ({why})", i + 1)
         })?;
         certs.push(cert);
     }

@@ -984,7 +984,12 @@ fn parse_jwks(json: &str) -> Result<HashMap<String, PinnedKey>, JwtConfigError> 
 
 /// The token of a single `Authorization: Bearer <token>` header.
 pub fn bearer_token(parts: &http::request::Parts) -> Option<&str> {
-    let mut values = parts.headers.get_all(http::header::AUTHORIZATION).iter();
+    bearer_of(&parts.headers)
+}
+
+/// [`bearer_token`] of a header map (what `explain` reads too).
+pub(crate) fn bearer_of(headers: &http::HeaderMap) -> Option<&str> {
+    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
     let (Some(value), None) = (values.next(), values.next()) else {
         return None;
     };

@@ -412,6 +412,14 @@ impl HttpLimitService {
         if !is_http_or_https(&uri) {
             return Err(setup(format!("{base_url:?}: expected an http:// or https:// URL")));
         }
+        // Never sent, and would be logged with every failed lookup.
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(setup(
+                "the limit service URL has credentials (user:password@): they would not be sent, and would be \
+                 logged; refused"
+                    .to_owned(),
+            ));
+        }
         let client = http_client(tls).map_err(|e| setup(format!("{base_url}: {e}")))?;
         Ok(HttpLimitService { base, client })
     }

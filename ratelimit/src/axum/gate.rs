@@ -13,8 +13,10 @@ pub(crate) fn start_gate(
     use crate::global::{FleetGate, GateSettings, RedisSettings, RedisStore};
     let secret = match (&g.key_secret, &g.key_secret_env) {
         (Some(s), _) => s.0.clone(),
-        (None, Some(var)) => std::env::var(var)
-            .map_err(|_| {
+        // Any bytes (a secret from /dev/urandom need not be UTF-8), as the
+        // checker reads it.
+        (None, Some(var)) => std::env::var_os(var)
+            .ok_or_else(|| {
                 SetupError::new(
                     "global",
                     format!(
@@ -23,7 +25,7 @@ pub(crate) fn start_gate(
                     ),
                 )
             })?
-            .into_bytes(),
+            .into_encoded_bytes(),
         (None, None) => {
             return Err(SetupError::new(
                 "global",

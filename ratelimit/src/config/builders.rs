@@ -176,7 +176,11 @@ with!(JwtLimits {
 
 impl JwtVerification {
     /// Verification with the keys of `keys` and the default settings (no
-    /// pinned algorithm, issuer or audience).
+    /// issuer or audience). A JWKS (`JwksFile`, `JwksUrl`) pins each key's
+    /// algorithm itself; an HMAC secret or a PEM key needs one named with
+    /// [`with_algorithm`](Self::with_algorithm) (`"HS256"`, `"RS256"`, ...),
+    /// or startup refuses it, as the file's `[jwt] algorithm` is required
+    /// beside `hmac_secret_env` and `pem_file`.
     pub fn new(keys: JwtKeySource) -> JwtVerification {
         JwtVerification {
             keys,

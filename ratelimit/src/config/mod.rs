@@ -145,6 +145,13 @@ impl std::fmt::Debug for ServiceSecret {
     }
 }
 
+/// What startup and the checker say of an HMAC secret or PEM key without an
+/// algorithm.
+#[cfg(feature = "jwt")]
+pub(crate) const MISSING_ALGORITHM: &str =
+    "no algorithm: an HMAC secret or a PEM key needs one named (algorithm = \"HS256\", \"RS256\", ...; in code \
+     JwtVerification::with_algorithm)";
+
 /// A validated configuration. Build it with [`Config::from_file`] or
 /// [`Config::from_toml_str`]; swap it at run time with [`ConfigHandle`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -375,7 +382,9 @@ impl Config {
             return Ok(None);
         };
         let alg = || -> Result<jsonwebtoken::Algorithm, crate::jwt::JwtConfigError> {
-            let name = v.algorithm.as_deref().unwrap_or_default();
+            let Some(name) = v.algorithm.as_deref() else {
+                return Err(crate::jwt::JwtConfigError::new(MISSING_ALGORITHM.to_owned()));
+            };
             name.parse()
                 .map_err(|_| crate::jwt::JwtConfigError::new(format!("unknown algorithm {name:?}")))
         };

@@ -201,18 +201,7 @@ impl<C: Clock> HeaderBudget<C> {
         network_budget: Option<Quota>,
         clock: C,
     ) -> Result<Self, HeaderKeyError> {
-        let seen = Quota::new(1, cardinality.window).map_err(|e| {
-            HeaderKeyError::new(
-                format!("header cardinality window: {e}"),
-                Some(HeaderKeySource::Quota(e)),
-            )
-        })?;
-        let budget = Quota::new(cardinality.per_ip, cardinality.window).map_err(|e| {
-            HeaderKeyError::new(
-                format!("header cardinality per_ip: {e}"),
-                Some(HeaderKeySource::Quota(e)),
-            )
-        })?;
+        let (seen, budget) = Self::quotas(cardinality)?;
         let mut store = MemoryStore::builder().max_keys(cardinality.max_tracked);
         if let Some(budget) = network_budget {
             store = store.new_keys_per_group(budget);
@@ -232,6 +221,44 @@ impl<C: Clock> HeaderBudget<C> {
     }
 }
 
+#[cfg(feature = "axum")]
+impl HeaderBudget<crate::SystemClock> {
+    /// Whether [`HeaderBudget::new`] would accept `cardinality`, without
+    /// allocating its tracker (for the configuration checker).
+    pub(crate) fn validate(cardinality: HeaderCardinality) -> Result<(), HeaderKeyError> {
+        Self::quotas(cardinality)?;
+        MemoryStore::builder()
+            .max_keys(cardinality.max_tracked)
+            .validate()
+            .map_err(|e| {
+                HeaderKeyError::new(
+                    format!("header cardinality max_tracked: {e}"),
+                    Some(HeaderKeySource::Store(e)),
+                )
+            })
+    }
+}
+
+impl<C: Clock> HeaderBudget<C> {
+    /// The quota of one value's first sighting, and of new values per
+    /// address.
+    fn quotas(cardinality: HeaderCardinality) -> Result<(Quota, Quota), HeaderKeyError> {
+        let seen = Quota::new(1, cardinality.window).map_err(|e| {
+            HeaderKeyError::new(
+                format!("header cardinality window: {e}"),
+                Some(HeaderKeySource::Quota(e)),
+            )
+        })?;
+        let budget = Quota::new(cardinality.per_ip, cardinality.window).map_err(|e| {
+            HeaderKeyError::new(
+                format!("header cardinality per_ip: {e}"),
+                Some(HeaderKeySource::Quota(e)),
+            )
+        })?;
+        Ok((seen, budget))
+    }
+}
+
 impl<C: Clock> HeaderValues for HeaderBudget<C> {
     fn key(
         &self,
@@ -240,14 +267,9 @@ impl<C: Clock> HeaderValues for HeaderBudget<C> {
         ip_key: ClientKey,
         network: Option<std::net::IpAddr>,
     ) -> ClientKey {
-        let mut values = parts.headers.get_all(name).iter();
-        let (Some(value), None) = (values.next(), values.next()) else {
+        let Some(bytes) = single_value(&parts.headers, name) else {
             return ip_key;
         };
-        let bytes = value.as_bytes().trim_ascii();
-        if bytes.is_empty() {
-            return ip_key;
-        }
         let value_hash = self.hasher.hash_one(bytes);
         let pair = (ip_key, value_hash);
 
@@ -271,4 +293,16 @@ impl<C: Clock> HeaderValues for HeaderBudget<C> {
         self.tracker.check_cell(seen, &self.seen, 1);
         ClientKey::Header(value_hash)
     }
+}
+
+/// The value a header key reads: the header sent exactly once, its value
+/// trimmed of ASCII whitespace and not empty; `None` (the request is keyed
+/// by address) otherwise. The runtime and `explain` both ask this.
+pub(crate) fn single_value<'a>(headers: &'a http::HeaderMap, name: &HeaderName) -> Option<&'a [u8]> {
+    let mut values = headers.get_all(name).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return None;
+    };
+    let bytes = value.as_bytes().trim_ascii();
+    (!bytes.is_empty()).then_some(bytes)
 }

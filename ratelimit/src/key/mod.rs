@@ -12,6 +12,7 @@ mod source;
 
 use std::net::{IpAddr, SocketAddr};
 
+pub(crate) use header::single_value;
 #[cfg(feature = "axum")]
 pub(crate) use header::HeaderBudget;
 pub use header::{HeaderCardinality, HeaderKey, HeaderKeyError};

@@ -223,12 +223,22 @@ impl MemoryStoreBuilder {
         self.try_build().unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Whether [`try_build`](Self::try_build) would succeed, without
+    /// allocating anything (what a configuration checker asks: a store of a
+    /// billion keys is 32 GB).
+    pub fn validate(&self) -> Result<(), StoreConfigError> {
+        if self.max_keys > MAX_SUPPORTED_KEYS {
+            return Err(StoreConfigError {
+                max_keys: self.max_keys,
+            });
+        }
+        Ok(())
+    }
+
     /// Allocates the store, or explains why the configuration is refused.
     pub fn try_build(self) -> Result<MemoryStore, StoreConfigError> {
+        self.validate()?;
         let max_keys = self.max_keys;
-        if max_keys > MAX_SUPPORTED_KEYS {
-            return Err(StoreConfigError { max_keys });
-        }
         let wanted = self.shards.unwrap_or(max_keys / 16_384).clamp(1, 64);
         let shard_count = 1usize << wanted.ilog2();
         let shards = (0..shard_count)

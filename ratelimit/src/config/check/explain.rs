@@ -111,11 +111,21 @@ impl fmt::Display for Explanation {
     }
 }
 
-/// The bearer token of `authorization`, if any.
+/// The bearer token of `authorization`, as the runtime reads it (one
+/// header, the `Bearer` scheme), if any.
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?.trim();
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    #[cfg(feature = "jwt")]
+    return crate::jwt::bearer_of(headers);
+    #[cfg(not(feature = "jwt"))]
+    {
+        let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
+        let (Some(value), None) = (values.next(), values.next()) else {
+            return None;
+        };
+        let value = value.to_str().ok()?.trim();
+        let (scheme, token) = value.split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    }
 }
 
 /// The token's claims, read WITHOUT verifying anything.
@@ -135,11 +145,17 @@ fn unverified_claims(_token: &str) -> Result<(String, VerifiedClaims), String> {
 pub fn explain(config: &Config, request: &Request) -> Explanation {
     let mut out = String::new();
     let _ = writeln!(out, "request: {} {}", request.method, request.path);
+    // The path as the runtime sees it: a request target's path (an
+    // absolute-form target, `http://h/k`, is `/k`; a query is dropped).
+    let path = match request.path.parse::<http::Uri>() {
+        Ok(uri) => uri.path().to_owned(),
+        Err(_) => request.path.clone(),
+    };
     let found = config
         .rules
         .iter()
         .enumerate()
-        .find(|(_, r)| r.matches(&request.method, &request.path));
+        .find(|(_, r)| r.matches(&request.method, &path));
     let Some((index, rule)) = found else {
         let _ = writeln!(
             out,
@@ -373,14 +389,19 @@ fn key(
     let (kind, arg) = text.split_once(':').map_or((text, None), |(k, a)| (k, Some(a)));
     let line = match (kind, arg) {
         ("ip", None) => format!("key: ip: {address_text}"),
-        ("header", Some(name)) => match request.headers.get(name) {
+        ("header", Some(name)) => match http::HeaderName::from_bytes(name.as_bytes())
+            .ok()
+            .and_then(|n| crate::key::single_value(&request.headers, &n))
+        {
             Some(_) => format!(
                 "key: header {name}: present (its value, hashed, is the key; at most {} new values per client \
                  address per {})",
                 config.header_keys.per_ip,
                 duration(config.header_keys.window)
             ),
-            None => format!("key: header {name}: absent, so the key falls back to {address_text}"),
+            None => format!(
+                "key: header {name}: absent, empty or sent more than once, so the key falls back to {address_text}"
+            ),
         },
         ("jwt_claim", Some(path)) => match claims.and_then(|c| c.get_text(path).map(|v| v.into_owned())) {
             Some(value) => format!(

@@ -167,16 +167,14 @@ impl Config {
                 message,
             })
         };
-        if let Err(e) = self.build_store() {
+        // What building the store and the header tracker would refuse,
+        // without allocating them (`max_keys` reserves 32 bytes a key).
+        if let Err(e) = crate::MemoryStore::builder().max_keys(self.store.max_keys).validate() {
             fail("store", e.to_string());
         }
         // Built by the HTTP runtime only.
         #[cfg(feature = "axum")]
-        if let Err(e) = crate::key::HeaderBudget::new(
-            self.header_keys,
-            self.store.new_keys_per_network,
-            crate::SystemClock::default(),
-        ) {
+        if let Err(e) = crate::key::HeaderBudget::validate(self.header_keys) {
             fail("header_keys", e.to_string());
         }
         if let Some(v) = self.jwt.as_ref().and_then(|j| j.verification.as_ref()) {
@@ -215,10 +213,11 @@ fn jwt_keys(v: &super::JwtVerification) -> Result<(), (&'static str, String)> {
     #[cfg(feature = "jwt")]
     {
         use crate::jwt::JwtVerifier;
-        let name = v.algorithm.as_deref().unwrap_or_default();
-        let alg = || {
-            name.parse::<jsonwebtoken::Algorithm>()
-                .map_err(|_| (field, format!("unknown algorithm {name:?}")))
+        let alg = || match v.algorithm.as_deref() {
+            None => Err((field, super::MISSING_ALGORITHM.to_owned())),
+            Some(name) => name
+                .parse::<jsonwebtoken::Algorithm>()
+                .map_err(|_| (field, format!("unknown algorithm {name:?}"))),
         };
         let built = match &v.keys {
             JwtKeySource::HmacSecretEnv(var) => {

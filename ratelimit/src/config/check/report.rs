@@ -134,7 +134,8 @@ pub(super) fn notes(config: &Config) -> Vec<String> {
                     .to_owned(),
             ),
             Some(JwtKeySource::JwksUrl(url)) => notes.push(format!(
-                "jwt.jwks_url: {url} is not fetched here (startup fetches it and refuses to start without its keys)"
+                "jwt.jwks_url: {} is not fetched here (startup fetches it and refuses to start without its keys)",
+                redact(url)
             )),
             Some(_) => {}
         }
@@ -142,8 +143,9 @@ pub(super) fn notes(config: &Config) -> Vec<String> {
     if let Some(s) = &config.service {
         notes.push(match &s.url {
             Some(url) => format!(
-                "service.url: {url} is not contacted here (startup does not contact it either: lookups start with \
-                 requests)"
+                "service.url: {} is not contacted here (startup does not contact it either: lookups start with \
+                 requests)",
+                redact(url)
             ),
             None => "service: no url: startup needs the application's LimitService, given in code \
                      (RateLimitBuilder::limit_service; not checked here)"
@@ -156,6 +158,16 @@ pub(super) fn notes(config: &Config) -> Vec<String> {
              sync round succeeds)",
             redact(&g.redis_url)
         ));
+    }
+    for rule in &config.rules {
+        if let crate::key::AnyKey::Custom(key) = &rule.key {
+            notes.push(format!(
+                "rules: {:?} keys by \"custom:{}\": startup refuses it unless the application registers that key \
+                 (RateLimitBuilder::key)",
+                &*rule.name,
+                key.name()
+            ));
+        }
     }
     if !config.routes().is_empty() {
         notes.push(

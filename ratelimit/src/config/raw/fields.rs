@@ -177,6 +177,16 @@ pub(super) fn claim_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::E
 pub(super) fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     let url = String::deserialize(d)?;
     let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+    // Credentials in the authority are not sent (the client takes none from
+    // a URL) and would be copied into every error and log line that names it.
+    let authority = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or_default());
+    if authority.is_some_and(|a| a.contains('@')) {
+        return Err(fresh(
+            "a URL with credentials (user:password@) is refused: they would not be sent, and would be logged \
+             wherever the URL is; put the service behind a network that needs none, or terminate auth beside it"
+                .to_owned(),
+        ));
+    }
     match rest {
         Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(url),
         _ => Err(fresh(format!(
