@@ -315,7 +315,8 @@ fn explain_a_path_no_rule_matches() {
     ]);
     assert_eq!(
         row(&out, "key:"),
-        "key: header x-api-key: absent, so the key falls back to the client address 192.0.2.1"
+        "key: header x-api-key: absent, empty or sent more than once, so the key falls back to the client address \
+         192.0.2.1"
     );
     // POST /api is the write rule's, not the read rule's.
     let (_, out, _) = run(&[
