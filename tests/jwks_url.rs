@@ -128,3 +128,41 @@ async fn a_removed_key_stops_verifying_even_for_cached_tokens() {
     server.set(Reply::Json(first_key_only()));
     eventually(|| v.verify(&hot).is_none()).await;
 }
+
+/// An identity provider briefly unavailable at deploy time (a 503, as a
+/// restarting one answers) does not stop startup: it is asked again, and
+/// the keys it then serves are used. A 404 (a wrong URL) is not retried,
+/// and a provider that stays down stops startup saying how often it was
+/// asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_asks_a_briefly_unavailable_jwks_again() {
+    let server = std::sync::Arc::new(Stub::start("/.well-known/jwks.json", Reply::Status(503), Duration::ZERO).await);
+    let flip = {
+        let server = std::sync::Arc::clone(&server);
+        tokio::spawn(async move {
+            eventually(|| server.hits() >= 1).await;
+            server.set(Reply::Json(first_key_only()));
+        })
+    };
+    let v = JwtVerifier::jwks_url(&server.url, settings(1_000)).await.unwrap();
+    flip.await.unwrap();
+    assert_eq!(server.hits(), 2, "one 503, then the keys");
+    assert_eq!(v.jwks_fetches(), 2);
+    assert!(v.verify(&token(RSA_PRIVATE, "key-1")).is_some());
+
+    let missing = Stub::start("/.well-known/jwks.json", Reply::Status(404), Duration::ZERO).await;
+    let e = JwtVerifier::jwks_url(&missing.url, settings(1_000))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("status 404"), "{e}");
+    assert_eq!(missing.hits(), 1, "a 404 is not asked again");
+
+    let down = Stub::start("/.well-known/jwks.json", Reply::Status(503), Duration::ZERO).await;
+    let e = JwtVerifier::jwks_url(&down.url, settings(1_000))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("status 503 Service Unavailable (tried 3 times)"), "{e}");
+    assert_eq!(down.hits(), 3);
+}

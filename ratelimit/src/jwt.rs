@@ -718,6 +718,42 @@ mod remote {
         parse_jwks(text)
     }
 
+    /// Tries of startup's fetch.
+    const STARTUP_TRIES: usize = 3;
+
+    /// Startup's fetch, and how many requests it took: an identity provider
+    /// restarting or briefly overloaded at deploy time (refused, timed out,
+    /// a 5xx or 429) is asked again, up to [`STARTUP_TRIES`] times with
+    /// 250 ms and then 750 ms between, before startup is refused with the
+    /// last reason. A JWKS that does not parse is not asked again.
+    async fn fetch_at_startup(
+        client: &Client,
+        url: &http::Uri,
+        timeout: Duration,
+    ) -> Result<(HashMap<String, PinnedKey>, usize), JwtConfigError> {
+        let mut wait = Duration::from_millis(250);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let reason = match http_get(client, url.clone(), 1 << 20, timeout).await {
+                Ok((http::StatusCode::OK, body)) => {
+                    let text = std::str::from_utf8(&body).map_err(|_| err(format!("JWKS {url}: not UTF-8")))?;
+                    return parse_jwks(text).map(|keys| (keys, tries));
+                }
+                Ok((status, _)) if !(status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS) => {
+                    return Err(err(format!("JWKS {url}: status {status}")));
+                }
+                Ok((status, _)) => format!("status {status}"),
+                Err(e) => e,
+            };
+            if tries == STARTUP_TRIES {
+                return Err(err(format!("JWKS {url}: {reason} (tried {tries} times)")));
+            }
+            tokio::time::sleep(wait).await;
+            wait *= 3;
+        }
+    }
+
     /// A key set and its generation: a counter, bumped by each refresh that
     /// installs keys, swapped together with the keys (a heap address could
     /// be reused by a later set and revive verifications made under a
@@ -759,7 +795,7 @@ mod remote {
             }
             let runtime = tokio::runtime::Handle::try_current().map_err(|_| err("a JWKS URL needs a tokio runtime"))?;
             let client = http_client(tls).map_err(|e| err(format!("JWKS URL {url}: {e}")))?;
-            let keys = fetch(&client, &url, settings.timeout).await?;
+            let (keys, tries) = fetch_at_startup(&client, &url, settings.timeout).await?;
             let now = Instant::now();
             Ok(Arc::new(RemoteJwks {
                 url,
@@ -769,7 +805,7 @@ mod remote {
                 base: now,
                 last_attempt: Mutex::new(now),
                 in_flight: AtomicBool::new(false),
-                fetches: AtomicUsize::new(1),
+                fetches: AtomicUsize::new(tries),
                 settings,
                 runtime,
             }))
