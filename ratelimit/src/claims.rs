@@ -6,6 +6,19 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+/// The token of a single `Authorization: Bearer <token>` header of
+/// `headers` (none for two headers, another scheme, or a value that is not
+/// text): what the verifier reads, and `ratelimit explain` too.
+pub(crate) fn bearer_of(headers: &http::HeaderMap) -> Option<&str> {
+    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return None;
+    };
+    let value = value.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// Claims of a token whose signature, expiry, issuer and audience have been
 /// verified, by this crate or by an upstream authentication layer that puts
 /// this type in the request's extensions. Claims from anything else (an

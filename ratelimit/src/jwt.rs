@@ -1020,18 +1020,7 @@ fn parse_jwks(json: &str) -> Result<HashMap<String, PinnedKey>, JwtConfigError> 
 
 /// The token of a single `Authorization: Bearer <token>` header.
 pub fn bearer_token(parts: &http::request::Parts) -> Option<&str> {
-    bearer_of(&parts.headers)
-}
-
-/// [`bearer_token`] of a header map (what `explain` reads too).
-pub(crate) fn bearer_of(headers: &http::HeaderMap) -> Option<&str> {
-    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
-    let (Some(value), None) = (values.next(), values.next()) else {
-        return None;
-    };
-    let value = value.to_str().ok()?.trim();
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    crate::claims::bearer_of(&parts.headers)
 }
 
 #[cfg(test)]

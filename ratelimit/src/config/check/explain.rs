@@ -114,18 +114,7 @@ impl fmt::Display for Explanation {
 /// The bearer token of `authorization`, as the runtime reads it (one
 /// header, the `Bearer` scheme), if any.
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    #[cfg(feature = "jwt")]
-    return crate::jwt::bearer_of(headers);
-    #[cfg(not(feature = "jwt"))]
-    {
-        let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
-        let (Some(value), None) = (values.next(), values.next()) else {
-            return None;
-        };
-        let value = value.to_str().ok()?.trim();
-        let (scheme, token) = value.split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-    }
+    crate::claims::bearer_of(headers)
 }
 
 /// The token's claims, read WITHOUT verifying anything.
