@@ -20,19 +20,29 @@
 //! verified with the demo secret in `QUICKSTART_JWT_SECRET` (default:
 //! `quickstart-demo-secret-change-me`), which `/token` signs with.
 //!
+//! * `GET /metrics`: every `ratelimit_*` metric in Prometheus' text format
+//!   (not limited, not counted); see `docs/operations.md`.
+//!
+//! `kill -HUP <pid>` reloads the config file: the log says what changed
+//! (profiles, routes, rules), or why the new file was refused (the running
+//! configuration stays). Logs go to stdout, coloured only on a terminal
+//! (and not with `NO_COLOR` set); `RUST_LOG` filters them.
+//!
 //! `--redis redis://127.0.0.1:6379/` turns on the fleet-wide gate: start two
 //! instances on two ports against one Redis and the limits hold for the
 //! pair (see the README). Fleet ids are keyed with `QUICKSTART_FLEET_SECRET`
 //! (a demo default otherwise).
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::extract::Query;
+use axum::extract::{Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use ratelimit::axum::RateLimit;
 use ratelimit::config::{Config, JwtKeySource};
 use ratelimit::jwt::JwtVerifier;
@@ -43,12 +53,12 @@ use ratelimit::resolve::VerifiedClaims;
 const SECRET_ENV: &str = "QUICKSTART_JWT_SECRET";
 const DEFAULT_SECRET: &str = "quickstart-demo-secret-change-me";
 
-#[rate_limit(key = ip, resolve = [default])]
+#[rate_limit(key = ip, resolve = [default], state)]
 async fn public() -> &'static str {
     "Hello from /public: limited per client address.\n"
 }
 
-#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default])]
+#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default], state)]
 async fn me(claims: Option<axum::Extension<VerifiedClaims>>) -> Json<serde_json::Value> {
     let sub = claims
         .as_ref()
@@ -100,11 +110,112 @@ fn key_source_name(keys: &JwtKeySource) -> String {
         JwtKeySource::HmacSecretEnv(var) => format!("hmac_secret_env = {var:?}"),
         JwtKeySource::PemFile(path) => format!("pem_file = {path:?}"),
         JwtKeySource::JwksFile(path) => format!("jwks_file = {path:?}"),
-        JwtKeySource::JwksUrl(url) => format!("jwks_url = {url:?}"),
+        // Without its query: a provider's API key may sit there.
+        JwtKeySource::JwksUrl(url) => match url.split_once('?') {
+            Some((base, _)) => format!("jwks_url = {:?}", format!("{base}?...")),
+            None => format!("jwks_url = {url:?}"),
+        },
         other => format!("{other:?}"),
     }
 }
 
+/// `GET /metrics`, in the text format. It does not publish first: the
+/// runtime publishes its gauges once a second by itself, and a scrape
+/// anyone can send should not lock anything. (A real service serves this
+/// on an admin listener: it tells a client when the fleet limit is off.)
+async fn metrics(State(app): State<App>) -> ([(http::HeaderName, &'static str); 1], String) {
+    (
+        [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.prometheus.render(),
+    )
+}
+
+/// The router's state: the runtime (which the `#[rate_limit(..., state)]`
+/// handlers take through `FromRef`) and the exporter's handle.
+#[derive(Clone)]
+struct App {
+    rate_limit: RateLimit,
+    prometheus: PrometheusHandle,
+}
+
+impl axum::extract::FromRef<App> for RateLimit {
+    fn from_ref(app: &App) -> RateLimit {
+        app.rate_limit.clone()
+    }
+}
+
+/// The recorder for every `ratelimit_*` metric (installed before the
+/// runtime is built: handles bind to the recorder in place), with the
+/// catalogue's buckets and help text.
+fn install_prometheus() -> Result<PrometheusHandle, Box<dyn std::error::Error>> {
+    let mut builder = PrometheusBuilder::new();
+    for m in ratelimit::metrics::CATALOGUE {
+        if let Some(buckets) = ratelimit::metrics::buckets(m.name) {
+            builder = builder.set_buckets_for_metric(Matcher::Full(m.name.to_owned()), buckets)?;
+        }
+    }
+    let handle = builder.install_recorder()?;
+    ratelimit::metrics::describe();
+    Ok(handle)
+}
+
+/// The config file, with `--redis` applied (at startup and on every reload,
+/// so a reload sees the same `[global]`).
+fn load_config(opts: &Options) -> Result<Config, ratelimit::config::ConfigError> {
+    let mut config = Config::from_file(&opts.config)?;
+    if let Some(url) = &opts.redis {
+        // The same as a [global] section in the file.
+        let secret =
+            std::env::var("QUICKSTART_FLEET_SECRET").unwrap_or_else(|_| "quickstart-fleet-secret-change-me".to_owned());
+        config.global = Some(
+            ratelimit::config::GlobalConfig::new(url.clone())
+                .with_sync_interval(std::time::Duration::from_millis(100))
+                .with_window(std::time::Duration::from_secs(10))
+                .with_key_prefix("quickstart")
+                .with_key_secret(ratelimit::config::FleetSecret(secret.into_bytes())),
+        );
+    }
+    Ok(config)
+}
+
+/// Reloads the config file on every SIGHUP, logging what changed or why the
+/// new file was refused.
+#[cfg(unix)]
+fn reload_on_sighup(rate_limit: RateLimit, opts: Options) -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            let path = opts.config.display();
+            match load_config(&opts).and_then(|c| rate_limit.reload(c)) {
+                Ok(changes) if changes.is_empty() => {
+                    tracing::info!(config = %path, "SIGHUP: config reloaded, no changes");
+                }
+                Ok(changes) => {
+                    tracing::info!(config = %path, "SIGHUP: config reloaded: {changes}");
+                    if !changes.at_restart().is_empty() {
+                        tracing::warn!(
+                            config = %path,
+                            sections = %changes.at_restart().join(", "),
+                            "SIGHUP: these sections changed but keep their running settings until a restart"
+                        );
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(config = %path, "SIGHUP: config refused, the running configuration stays: {e}")
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn reload_on_sighup(_: RateLimit, _: Options) -> std::io::Result<()> {
+    Ok(())
+}
+
+#[derive(Clone)]
 struct Options {
     addr: SocketAddr,
     config: PathBuf,
@@ -143,23 +254,16 @@ async fn main() {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    // Colour only for a person at a terminal: a log file or a collector
+    // gets plain text.
+    let ansi = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
+        .with_ansi(ansi)
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     let opts = options()?;
-    let mut config = Config::from_file(&opts.config)?;
-    if let Some(url) = &opts.redis {
-        // The same as a [global] section in the file.
-        let secret =
-            std::env::var("QUICKSTART_FLEET_SECRET").unwrap_or_else(|_| "quickstart-fleet-secret-change-me".to_owned());
-        config.global = Some(
-            ratelimit::config::GlobalConfig::new(url.clone())
-                .with_sync_interval(std::time::Duration::from_millis(100))
-                .with_window(std::time::Duration::from_secs(10))
-                .with_key_prefix("quickstart")
-                .with_key_secret(ratelimit::config::FleetSecret(secret.into_bytes())),
-        );
-    }
+    let prometheus = install_prometheus()?;
+    let config = load_config(&opts)?;
     // The file's key source when `[jwt]` names one (the runtime builds the
     // verifier from it, with `[tls]` for an https:// JWKS URL), the demo
     // secret otherwise.
@@ -182,15 +286,21 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
-    let app = Router::new().route("/public", get(public)).route("/me", get(me));
+    reload_on_sighup(rate_limit.clone(), opts.clone())?;
+
+    let app = Router::new()
+        .route("/public", get(public))
+        .route("/me", get(me))
+        // Not limited, not counted: a plain handler.
+        .route("/metrics", get(metrics));
     let app = match key_source {
         Some(_) => app.route("/token", get(no_token)),
         None => app.route("/token", get(token)),
     };
     let app = app
-        // The runtime as the router's state: the cheapest way to install it
+        // The runtime inside the router's state, found through `FromRef`
         // (`.layer(rate_limit.layer())` works too, and applies [[rules]]).
-        .with_state(rate_limit);
+        .with_state(App { rate_limit, prometheus });
 
     let listener = tokio::net::TcpListener::bind(opts.addr).await?;
     let addr = listener.local_addr()?;
@@ -220,6 +330,14 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!();
     println!("  # a forged token is anonymous traffic (keyed by address, standard profile)");
     println!("  curl -i -H 'Authorization: Bearer forged.token.here' http://{addr}/me");
+    println!();
+    println!("  # what an operator scrapes: decisions, store occupancy, the verifier's keys");
+    println!("  curl -s http://{addr}/metrics | grep ratelimit_");
+    println!(
+        "  # edit {} and reload it: the log says what changed",
+        opts.config.display()
+    );
+    println!("  kill -HUP {}", std::process::id());
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
     Ok(())
 }

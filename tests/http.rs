@@ -337,9 +337,16 @@ async fn shadow_routes_decide_and_count_but_never_reject() {
             t(200, "3", "0", "3", None),
         ]
     );
-    assert_eq!(counter(snapshotter, "ratelimit_shadow_rejected_total", "shadowed"), 2);
-    assert_eq!(counter(snapshotter, "ratelimit_allowed_total", "shadowed"), 5);
-    assert_eq!(counter(snapshotter, "ratelimit_rejected_total", "shadowed"), 0);
+    // Each decision counted once: 3 allowed, 2 served in shadow mode.
+    assert_eq!(
+        counter(snapshotter, "ratelimit_decisions_total/shadow_rejected", "shadowed"),
+        2
+    );
+    assert_eq!(counter(snapshotter, "ratelimit_decisions_total/allowed", "shadowed"), 3);
+    assert_eq!(
+        counter(snapshotter, "ratelimit_decisions_total/rejected", "shadowed"),
+        0
+    );
 }
 
 #[tokio::test]
@@ -663,7 +670,8 @@ fn recorder() -> &'static metrics_util::debugging::Snapshotter {
     })
 }
 
-/// A counter's total so far. Snapshots drain the recorder, and tests run in
+/// A counter's total so far (`name/decision` for a series with a
+/// `decision` label). Snapshots drain the recorder, and tests run in
 /// parallel, so every snapshot is folded into one shared tally.
 fn counter(s: &metrics_util::debugging::Snapshotter, name: &str, route: &str) -> u64 {
     use metrics_util::debugging::DebugValue;
@@ -674,10 +682,12 @@ fn counter(s: &metrics_util::debugging::Snapshotter, name: &str, route: &str) ->
     let tally = tally.get_or_insert_with(HashMap::new);
     for (k, _, _, v) in s.snapshot().into_vec() {
         if let DebugValue::Counter(n) = v {
+            let name = match k.key().labels().find(|l| l.key() == "decision") {
+                Some(d) => format!("{}/{}", k.key().name(), d.value()),
+                None => k.key().name().to_owned(),
+            };
             for l in k.key().labels().filter(|l| l.key() == "route") {
-                *tally
-                    .entry((k.key().name().to_owned(), l.value().to_owned()))
-                    .or_default() += n;
+                *tally.entry((name.clone(), l.value().to_owned())).or_default() += n;
             }
         }
     }

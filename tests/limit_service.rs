@@ -404,7 +404,7 @@ async fn clients_inventing_keys_cannot_starve_a_partners_refresh() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 k += 1;
                 cache.get(1_000_000 + k);
-                if k % 64 == 0 {
+                if k.is_multiple_of(64) {
                     tokio::task::yield_now().await;
                 }
             }
@@ -443,7 +443,7 @@ async fn review_a_small_max_in_flight_still_reserves_a_refresh_slot() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 k += 1;
                 cache.get(1_000_000 + k);
-                if k % 64 == 0 {
+                if k.is_multiple_of(64) {
                     tokio::task::yield_now().await;
                 }
             }
@@ -457,4 +457,46 @@ async fn review_a_small_max_in_flight_still_reserves_a_refresh_slot() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     flood.await.unwrap();
     assert_eq!(lost, 0, "the partner lost its tier in {lost} of 50 requests");
+}
+
+/// What `ratelimit_service_cache_total` and `ratelimit_service_requests_total`
+/// export: every read and every lookup, by result, against a real server
+/// that answers, does not know the client, fails, then hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_counts_reads_and_lookups_by_result() {
+    let up = Stub::start(
+        "/v1/limits",
+        Reply::Json(r#"{"tier": "premium"}"#.into()),
+        Duration::ZERO,
+    )
+    .await;
+    let cache = ServiceCache::new(HttpLimitService::new(&up.url).unwrap(), settings()).unwrap();
+    assert_eq!(cache.get(1), None, "a miss");
+    eventually(|| cache.get(1)).await; // misses until the answer lands, then a hit
+    let s = cache.stats();
+    assert_eq!((s.answers, s.no_answers, s.errors, s.timeouts), (1, 0, 0, 0), "{s:?}");
+    assert!(s.hits >= 1 && s.misses >= 1, "{s:?}");
+    assert_eq!(s.entries, 1);
+
+    // Past the TTL: a stale read (served) starts a refresh.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert!(cache.get(1).is_some(), "stale, still served");
+    assert_eq!(cache.stats().stale, 1);
+    // Its refresh lands before the service changes its answers: each step
+    // below has exactly one lookup in flight.
+    eventually(|| (cache.stats().answers == 2).then_some(())).await;
+
+    up.set(Reply::Status(404));
+    assert_eq!(cache.get(2), None);
+    eventually(|| (cache.stats().no_answers == 1).then_some(())).await;
+    up.set(Reply::Status(500));
+    assert_eq!(cache.get(3), None);
+    eventually(|| (cache.stats().errors == 1).then_some(())).await;
+    up.set(Reply::Hang);
+    assert_eq!(cache.get(4), None);
+    eventually(|| (cache.stats().timeouts == 1).then_some(())).await;
+    let s = cache.stats();
+    assert_eq!((s.answers, s.no_answers, s.errors, s.timeouts), (2, 1, 1, 1), "{s:?}");
+    assert_eq!(s.lookups_failed(), cache.lookup_errors(), "{s:?}");
+    assert_eq!(s.entries, 4, "answers and remembered misses");
 }

@@ -167,6 +167,19 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
     let steps = args.resolve.as_deref().unwrap_or(&[]);
     let wants_claims = steps.iter().any(Step::needs_claims);
     let wants_service = steps.iter().any(Step::needs_service);
+    // What needs a cargo feature of ratelimit: a macro of `__private` that
+    // is empty with the feature and a `compile_error!` naming it without
+    // (the attribute cannot see ratelimit's features).
+    let mut requires = Vec::new();
+    if matches!(args.key, Some(KeyKind::Claim(_))) {
+        requires.push(quote!(#krate::__private::requires_jwt! { key }));
+    }
+    if wants_claims {
+        requires.push(quote!(#krate::__private::requires_jwt! { step }));
+    }
+    if wants_service {
+        requires.push(quote!(#krate::__private::requires_service! { step }));
+    }
     let profiles = steps.iter().filter_map(Step::profile);
     // The chain, folded from the right: Chain<A, Chain<B, DefaultProfile>>.
     // The last step is `default` (the spec checked it).
@@ -235,8 +248,11 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
     let where_clause = &sig.generics.where_clause;
     let inner_inputs = &sig.inputs;
     let output = &sig.output;
+    let requires = requires.iter().map(|r| quote!(#(#cfg_attrs)* #r));
 
     quote! {
+        #(#requires)*
+
         #(#cfg_attrs)*
         #[doc(hidden)]
         #[allow(non_camel_case_types)]

@@ -337,6 +337,25 @@ impl std::fmt::Debug for JwtVerifier {
 }
 
 impl JwtVerifier {
+    /// Keys it verifies with now: a JWKS's usable keys (those in force, for
+    /// a JWKS URL), or 1 for a single key or secret. What the HTTP runtime
+    /// exports as `ratelimit_jwt_keys`.
+    ///
+    /// ```
+    /// use ratelimit::jwt::JwtVerifier;
+    ///
+    /// let verifier = JwtVerifier::hmac(b"a long random secret", jsonwebtoken::Algorithm::HS256).unwrap();
+    /// assert_eq!(verifier.key_count(), 1);
+    /// ```
+    pub fn key_count(&self) -> usize {
+        match &self.keys {
+            Keys::Single(_) => 1,
+            Keys::ByKid(keys) => keys.len(),
+            #[cfg(feature = "service")]
+            Keys::Remote(remote) => remote.key_count(),
+        }
+    }
+
     fn with_keys(keys: Keys) -> Self {
         JwtVerifier {
             keys,
@@ -710,13 +729,34 @@ mod remote {
     ) -> Result<HashMap<String, PinnedKey>, JwtConfigError> {
         let (status, body) = http_get(client, url.clone(), 1 << 20, timeout)
             .await
-            .map_err(|e| err(format!("JWKS {url}: {e}")))?;
+            .map_err(|e| err(format!("JWKS {}: {e}", shown(url))))?;
         if status != http::StatusCode::OK {
-            return Err(err(format!("JWKS {url}: status {status}")));
+            return Err(err(format!("JWKS {}: status {status}", shown(url))));
         }
-        let text = std::str::from_utf8(&body).map_err(|_| err(format!("JWKS {url}: not UTF-8")))?;
+        let text = std::str::from_utf8(&body).map_err(|_| err(format!("JWKS {}: not UTF-8", shown(url))))?;
         parse_jwks(text)
     }
+
+    /// Counts one fetch in `ratelimit_jwks_fetches_total`.
+    fn count_fetch(ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        metrics::counter!(crate::metrics::JWKS_FETCHES, "result" => result).increment(1);
+    }
+
+    /// The URL as logs show it: scheme, host, port and path, never the
+    /// query (where a provider may put an API key).
+    pub(super) fn shown(url: &http::Uri) -> String {
+        let scheme = url.scheme_str().unwrap_or("");
+        let authority = url.authority().map_or("", |a| a.as_str());
+        // `user:password@` is refused at load; drop it here too, whatever.
+        let host = authority.rsplit('@').next().unwrap_or("");
+        format!("{scheme}://{host}{}", url.path())
+    }
+
+    /// Refresh failures are logged at most once per this long (with the
+    /// number of failures since the last success): a provider down for an
+    /// hour is a handful of lines, not one per cooldown.
+    const LOG_EVERY: Duration = Duration::from_secs(60);
 
     /// Tries of startup's fetch.
     const STARTUP_TRIES: usize = 3;
@@ -737,17 +777,22 @@ mod remote {
             tries += 1;
             let reason = match http_get(client, url.clone(), 1 << 20, timeout).await {
                 Ok((http::StatusCode::OK, body)) => {
-                    let text = std::str::from_utf8(&body).map_err(|_| err(format!("JWKS {url}: not UTF-8")))?;
-                    return parse_jwks(text).map(|keys| (keys, tries));
+                    let parsed = std::str::from_utf8(&body)
+                        .map_err(|_| err(format!("JWKS {}: not UTF-8", shown(url))))
+                        .and_then(parse_jwks);
+                    count_fetch(parsed.is_ok());
+                    return parsed.map(|keys| (keys, tries));
                 }
                 Ok((status, _)) if !(status.is_server_error() || status == http::StatusCode::TOO_MANY_REQUESTS) => {
-                    return Err(err(format!("JWKS {url}: status {status}")));
+                    count_fetch(false);
+                    return Err(err(format!("JWKS {}: status {status}", shown(url))));
                 }
                 Ok((status, _)) => format!("status {status}"),
                 Err(e) => e,
             };
+            count_fetch(false);
             if tries == STARTUP_TRIES {
-                return Err(err(format!("JWKS {url}: {reason} (tried {tries} times)")));
+                return Err(err(format!("JWKS {}: {reason} (tried {tries} times)", shown(url))));
             }
             tokio::time::sleep(wait).await;
             wait *= 3;
@@ -779,6 +824,9 @@ mod remote {
         last_attempt: Mutex<Instant>,
         in_flight: AtomicBool,
         pub(super) fetches: AtomicUsize,
+        /// Refreshes failed since the last success, and when one was last
+        /// logged.
+        failing: Mutex<(u64, Option<Instant>)>,
         settings: super::JwksSettings,
         runtime: tokio::runtime::Handle,
     }
@@ -791,10 +839,13 @@ mod remote {
         ) -> Result<Arc<Self>, JwtConfigError> {
             let url: http::Uri = url.parse().map_err(|e| err(format!("JWKS URL {url:?}: {e}")))?;
             if !is_http_or_https(&url) {
-                return Err(err(format!("JWKS URL {url}: expected an http:// or https:// URL")));
+                return Err(err(format!(
+                    "JWKS URL {}: expected an http:// or https:// URL",
+                    shown(&url)
+                )));
             }
             let runtime = tokio::runtime::Handle::try_current().map_err(|_| err("a JWKS URL needs a tokio runtime"))?;
-            let client = http_client(tls).map_err(|e| err(format!("JWKS URL {url}: {e}")))?;
+            let client = http_client(tls).map_err(|e| err(format!("JWKS URL {}: {e}", shown(&url))))?;
             let (keys, tries) = fetch_at_startup(&client, &url, settings.timeout).await?;
             let now = Instant::now();
             Ok(Arc::new(RemoteJwks {
@@ -806,6 +857,7 @@ mod remote {
                 last_attempt: Mutex::new(now),
                 in_flight: AtomicBool::new(false),
                 fetches: AtomicUsize::new(tries),
+                failing: Mutex::new((0, None)),
                 settings,
                 runtime,
             }))
@@ -816,6 +868,11 @@ mod remote {
         /// Changes whenever new keys are installed.
         pub(super) fn generation(&self) -> usize {
             self.keys.load().generation
+        }
+
+        /// Keys in force.
+        pub(super) fn key_count(&self) -> usize {
+            self.keys.load().keys.len()
         }
 
         pub(super) fn current(self: &Arc<Self>) -> Arc<KeySet> {
@@ -868,17 +925,51 @@ mod remote {
             self.runtime.spawn(async move {
                 let this = &guard.0;
                 this.fetches.fetch_add(1, Ordering::Relaxed);
-                match fetch(&this.client, &this.url, this.settings.timeout).await {
+                let result = fetch(&this.client, &this.url, this.settings.timeout).await;
+                count_fetch(result.is_ok());
+                match result {
                     Ok(keys) => {
                         // One refresh at a time (`in_flight`): the counter
                         // only grows.
                         let generation = this.keys.load().generation.wrapping_add(1);
+                        let count = keys.len();
                         this.keys.store(Arc::new(KeySet { generation, keys }));
                         this.loaded_at_ns.store(nanos(this.base.elapsed()), Ordering::Relaxed);
+                        // Reset whole: the next incident's first failure
+                        // is logged at once.
+                        let failed = this.failing.lock().map_or(0, |mut f| std::mem::take(&mut *f).0);
+                        if failed > 0 {
+                            tracing::info!(
+                                target: "ratelimit",
+                                url = %shown(&this.url),
+                                failed,
+                                keys = count,
+                                "JWKS refresh succeeded again"
+                            );
+                        }
                     }
-                    // At most one a cooldown (refreshes are): a certificate
-                    // that stopped verifying is seen, not silent.
-                    Err(e) => tracing::warn!(target: "ratelimit", "JWKS refresh failed, the keys in force stay: {e}"),
+                    // The first failure, then at most one line a minute: a
+                    // certificate that stopped verifying is seen, not silent,
+                    // and a provider down for hours is not a flood.
+                    Err(e) => {
+                        let due = this.failing.lock().ok().and_then(|mut f| {
+                            f.0 += 1;
+                            let due = f.1.is_none_or(|at| at.elapsed() >= LOG_EVERY);
+                            due.then(|| {
+                                f.1 = Some(Instant::now());
+                                f.0
+                            })
+                        });
+                        if let Some(failed) = due {
+                            tracing::warn!(
+                                target: "ratelimit",
+                                url = %shown(&this.url),
+                                failed,
+                                keys_in_force = this.keys.load().keys.len(),
+                                "JWKS refresh failed, the keys in force stay: {e}"
+                            );
+                        }
+                    }
                 }
                 drop(guard);
             });

@@ -248,21 +248,56 @@
 //!
 //! # Features
 //!
+//! None is on by default: without features the crate is the engine alone
+//! ([`Quota`], [`Limiter`], [`Decision`], [`Clock`], [`Store`],
+//! [`MemoryStore`], [`window`]), whose only dependencies are `ahash` and
+//! `quanta` (no serde, no TOML, no HTTP types).
+//!
 //! * `tokio`: [`Limiter::spawn_sweeper`], a background task that drops
 //!   recovered cells.
-//! * `jwt`: `ratelimit::jwt`, JWT verification with `jsonwebtoken`.
+//! * `config`: the configuration and request layers: `ratelimit::config`
+//!   (TOML profiles, routes, `[[rules]]`, environment overrides, reload, the
+//!   checker), `ratelimit::key` (client address behind trusted proxies,
+//!   header and claim keys), `ratelimit::resolve` and `ratelimit::limits`
+//!   (resolver chains), `ratelimit::claims` (verified claims). Brings serde,
+//!   serde_json, toml and http. Every feature below implies it.
+//! * `jwt`: `ratelimit::jwt`, JWT verification with `jsonwebtoken`: the
+//!   `[jwt]` key sources, `jwt_claim` keys and the `jwt` step.
 //! * `service`: `ratelimit::service`, an external limit service over HTTP
-//!   or HTTPS, cached and fetched off the request path; also what fetches a
-//!   JWKS URL. HTTPS is rustls with ring (no aws-lc-rs), trusting the
-//!   webpki roots or [`TlsConfig::ca_file`](config::TlsConfig) (`[tls]
-//!   ca_file`), with the application's process-default crypto provider if
-//!   it installed one: the library never installs one.
-//! * `axum` (implies `jwt` and `service`): `#[rate_limit]`, the
-//!   [`RateLimit`](axum::RateLimit) runtime, its `tower::Layer` for
-//!   config-defined rules, headers, logs and metrics.
-//! * `redis` and `redis-tls`: the fleet-wide gate over Redis
-//!   (`ratelimit::global`), and `rediss://` for it (the same rustls setup
-//!   as HTTPS; `[global] ca_file`, else `[tls] ca_file`).
+//!   or HTTPS, cached and fetched off the request path (`[service]`, the
+//!   `service` step); with `jwt`, also what fetches a JWKS URL. HTTPS is
+//!   rustls with ring (no aws-lc-rs), trusting the webpki roots or
+//!   `[tls] ca_file`, with the application's process-default crypto
+//!   provider if it installed one: the library never installs one.
+//! * `axum` (implies `config` and `tokio`, not `jwt` or `service`):
+//!   `#[rate_limit]`, the `ratelimit::axum::RateLimit` runtime, its
+//!   `tower::Layer` for config-defined rules, headers, logs and metrics.
+//!   Add `jwt` for token keys and the `jwt` step, `service` for the limit
+//!   service, `redis` for the fleet gate.
+//!   gRPC calls behind the layer are refused with `RESOURCE_EXHAUSTED` and
+//!   a `RetryInfo` (no feature needed: see `docs/http.md`, gRPC).
+//! * `tonic` (implies `axum`): `ip` keys read the peer address a tonic
+//!   server gives (`tonic::transport::server::TcpConnectInfo`); tonic's
+//!   `server` feature only, no TLS.
+//! * `redis`: the fleet-wide gate over Redis (`ratelimit::global`,
+//!   `[global]`): a shared budget per key across instances, reconciled off
+//!   the request path.
+//! * `redis-tls` (implies `redis`): `rediss://` for the fleet gate, the same
+//!   rustls setup as HTTPS (`[global] ca_file`, else `[tls] ca_file`).
+//!
+//! What a configuration or an attribute asks of a feature the build lacks
+//! is refused, naming the feature, never skipped: `RateLimit::builder(config)
+//! .build()`, a reload and `Config::check_startup` (the library checker;
+//! the `ratelimit check` command is built with every feature, so it cannot
+//! tell what your build lacks) for a
+//! `[jwt]` key source, a `jwt_claim` key, a `jwt` or `service` step of a
+//! `[[rules]]` entry, `[service]` or `[global]`; the compiler for
+//! `#[rate_limit(key = jwt_claim(..))]` or a `jwt` or `service` step.
+//! Combinations checked by `scripts/test`: each feature alone, none,
+//! `axum,jwt`, `axum,service`, `axum,redis`, `jwt,service`, and all.
+//!
+//! Every metric any feature exports is listed in `ratelimit::metrics`
+//! (present with `axum`, `service` or `redis`).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -271,10 +306,15 @@
 pub mod axum;
 #[cfg(any(feature = "redis-tls", feature = "service"))]
 mod ca;
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod claims;
 mod clock;
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;
 mod decision;
+#[cfg(feature = "config")]
 mod defaults;
 mod gcra;
 #[cfg(feature = "redis")]
@@ -283,10 +323,19 @@ pub mod global;
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 pub mod jwt;
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod key;
 mod limiter;
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod limits;
+#[cfg(any(feature = "axum", feature = "redis", feature = "service"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "axum", feature = "redis", feature = "service"))))]
+pub mod metrics;
 mod quota;
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod resolve;
 #[cfg(feature = "service")]
 #[cfg_attr(docsrs, doc(cfg(feature = "service")))]
@@ -302,7 +351,9 @@ pub use clock::{AnyClock, Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Denial};
 pub use limiter::{Limiter, DEFAULT_ROUTE};
 pub use quota::{Quota, QuotaError};
-pub use store::{CellKey, MemoryStore, MemoryStoreBuilder, OverflowPolicy, Placement, Store, StoreConfigError};
+pub use store::{
+    CellKey, MemoryStore, MemoryStoreBuilder, OverflowPolicy, Placement, Store, StoreConfigError, StoreStats,
+};
 
 /// Rate-limits an async axum handler: see [the crate docs](crate#the-attribute-feature-axum)
 /// for the grammar and an example.
@@ -325,4 +376,56 @@ pub mod __private {
     pub use crate::resolve::*;
     /// `jwt_claim("path")`: the attribute's paths are `&'static str`.
     pub type Claim = crate::key::Claim<&'static str>;
+    // What a rule needs of a cargo feature (`requires_jwt! { key }`): empty
+    // with the feature, a compile error naming it without.
+    /// Without `service`, a stand-in so that a `service` step's rule
+    /// reports only `requires_service!`'s error (it never compiles).
+    #[cfg(not(feature = "service"))]
+    pub use crate::resolve::DefaultProfile as ConfiguredService;
+    pub use crate::{__rate_limit_requires_jwt as requires_jwt, __rate_limit_requires_service as requires_service};
+}
+
+#[cfg(all(feature = "axum", feature = "jwt"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __rate_limit_requires_jwt {
+    (key) => {};
+    (step) => {};
+}
+
+#[cfg(all(feature = "axum", not(feature = "jwt")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __rate_limit_requires_jwt {
+    (key) => {
+        ::core::compile_error!(::core::concat!(
+            "`key = jwt_claim(...)` needs the `jwt` feature of ratelimit, which is not enabled: ",
+            "add \"jwt\" to its features in Cargo.toml (claims are never read from an unverified token)",
+        ));
+    };
+    (step) => {
+        ::core::compile_error!(::core::concat!(
+            "the `jwt` step of `resolve` needs the `jwt` feature of ratelimit, which is not enabled: ",
+            "add \"jwt\" to its features in Cargo.toml",
+        ));
+    };
+}
+
+#[cfg(all(feature = "axum", feature = "service"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __rate_limit_requires_service {
+    (step) => {};
+}
+
+#[cfg(all(feature = "axum", not(feature = "service")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __rate_limit_requires_service {
+    (step) => {
+        ::core::compile_error!(::core::concat!(
+            "the `service` step of `resolve` needs the `service` feature of ratelimit, which is not enabled: ",
+            "add \"service\" to its features in Cargo.toml",
+        ));
+    };
 }

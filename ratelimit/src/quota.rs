@@ -197,7 +197,7 @@ impl fmt::Display for Quota {
             (1, "ns"),
         ];
         for (size, name) in units {
-            if p % size == 0 {
+            if p.is_multiple_of(size) {
                 let n = p / size;
                 if n == 1 {
                     write!(f, "{name}")?;

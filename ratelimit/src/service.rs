@@ -34,7 +34,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -436,13 +436,18 @@ impl LimitService for HttpLimitService {
             .await
             .map_err(|m| ServiceError::of(ServiceErrorKind::Exchange, format!("{}: {m}", self.base)))?;
         match status {
+            // Every error names the service (its base URL, never the
+            // client's id): the log line says which target failed.
             http::StatusCode::OK => serde_json::from_slice(&body).map(Some).map_err(|e| {
-                let mut err = ServiceError::of(ServiceErrorKind::Answer, format!("answer: {e}"));
+                let mut err = ServiceError::of(ServiceErrorKind::Answer, format!("{}: answer: {e}", self.base));
                 err.source = Some(Arc::new(e));
                 err
             }),
             http::StatusCode::NOT_FOUND => Ok(None),
-            other => Err(ServiceError::of(ServiceErrorKind::Answer, format!("status {other}"))),
+            other => Err(ServiceError::of(
+                ServiceErrorKind::Answer,
+                format!("{}: status {other}", self.base),
+            )),
         }
     }
 }
@@ -506,6 +511,8 @@ struct State {
     answers: HashMap<u64, Entry>,
     misses: HashMap<u64, Entry>,
     in_flight: HashSet<u64>,
+    /// Reads of this shard: fresh, stale, nothing usable.
+    reads: [u64; 3],
 }
 
 impl State {
@@ -552,7 +559,53 @@ pub struct ServiceCache<S> {
     /// Lookups in flight over all shards (bounded by `max_in_flight`).
     in_flight: Arc<AtomicUsize>,
     errors: Arc<LookupErrors>,
+    counters: Arc<Counters>,
     runtime: tokio::runtime::Handle,
+}
+
+/// What the cache counts ([`ServiceCache::stats`]).
+#[derive(Default)]
+/// (Reads are counted in the shards, under the lock a read takes anyway:
+/// no cache line shared by every request.)
+struct Counters {
+    answers: AtomicU64,
+    no_answers: AtomicU64,
+    errors: AtomicU64,
+    timeouts: AtomicU64,
+}
+
+/// A snapshot of a [`ServiceCache`]'s counters (what the HTTP runtime
+/// exports as `ratelimit_service_cache_total` and
+/// `ratelimit_service_requests_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct CacheStats {
+    /// Reads that found a fresh entry.
+    pub hits: u64,
+    /// Reads that found an entry past its TTL but within `max_stale`,
+    /// served while a refresh runs.
+    pub stale: u64,
+    /// Reads that found nothing usable.
+    pub misses: u64,
+    /// Lookups the service answered with a limit.
+    pub answers: u64,
+    /// Lookups the service answered with "not known" (no limit).
+    pub no_answers: u64,
+    /// Lookups that failed (a refused connection or certificate, a bad
+    /// answer...).
+    pub errors: u64,
+    /// Lookups with no answer within the timeout.
+    pub timeouts: u64,
+    /// Entries held now (answers and remembered misses).
+    pub entries: usize,
+}
+
+impl CacheStats {
+    /// Lookups that failed or timed out (what
+    /// [`ServiceCache::lookup_errors`] counts).
+    pub fn lookups_failed(&self) -> u64 {
+        self.errors + self.timeouts
+    }
 }
 
 /// Failed lookups: counted, and logged at most once per
@@ -617,6 +670,7 @@ impl<S: LimitService> ServiceCache<S> {
             shards: (0..SHARDS).map(|_| Mutex::new(State::default())).collect(),
             in_flight: Arc::new(AtomicUsize::new(0)),
             errors: Arc::default(),
+            counters: Arc::default(),
             runtime,
         })
     }
@@ -646,6 +700,42 @@ impl<S: LimitService> ServiceCache<S> {
         self.errors.count.load(Ordering::Relaxed)
     }
 
+    /// Reads and lookups so far, and the entries held now (which locks
+    /// each shard in turn, briefly: call it from a timer, not per request).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ratelimit::service::{CacheSettings, HttpLimitService, ServiceCache};
+    ///
+    /// let service = HttpLimitService::new("http://127.0.0.1:9/v1/limits").unwrap();
+    /// let cache = ServiceCache::new(service, CacheSettings::default()).unwrap();
+    /// assert_eq!(cache.get(0x42), None);
+    /// let stats = cache.stats();
+    /// assert_eq!((stats.hits, stats.misses), (0, 1));
+    /// # }
+    /// ```
+    pub fn stats(&self) -> CacheStats {
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut stats = CacheStats {
+            answers: load(&c.answers),
+            no_answers: load(&c.no_answers),
+            errors: load(&c.errors),
+            timeouts: load(&c.timeouts),
+            ..CacheStats::default()
+        };
+        for shard in self.shards.iter() {
+            if let Ok(s) = shard.lock() {
+                stats.hits += s.reads[0];
+                stats.stale += s.reads[1];
+                stats.misses += s.reads[2];
+                stats.entries += s.answers.len() + s.misses.len();
+            }
+        }
+        stats
+    }
+
     /// The shard of `key`, and the most entries it holds.
     fn shard(&self, key: u64) -> &Mutex<State> {
         // Keys are hashes already; fold the high bits in anyway, so a
@@ -665,9 +755,20 @@ impl<S: LimitService> ServiceCache<S> {
             return None;
         };
         let (answer, needs_fetch) = match state.get(key) {
-            Some(e) if now < e.fresh_until => return e.answer.clone(),
-            Some(e) if now < e.usable_until => (e.answer.clone(), true),
-            _ => (None, true),
+            Some(e) if now < e.fresh_until => {
+                let answer = e.answer.clone();
+                state.reads[0] += 1;
+                return answer;
+            }
+            Some(e) if now < e.usable_until => {
+                let answer = e.answer.clone();
+                state.reads[1] += 1;
+                (answer, true)
+            }
+            _ => {
+                state.reads[2] += 1;
+                (None, true)
+            }
         };
         // Refreshing an answer may use every slot; a lookup for a key with
         // no answer (anyone can invent those) only three quarters of them,
@@ -715,13 +816,22 @@ impl<S: LimitService> ServiceCache<S> {
         let cap = self.shard_cap();
         let settings = self.settings;
         let errors = Arc::clone(&self.errors);
+        let counters = Arc::clone(&self.counters);
         self.runtime.spawn(async move {
             let result = tokio::time::timeout(settings.timeout, service.lookup(key)).await;
-            match &result {
-                Ok(Err(e)) => errors.record(e),
-                Err(_) => errors.record(&format_args!("no answer within {:?}", settings.timeout)),
-                Ok(Ok(_)) => {}
-            }
+            let counter = match &result {
+                Ok(Err(e)) => {
+                    errors.record(e);
+                    &counters.errors
+                }
+                Err(_) => {
+                    errors.record(&format_args!("no answer within {:?}", settings.timeout));
+                    &counters.timeouts
+                }
+                Ok(Ok(Some(_))) => &counters.answers,
+                Ok(Ok(None)) => &counters.no_answers,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
             let now = Instant::now();
             // `guard` (moved in) clears `in_flight` when this future is
             // dropped, after the answer below is stored and the lock released.

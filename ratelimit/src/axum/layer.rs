@@ -181,8 +181,12 @@ impl<B> LimitBody<B> {
         }
     }
     fn rejected(data: Bytes) -> Self {
+        // An empty body ends with the head (a gRPC refusal is
+        // "Trailers-Only": one HEADERS frame with END_STREAM).
         LimitBody {
-            kind: Kind::Full { data: Some(data) },
+            kind: Kind::Full {
+                data: (!data.is_empty()).then_some(data),
+            },
         }
     }
 }

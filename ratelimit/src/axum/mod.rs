@@ -78,18 +78,30 @@
 //! reports the tighter of the two and the structured fields list both. See
 //! `docs/http.md`.
 //!
+//! A refused gRPC call (`content-type: application/grpc...`, a `tonic`
+//! server behind the layer, say) gets gRPC's shape instead of the 429: a
+//! Trailers-Only response with `grpc-status: 8` (`RESOURCE_EXHAUSTED`), a
+//! `google.rpc.RetryInfo` in `grpc-status-details-bin`, `retry-after` and
+//! the rate-limit headers as metadata ([`Rejection::is_grpc`],
+//! [`Rejection::grpc_response`]). With the `tonic` feature, `ip` keys read
+//! the peer address tonic's server gives.
+//! `tonic::transport::Server::builder().layer(rate_limit.layer())` puts it
+//! in front of every service of a tonic server (`docs/http.md`, gRPC).
+//!
 //! # Observability
 //!
 //! `tracing` events (target `ratelimit`) for rejections and
 //! misconfigurations, at most one per second per kind with a count of those
-//! suppressed; `metrics` counters [`observe::ALLOWED`],
-//! [`observe::REJECTED`], [`observe::SHADOW_REJECTED`] and the histogram
-//! [`observe::RETRY_AFTER`], labelled by `route` and `tier` (the profile, or
-//! `custom`), never by client.
+//! suppressed; `metrics` series ([`crate::metrics`] lists every one):
+//! decisions ([`crate::metrics::DECISIONS`], by `route`, `tier` and
+//! `decision`), waits ([`crate::metrics::RETRY_AFTER`]), the store's
+//! occupancy, the verifier's keys and the limit service's cache, never
+//! labelled by client.
 
 mod error;
 #[cfg(feature = "redis")]
 mod gate;
+mod grpc;
 mod handler;
 mod layer;
 pub mod observe;
@@ -98,6 +110,7 @@ mod report;
 mod respond;
 mod route;
 mod runtime;
+mod telemetry;
 
 use std::sync::Arc;
 
@@ -114,6 +127,7 @@ pub use respond::{Outcome, RATELIMIT, RATELIMIT_LIMIT, RATELIMIT_POLICY, RATELIM
 pub use route::{route_id, RouteSpec};
 
 use crate::config::{Config, ConfigError};
+#[cfg(feature = "jwt")]
 use crate::jwt::JwtVerifier;
 use crate::{AnyClock, Limiter, MemoryStore};
 
@@ -156,6 +170,8 @@ impl RateLimit {
     /// The token verifier, when `[jwt]` names a key source or the builder
     /// was given one (for monitoring: [`JwtVerifier::signature_checks`],
     /// [`JwtVerifier::jwks_fetches`]).
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn jwt_verifier(&self) -> Option<&JwtVerifier> {
         self.inner.jwt.as_ref()
     }
@@ -181,14 +197,54 @@ impl RateLimit {
     ///
     /// A configuration whose `"custom:<name>"` rule keys name an extractor
     /// the builder was not given is refused, and the running one stays.
-    pub fn reload(&self, config: Config) -> Result<(), ConfigError> {
+    ///
+    /// Returns what changed ([`ConfigChanges`](crate::config::ConfigChanges):
+    /// profiles, routes, rules, and the sections that only change at
+    /// restart), for the log line an operator reads after a reload.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ratelimit::axum::RateLimit;
+    /// use ratelimit::config::Config;
+    ///
+    /// let v1 = Config::from_toml_str("[profiles.std]\nrate = \"10/s\"\n").unwrap();
+    /// let rate_limit = RateLimit::from_config(v1).await.unwrap();
+    /// let v2 = Config::from_toml_str("[profiles.std]\nrate = \"20/s\"\n").unwrap();
+    /// let changes = rate_limit.reload(v2).unwrap();
+    /// assert_eq!(changes.to_string(), "profile \"std\": 10/s (burst 10) -> 20/s (burst 20)");
+    /// # }
+    /// ```
+    pub fn reload(&self, config: Config) -> Result<crate::config::ConfigChanges, ConfigError> {
         self.inner.reload(config, "<config>")
+    }
+
+    /// Sets the metrics that are not per request (the store's occupancy and
+    /// counters, the limit-service cache's, the verifier's keys: see
+    /// [`crate::metrics`]) from their current values. The runtime does this
+    /// every second by itself; call this for this instant's values (a test,
+    /// a shutdown hook). Not on every scrape an untrusted client can send:
+    /// it locks the limit-service cache's shards in turn.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ratelimit::axum::RateLimit;
+    /// use ratelimit::config::Config;
+    ///
+    /// let config = Config::from_toml_str("[profiles.default]\nrate = \"10/s\"\n").unwrap();
+    /// let rate_limit = RateLimit::from_config(config).await.unwrap();
+    /// rate_limit.publish_metrics(); // with no recorder installed: nothing to do
+    /// # }
+    /// ```
+    pub fn publish_metrics(&self) {
+        telemetry::publish(&self.inner);
     }
 
     /// Parses the configuration file at `path` and, if it is valid, swaps it
     /// in (see [`reload`](Self::reload)); on error the running configuration
     /// stays.
-    pub fn reload_file(&self, path: impl AsRef<std::path::Path>) -> Result<(), ConfigError> {
+    pub fn reload_file(&self, path: impl AsRef<std::path::Path>) -> Result<crate::config::ConfigChanges, ConfigError> {
         let path = path.as_ref();
         self.inner.reload(Config::from_file(path)?, &path.display().to_string())
     }
@@ -260,12 +316,13 @@ pub struct RateLimitBuilder {
 
 impl std::fmt::Debug for RateLimitBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RateLimitBuilder")
-            .field("clock", &self.clock)
+        let mut f = f.debug_struct("RateLimitBuilder");
+        f.field("clock", &self.clock)
             .field("keys", &self.extras.keys.keys().collect::<Vec<_>>())
-            .field("rejection", &self.extras.reject.is_some())
-            .field("limit_service", &self.extras.service.is_some())
-            .finish_non_exhaustive()
+            .field("rejection", &self.extras.reject.is_some());
+        #[cfg(feature = "service")]
+        f.field("limit_service", &self.extras.service.is_some());
+        f.finish_non_exhaustive()
     }
 }
 
@@ -281,6 +338,8 @@ impl RateLimitBuilder {
 
     /// Verifies tokens with this verifier instead of building one from
     /// `[jwt]`.
+    #[cfg(feature = "jwt")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     #[must_use]
     pub fn jwt_verifier(mut self, verifier: JwtVerifier) -> Self {
         self.extras.jwt = Some(verifier);
@@ -307,7 +366,9 @@ impl RateLimitBuilder {
     /// `reject = ...` aside): the hook returns the status, headers and body;
     /// the runtime then adds `Retry-After` (unless the hook set one) and the
     /// rate-limit headers. Without a hook, refusals are the problem+json of
-    /// `[responses]` ([`Rejection::default_response`]). The hook runs on the
+    /// `[responses]` ([`Rejection::default_response`]). A refused gRPC call
+    /// gets the hook's answer only when it is a gRPC refusal, else the
+    /// default gRPC one ([`Rejection::is_grpc`]). The hook runs on the
     /// request path: it must not block.
     #[must_use]
     pub fn rejection<F, B>(mut self, hook: F) -> Self
@@ -326,6 +387,8 @@ impl RateLimitBuilder {
     /// HTTP service of `[service] url` (then leave `url` out: `[service]`
     /// still names the id secret and tunes the cache). Lookups run off the
     /// request path, as the HTTP one's do.
+    #[cfg(feature = "service")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "service")))]
     #[must_use]
     pub fn limit_service(mut self, service: impl crate::service::LimitService) -> Self {
         if self.extras.service.is_some() {
@@ -341,7 +404,8 @@ impl RateLimitBuilder {
             return Err(SetupError::new("builder", self.errors.join("; ")));
         }
         let sweep = matches!(self.clock, AnyClock::System(_));
-        let rt = runtime::Runtime::build(self.config, self.clock, self.extras, sweep).await?;
-        Ok(RateLimit { inner: Arc::new(rt) })
+        let rt = Arc::new(runtime::Runtime::build(self.config, self.clock, self.extras, sweep).await?);
+        telemetry::spawn(&rt);
+        Ok(RateLimit { inner: rt })
     }
 }

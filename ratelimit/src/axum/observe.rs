@@ -10,18 +10,7 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::ArcSwap;
 use metrics::{Counter, Histogram};
 
-/// Allowed requests, by `route` and `tier`.
-pub const ALLOWED: &str = "ratelimit_allowed_total";
-/// Rejected requests (429), by `route` and `tier`.
-pub const REJECTED: &str = "ratelimit_rejected_total";
-/// Requests a `shadow` route would have rejected, by `route` and `tier`.
-pub const SHADOW_REJECTED: &str = "ratelimit_shadow_rejected_total";
-/// Seconds a rejected client is told to wait (`Retry-After`), by `route`
-/// and `tier`.
-pub const RETRY_AFTER: &str = "ratelimit_retry_after_seconds";
-/// Requests that reached a `#[rate_limit]` handler with no limiter
-/// installed (answered 500), by `route`.
-pub const MISSING_LIMITER: &str = "ratelimit_missing_limiter_total";
+pub use crate::metrics::{DECISIONS, MISSING_LIMITER, RETRY_AFTER};
 
 /// Distinct (route, tier) pairs with their own series; past this, a pair is
 /// counted under tier `"other"`. Tiers are profile names (operator-defined),
@@ -97,10 +86,14 @@ pub(crate) struct Series {
 impl Series {
     fn register(route: &str, tier: String) -> Series {
         let labels = [("route", route.to_owned()), ("tier", tier)];
+        let decision = |d: &'static str| {
+            let [route, tier] = labels.clone();
+            metrics::counter!(DECISIONS, &[route, tier, ("decision", d.to_owned())])
+        };
         Series {
-            allowed: metrics::counter!(ALLOWED, &labels),
-            rejected: metrics::counter!(REJECTED, &labels),
-            shadow_rejected: metrics::counter!(SHADOW_REJECTED, &labels),
+            allowed: decision("allowed"),
+            rejected: decision("rejected"),
+            shadow_rejected: decision("shadow_rejected"),
             retry_after: metrics::histogram!(RETRY_AFTER, &labels),
         }
     }

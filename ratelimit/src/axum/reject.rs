@@ -107,6 +107,50 @@ impl<'a> Rejection<'a> {
     pub fn default_response(&self) -> Response<Bytes> {
         self.outcome.problem(self.responses, self.retry)
     }
+
+    /// Whether the refused request is a gRPC call: its `content-type` is
+    /// `application/grpc`, `application/grpc+proto` or another
+    /// `application/grpc+<format>` (any case). A hook's answer to one is
+    /// sent only when it is a gRPC refusal itself (a gRPC `content-type`
+    /// and a `grpc-status` other than 0); anything else is replaced by
+    /// [`grpc_response`](Self::grpc_response), as a gRPC client could not
+    /// read it.
+    ///
+    /// ```
+    /// use ratelimit::axum::Rejection;
+    ///
+    /// // gRPC clients get the standard RESOURCE_EXHAUSTED, with a message
+    /// // of the application's; browsers get plain text.
+    /// fn refuse(r: &Rejection<'_>) -> http::Response<String> {
+    ///     if r.is_grpc() {
+    ///         let mut response = r.grpc_response().map(|_| String::new());
+    ///         response.headers_mut().insert(
+    ///             "grpc-message",
+    ///             http::HeaderValue::from_static("quota spent, see https://example.invalid/limits"),
+    ///         );
+    ///         return response;
+    ///     }
+    ///     http::Response::builder()
+    ///         .status(429)
+    ///         .header("content-type", "text/plain")
+    ///         .body(format!("retry in {} s\n", r.retry_after_secs()))
+    ///         .unwrap()
+    /// }
+    /// # let _ = refuse;
+    /// ```
+    pub fn is_grpc(&self) -> bool {
+        super::grpc::is_grpc_request(self.request)
+    }
+
+    /// The refusal the runtime sends a gRPC call without a hook: a gRPC
+    /// Trailers-Only response, HTTP 200 with `content-type:
+    /// application/grpc`, `grpc-status: 8` (`RESOURCE_EXHAUSTED`), a
+    /// `grpc-message`, and a `google.rpc.RetryInfo` with the retry delay in
+    /// `grpc-status-details-bin`; `retry-after` and the rate-limit headers
+    /// are added either way (see `docs/http.md`, gRPC).
+    pub fn grpc_response(&self) -> Response<Bytes> {
+        super::grpc::response(self.outcome, self.retry)
+    }
 }
 
 /// A rejection hook, type-erased (the builder wraps the application's).

@@ -25,7 +25,9 @@ impl Observer {
                 target: "ratelimit",
                 route,
                 "no peer address on the request: every client shares one bucket. Serve with \
-                 `into_make_service_with_connect_info::<SocketAddr>()` or insert `ratelimit::key::PeerAddr`"
+                 `into_make_service_with_connect_info::<SocketAddr>()` or insert `ratelimit::key::PeerAddr`; \
+                 for tonic, enable ratelimit's `tonic` feature (plain TCP), and behind tonic's TLS map \
+                 `TlsConnectInfo` to a `PeerAddr` (docs/http.md, gRPC)"
             );
         }
     }
@@ -85,10 +87,8 @@ impl Observer {
         let d = &outcome.decision;
         let record = |s: &Series| match (d.is_allowed(), outcome.shadow) {
             (true, _) => s.allowed.increment(1),
-            (false, true) => {
-                s.shadow_rejected.increment(1);
-                s.allowed.increment(1);
-            }
+            // Served, but counted apart: each decision is counted once.
+            (false, true) => s.shadow_rejected.increment(1),
             (false, false) => {
                 s.rejected.increment(1);
                 s.retry_after.record(outcome.retry_after_secs() as f64);

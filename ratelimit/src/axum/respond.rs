@@ -172,7 +172,7 @@ impl Outcome {
     pub fn write_headers(&self, headers: &mut HeaderMap) {
         if self.style.draft06() {
             let remaining = u64::from(self.decision.remaining());
-            if !existing_remaining(headers).is_some_and(|r| r <= remaining) {
+            if existing_remaining(headers).is_none_or(|r| r > remaining) {
                 self.write_draft06(headers);
             }
         }
@@ -302,7 +302,7 @@ impl Outcome {
         let own = headers
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
-        if !own.is_some_and(|secs| secs >= retry) {
+        if own.is_none_or(|secs| secs < retry) {
             headers.insert(RETRY_AFTER, number(retry));
         }
         self.write_headers_over(headers);

@@ -16,10 +16,12 @@ use super::reject::{RejectHook, Rejection};
 use super::report::Observer;
 use super::respond::{Outcome, OuterWait, RouteName};
 use super::route::{rule_route_id, RouteSpec};
-use crate::config::{Config, ConfigError, ConfigHandle, RuleConfig};
+use crate::config::{Config, ConfigChanges, ConfigError, ConfigHandle, RuleConfig};
+#[cfg(feature = "jwt")]
 use crate::jwt::JwtVerifier;
 use crate::key::{AnyKey, ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
 use crate::resolve::{FinalResolver, ResolveContext};
+#[cfg(feature = "service")]
 use crate::service::{BoxLimitService, CacheSettings, HttpLimitService, ServiceCache, ServiceIdKey};
 use crate::{AnyClock, Clock, Limiter, MemoryStore};
 
@@ -28,17 +30,23 @@ pub(crate) struct Runtime {
     pub(crate) limiter: Arc<Limiter<MemoryStore, AnyClock>>,
     pub(crate) header_budget: HeaderBudget<AnyClock>,
     pub(crate) key_hasher: KeyHasher,
+    #[cfg(feature = "jwt")]
     pub(crate) jwt: Option<JwtVerifier>,
+    #[cfg(feature = "service")]
     pub(crate) service: Option<ServiceCache<BoxLimitService>>,
     /// The key of the service's client ids (with `service`).
+    #[cfg(feature = "service")]
     service_ids: Option<ServiceIdKey>,
     /// The limit service is the builder's (not `[service] url`'s).
+    #[cfg(feature = "service")]
     own_service: bool,
     /// The key extractors `"custom:<name>"` rules may name.
     keys: BTreeMap<String, Arc<dyn KeySource>>,
     /// The application's rejection response, if it shapes its own.
     reject_hook: Option<RejectHook>,
     observer: Observer,
+    /// What the telemetry task last published of this runtime's counters.
+    pub(crate) published: super::telemetry::Published,
     /// The fleet-wide gate, when `[global]` is configured.
     #[cfg(feature = "redis")]
     pub(crate) gate: Option<Arc<crate::global::FleetGate>>,
@@ -46,11 +54,13 @@ pub(crate) struct Runtime {
 
 impl fmt::Debug for Runtime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Runtime")
-            .field("limiter", &self.limiter)
-            .field("jwt", &self.jwt.is_some())
-            .field("service", &self.service.is_some())
-            .finish_non_exhaustive()
+        let mut f = f.debug_struct("Runtime");
+        f.field("limiter", &self.limiter);
+        #[cfg(feature = "jwt")]
+        f.field("jwt", &self.jwt.is_some());
+        #[cfg(feature = "service")]
+        f.field("service", &self.service.is_some());
+        f.finish_non_exhaustive()
     }
 }
 
@@ -58,6 +68,7 @@ impl fmt::Debug for Runtime {
 /// code, else the variable `id_secret_env` names; unset, empty or short is a
 /// startup error naming the variable (never an unkeyed id). The checks are
 /// `ratelimit check`'s too.
+#[cfg(feature = "service")]
 fn service_id_key(s: &crate::config::ServiceConfig) -> Result<ServiceIdKey, SetupError> {
     crate::config::check::service_id_key(s)
         .map_err(|(field, message)| SetupError::new("service", format!("[service] {field}: {message}")))
@@ -66,12 +77,26 @@ fn service_id_key(s: &crate::config::ServiceConfig) -> Result<ServiceIdKey, Setu
 /// What the builder adds to a configuration.
 #[derive(Default)]
 pub(crate) struct Extras {
+    #[cfg(feature = "jwt")]
     pub(crate) jwt: Option<JwtVerifier>,
     pub(crate) keys: BTreeMap<String, Arc<dyn KeySource>>,
     pub(crate) reject: Option<RejectHook>,
+    #[cfg(feature = "service")]
     pub(crate) service: Option<BoxLimitService>,
 }
 
+/// The configuration needs no cargo feature this build lacks (`[jwt]`
+/// keys, `jwt` and `service` steps, `jwt_claim` keys, `[service]`,
+/// `[global]`): the checker's verdict, so that startup, a reload and
+/// `Config::check_startup` refuse the same files with the same words.
+fn features(config: &Config) -> Result<(), (&'static str, String, String)> {
+    match crate::config::check::missing_features(config).into_iter().next() {
+        Some(problem) => Err(problem),
+        None => Ok(()),
+    }
+}
+
+#[cfg(feature = "service")]
 const NO_SERVICE_URL: &str = "[service] url: missing; name the limit service's base URL, or give the builder a \
                               LimitService of the application's (RateLimitBuilder::limit_service)";
 
@@ -79,6 +104,7 @@ const NO_SERVICE_URL: &str = "[service] url: missing; name the limit service's b
 /// by the builder): a builder's service needs a `[service]` without `url`,
 /// else `url` names the HTTP one. Checked at startup and at every reload, so
 /// a file that reloads is a file that starts.
+#[cfg(feature = "service")]
 fn service_shape(config: &Config, own: bool) -> Result<(), String> {
     match (&config.service, own) {
         (None, true) => Err(
@@ -156,12 +182,12 @@ impl Runtime {
         extras: Extras,
         sweep: bool,
     ) -> Result<Runtime, SetupError> {
-        let Extras {
-            jwt,
-            keys,
-            reject: reject_hook,
-            service: own_service,
-        } = extras;
+        let (keys, reject_hook) = (extras.keys, extras.reject);
+        #[cfg(feature = "jwt")]
+        let jwt = extras.jwt;
+        #[cfg(feature = "service")]
+        let own_service = extras.service;
+        features(&config).map_err(|(section, _, message)| SetupError::new(section, message))?;
         bind_keys(&mut config, &keys)
             .map_err(|(i, message)| SetupError::new("rules", format!("[[rules]] entry {}: {message}", i + 1)))?;
         let store = config
@@ -169,6 +195,7 @@ impl Runtime {
             .map_err(|e| SetupError::caused_by("store", "[store]: ", e))?;
         let header_budget = HeaderBudget::new(config.header_keys, config.store.new_keys_per_network, clock.clone())
             .map_err(|e| SetupError::caused_by("header_keys", "[header_keys]: ", e))?;
+        #[cfg(feature = "jwt")]
         let jwt = match jwt {
             Some(v) => Some(v),
             None => config
@@ -176,8 +203,11 @@ impl Runtime {
                 .await
                 .map_err(|e| SetupError::caused_by("jwt", "[jwt]: ", e))?,
         };
+        #[cfg(feature = "service")]
         let own = own_service.is_some();
+        #[cfg(feature = "service")]
         service_shape(&config, own).map_err(|message| SetupError::new("service", message))?;
+        #[cfg(feature = "service")]
         let (service, service_ids) = match &config.service {
             None => (None, None),
             Some(s) => {
@@ -214,14 +244,6 @@ impl Runtime {
             }
             None => None,
         };
-        #[cfg(not(feature = "redis"))]
-        if config.global.is_some() {
-            return Err(SetupError::new(
-                "global",
-                "[global] needs the `redis` feature of ratelimit (or remove the section for local-only limiting)"
-                    .to_owned(),
-            ));
-        }
         let limiter = Arc::new(Limiter::new(store, clock));
         if sweep {
             limiter.spawn_sweeper(config.store.sweep_interval.max(Duration::from_millis(10)));
@@ -231,13 +253,18 @@ impl Runtime {
             limiter,
             header_budget,
             key_hasher: KeyHasher::new(),
+            #[cfg(feature = "jwt")]
             jwt,
+            #[cfg(feature = "service")]
             service,
+            #[cfg(feature = "service")]
             service_ids,
+            #[cfg(feature = "service")]
             own_service: own,
             keys,
             reject_hook,
             observer: Observer::default(),
+            published: super::telemetry::Published::default(),
             #[cfg(feature = "redis")]
             gate,
         })
@@ -245,7 +272,11 @@ impl Runtime {
 
     /// Swaps the running configuration, once its custom keys are bound
     /// (`source` names it in the error: a file's path, or `<config>`).
-    pub(crate) fn reload(&self, mut config: Config, source: &str) -> Result<(), ConfigError> {
+    pub(crate) fn reload(&self, mut config: Config, source: &str) -> Result<ConfigChanges, ConfigError> {
+        features(&config).map_err(|(_, field, message)| {
+            ConfigError::new(source, format!("{message}; the running configuration stays")).with_field(field)
+        })?;
+        #[cfg(feature = "service")]
         service_shape(&config, self.own_service).map_err(|message| {
             ConfigError::new(source, format!("{message}; the running configuration stays")).with_field("service")
         })?;
@@ -253,8 +284,7 @@ impl Runtime {
             ConfigError::new(source, format!("{message}; the running configuration stays"))
                 .with_field(format!("rules[{i}].key"))
         })?;
-        self.config.store(config);
-        Ok(())
+        Ok(self.config.replace(config))
     }
 
     /// The response to a request refused on a `#[rate_limit]` route: the
@@ -268,6 +298,14 @@ impl Runtime {
     ) -> Response {
         let config = self.config.load();
         let rejection = Rejection::new(outcome, parts, &config.responses, outer);
+        if rejection.is_grpc() {
+            let own = route_hook(&rejection).or_else(|| {
+                self.reject_hook
+                    .as_ref()
+                    .map(|hook| hook(&rejection).map(axum::body::Body::from))
+            });
+            return super::grpc::refuse(&rejection, own);
+        }
         let mut response = match route_hook(&rejection) {
             Some(own) => own,
             None => self.shaped(&rejection).map(axum::body::Body::from),
@@ -287,6 +325,10 @@ impl Runtime {
     ) -> http::Response<Bytes> {
         let config = self.config.load();
         let rejection = Rejection::new(outcome, parts, &config.responses, outer);
+        if rejection.is_grpc() {
+            let own = self.reject_hook.as_ref().map(|hook| hook(&rejection));
+            return super::grpc::refuse(&rejection, own);
+        }
         let mut response = self.shaped(&rejection);
         settle(outcome, &mut response, rejection.retry_after_secs());
         response
@@ -309,6 +351,17 @@ impl Runtime {
         ClientKey::Ip(config.ip.client_key(peer.ip(), &parts.headers))
     }
 
+    /// A limit service is running (`[service]`, with the `service` feature).
+    #[cfg(feature = "service")]
+    fn has_service(&self) -> bool {
+        self.service.is_some()
+    }
+
+    #[cfg(not(feature = "service"))]
+    fn has_service(&self) -> bool {
+        false
+    }
+
     /// Decides one request on one route: key, limit, check.
     pub(crate) fn decide<K: KeySource, R: FinalResolver>(
         &self,
@@ -321,24 +374,27 @@ impl Runtime {
         let config = self.config.load();
         if let Some(series) = route.series {
             if series.needs_check(Arc::as_ptr(&config) as usize) {
-                self.observer.check_route(&config, route, self.service.is_some());
+                self.observer.check_route(&config, route, self.has_service());
             }
         }
         let address = self.address(&config, parts, route.name);
-        let mut cx = KeyContext::with_address(parts, address, &self.key_hasher)
-            .verifier(self.jwt.as_ref())
-            .header_values(&self.header_budget)
-            .network(&config.ip);
+        let cx = KeyContext::with_address(parts, address, &self.key_hasher);
+        #[cfg(feature = "jwt")]
+        let cx = cx.verifier(self.jwt.as_ref());
+        let mut cx = cx.header_values(&self.header_budget).network(&config.ip);
         let client = key.extract(&mut cx);
         // Verify at most once per decision: a claim key that found no
         // (usable) claims leaves the request anonymous for the chain too.
         if !cx.claims_checked() && route.wants_claims {
             cx.claims();
         }
-        let mut ctx = ResolveContext::new(&*config, route.name, cx.found_claims()).with_service(self.service.as_ref());
-        if let (true, Some(ids)) = (route.wants_service, &self.service_ids) {
-            ctx = ctx.with_client(ids.client_id(key, &cx, &client));
+        let ctx = ResolveContext::new(&*config, route.name, cx.found_claims());
+        #[cfg(feature = "service")]
+        let ctx = match (route.wants_service, &self.service_ids) {
+            (true, Some(ids)) => ctx.with_client(ids.client_id(key, &cx, &client)),
+            _ => ctx,
         }
+        .with_service(self.service.as_ref());
         let resolved = chain.resolve_final(&ctx);
         let overrides = config.route(route.name);
         let cost = overrides.and_then(|r| r.cost).unwrap_or(route.cost);

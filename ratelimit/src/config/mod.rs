@@ -28,6 +28,7 @@
 pub(crate) mod builders;
 pub mod check;
 mod defaults;
+mod diff;
 mod error;
 mod raw;
 mod reload;
@@ -38,6 +39,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use crate::limits::{JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig};
+pub use diff::ConfigChanges;
 pub use error::ConfigError;
 pub use reload::ConfigHandle;
 pub use rules::{PathPattern, RuleConfig};

@@ -64,15 +64,23 @@ impl ConfigHandle {
         self.current.store(Arc::new(config));
     }
 
-    /// Re-reads the file this handle was loaded from. On error the current
-    /// configuration stays in force and the error says why the new one was
-    /// refused.
-    pub fn reload(&self) -> Result<(), ConfigError> {
+    /// Replaces the configuration and says what changed, against the one it
+    /// replaced (in one atomic swap: two reloads at once each diff against
+    /// what they really replaced).
+    pub(crate) fn replace(&self, config: Config) -> super::ConfigChanges {
+        let new = Arc::new(config);
+        let old = self.current.swap(Arc::clone(&new));
+        new.changes_from(&old)
+    }
+
+    /// Re-reads the file this handle was loaded from, and says what
+    /// changed. On error the current configuration stays in force and the
+    /// error says why the new one was refused.
+    pub fn reload(&self) -> Result<super::ConfigChanges, ConfigError> {
         let Some(path) = &self.path else {
             return Err(ConfigError::new("<config>", "this handle was not loaded from a file"));
         };
         let config = Config::from_file(path)?;
-        self.store(config);
-        Ok(())
+        Ok(self.replace(config))
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::history::History;
 use super::ids::FleetHasher;
-use super::names::DEGRADED;
+use super::names::{set_degraded, Reason};
 use super::settings::{GateError, GateSettings};
 use super::table::{Closed, Pending, Slot, Table, LOW};
 use crate::store::CellKey;
@@ -340,7 +340,7 @@ impl FleetGate {
                 self.stalled.store(false, Ordering::Relaxed);
                 return true;
             }
-            metrics::gauge!(DEGRADED).set(1.0);
+            set_degraded(Some(Reason::Stalled));
             tracing::warn!(
                 target: "ratelimit",
                 since_ms = age / 1_000_000,

@@ -56,7 +56,7 @@ pub(crate) mod tls;
 
 pub use self::redis::{RedisSettings, RedisStore};
 pub use gate::{FleetGate, FleetHealth, GateStatus, MAX_FLEET_BURST};
-pub use names::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED};
+pub use names::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED};
 pub use settings::{GateError, GateSettings, DEFAULT_SUB_EPOCHS};
 pub use store::{Counter, GlobalError, GlobalStore, MemoryGlobalStore, OpResult, SyncOp};
 pub use sync::SyncReport;

@@ -1,18 +1,64 @@
-//! The names of the gate's metrics (the `metrics` crate's facade; the
-//! application installs the recorder).
+//! The gate's metrics (names in [`crate::metrics`]; the `metrics` crate's
+//! facade: the application installs the recorder), and the one place that
+//! sets the degraded gauges, so the flag and its reason always agree.
 
-/// Gauge: 1 while the whole gate is local-only (the last sync round failed,
-/// or the sync loop stopped or stalled).
-pub const DEGRADED: &str = "ratelimit_global_degraded";
-/// Gauge: keys limited locally only because their part of the last round
-/// failed.
-pub const DEGRADED_KEYS: &str = "ratelimit_global_degraded_keys";
-/// Key failures in sync rounds (an error reply, a value of the wrong type,
-/// a node down), summed over rounds.
-pub const FAILED_KEYS: &str = "ratelimit_global_failed_keys_total";
-/// Sync rounds, by `result` (`ok`, `error`).
-pub const SYNC_ROUNDS: &str = "ratelimit_global_sync_rounds_total";
-/// Duration of successful sync rounds.
-pub const SYNC_SECONDS: &str = "ratelimit_global_sync_seconds";
-/// Keys the gate could not track (table full): limited locally only.
-pub const UNTRACKED: &str = "ratelimit_global_untracked_total";
+use crate::metrics::{DEGRADED_REASONS, GLOBAL_DEGRADED_REASON};
+pub use crate::metrics::{
+    GLOBAL_DEGRADED as DEGRADED, GLOBAL_DEGRADED_KEYS as DEGRADED_KEYS, GLOBAL_FAILED_KEYS as FAILED_KEYS,
+    GLOBAL_SYNCED_KEYS as SYNCED_KEYS, GLOBAL_SYNC_DURATION as SYNC_SECONDS, GLOBAL_SYNC_ROUNDS as SYNC_ROUNDS,
+    GLOBAL_UNTRACKED as UNTRACKED,
+};
+
+/// Why the gate limits locally only (the `reason` label of
+/// [`GLOBAL_DEGRADED_REASON`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// The last round failed: the store refused, errored or was unreachable.
+    SyncError,
+    /// The last round did not finish within its timeout.
+    SyncTimeout,
+    /// No round succeeded recently, noticed by requests.
+    Stalled,
+    /// The sync task ended (panicked or aborted).
+    TaskStopped,
+}
+
+impl Reason {
+    fn label(self) -> &'static str {
+        match self {
+            Reason::SyncError => "sync_error",
+            Reason::SyncTimeout => "sync_timeout",
+            Reason::Stalled => "stalled",
+            Reason::TaskStopped => "task_stopped",
+        }
+    }
+}
+
+/// Sets the degraded flag (`None`: fleet-wide limits apply) and the reason
+/// gauges: every reason's series exists from the first call, at 0 or 1.
+pub(crate) fn set_degraded(reason: Option<Reason>) {
+    metrics::gauge!(DEGRADED).set(if reason.is_some() { 1.0 } else { 0.0 });
+    let current = reason.map(Reason::label);
+    for r in DEGRADED_REASONS {
+        let on = current == Some(*r);
+        metrics::gauge!(GLOBAL_DEGRADED_REASON, "reason" => *r).set(if on { 1.0 } else { 0.0 });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_a_catalogued_label() {
+        for r in [
+            Reason::SyncError,
+            Reason::SyncTimeout,
+            Reason::Stalled,
+            Reason::TaskStopped,
+        ] {
+            assert!(DEGRADED_REASONS.contains(&r.label()), "{r:?}");
+        }
+        assert_eq!(DEGRADED_REASONS.len(), 4);
+    }
+}

@@ -161,15 +161,17 @@ impl RedisStore {
                     ConnectionManager::new_with_config(client.clone(), config),
                 )
                 .await
-                .map_err(|_| GlobalError::unsent(format!("redis: no connection within {timeout:?}")))?
-                .map_err(|e| GlobalError::unsent(format!("redis: {e}")))?;
+                .map_err(|_| GlobalError::unsent(format!("redis: no connection within {timeout:?}")).timed_out())?
+                .map_err(|e| timing(GlobalError::unsent(format!("redis: {e}")), &e))?;
                 Conn::Single(manager)
             }
             Client::Cluster(client) => {
                 let conn = tokio::time::timeout(timeout.saturating_mul(2), client.get_async_connection())
                     .await
-                    .map_err(|_| GlobalError::unsent(format!("redis cluster: no connection within {timeout:?}")))?
-                    .map_err(|e| GlobalError::unsent(format!("redis cluster: {e}")))?;
+                    .map_err(|_| {
+                        GlobalError::unsent(format!("redis cluster: no connection within {timeout:?}")).timed_out()
+                    })?
+                    .map_err(|e| timing(GlobalError::unsent(format!("redis cluster: {e}")), &e))?;
                 Conn::Cluster(conn)
             }
             #[cfg(feature = "redis-tls")]
@@ -400,14 +402,15 @@ impl GlobalStore for RedisStore {
                 Ok(Ok(_)) => Ok(Vec::new()),
                 Ok(Err(e)) => {
                     self.forget().await;
-                    Err(GlobalError::unsent(format!("redis: {e}")))
+                    Err(timing(GlobalError::unsent(format!("redis: {e}")), &e))
                 }
                 Err(_) => {
                     self.forget().await;
                     Err(GlobalError::unsent(format!(
                         "redis: no PING reply within {:?}",
                         self.settings.response_timeout
-                    )))
+                    ))
+                    .timed_out())
                 }
             };
         }
@@ -447,7 +450,7 @@ impl GlobalStore for RedisStore {
                     }
                     continue;
                 }
-                Err(_) => GlobalError::new(format!("redis: no reply within {timeout:?}")),
+                Err(_) => GlobalError::new(format!("redis: no reply within {timeout:?}")).timed_out(),
                 Ok(Err(e)) if e.kind() != redis::ErrorKind::IoError && e.code().is_some() => {
                     // A cluster pipeline with an error reply in it.
                     for (i, r) in self.recover_cluster_pipeline(&mut conn, ops, &indices, &e).await {
@@ -458,7 +461,7 @@ impl GlobalStore for RedisStore {
                 // A refused connection (the manager reconnecting, a node
                 // down): this pipeline was not written.
                 Ok(Err(e)) if e.is_connection_refusal() => GlobalError::unsent(format!("redis: {e}")),
-                Ok(Err(e)) => GlobalError::new(format!("redis: {e}")),
+                Ok(Err(e)) => timing(GlobalError::new(format!("redis: {e}")), &e),
             };
             failed += 1;
             if failure.is_unsent() {
@@ -484,6 +487,16 @@ impl GlobalStore for RedisStore {
             .into_iter()
             .map(|r| r.unwrap_or_else(|| OpResult::Failed(GlobalError::new("redis: no reply for an operation"))))
             .collect())
+    }
+}
+
+/// `e`, marked as a timeout when redis-rs says the server was too slow
+/// (including a connect timeout, an I/O error of kind `TimedOut`).
+pub(super) fn timing(e: GlobalError, cause: &redis::RedisError) -> GlobalError {
+    if cause.is_timeout() {
+        e.timed_out()
+    } else {
+        e
     }
 }
 

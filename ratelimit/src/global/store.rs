@@ -74,6 +74,7 @@ pub enum OpResult {
 pub struct GlobalError {
     message: Arc<str>,
     unsent: bool,
+    timed_out: bool,
 }
 
 impl GlobalError {
@@ -83,6 +84,7 @@ impl GlobalError {
         GlobalError {
             message: message.into().into(),
             unsent: false,
+            timed_out: false,
         }
     }
 
@@ -92,12 +94,36 @@ impl GlobalError {
         GlobalError {
             message: message.into().into(),
             unsent: true,
+            timed_out: false,
         }
     }
 
     /// Whether nothing was applied.
     pub fn is_unsent(&self) -> bool {
         self.unsent
+    }
+
+    /// The same error, marked as the store being too slow (no reply, or no
+    /// connection, in time) rather than refusing: the gate reports it as
+    /// `sync_timeout`, not `sync_error`.
+    ///
+    /// ```
+    /// use ratelimit::global::GlobalError;
+    ///
+    /// let e = GlobalError::new("redis: no reply within 250ms").timed_out();
+    /// assert!(e.is_timeout() && !GlobalError::new("redis: OOM").is_timeout());
+    /// ```
+    #[must_use]
+    pub fn timed_out(self) -> GlobalError {
+        GlobalError {
+            timed_out: true,
+            ..self
+        }
+    }
+
+    /// Whether the store was too slow rather than refusing.
+    pub fn is_timeout(&self) -> bool {
+        self.timed_out
     }
 
     /// The same error, as one after which work may have been applied.

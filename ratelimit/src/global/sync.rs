@@ -11,7 +11,9 @@ use std::time::Duration;
 use super::delta::{hand_back, take_unpushed, Take};
 use super::gate::{carry_over, FleetGate};
 use super::history::{KeyHistory, Taken};
-use super::names::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED};
+use super::names::{
+    set_degraded, Reason, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED,
+};
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
 use super::table::{pack, tag32, unpack, Closed, Pending, Slot, LOW};
 use crate::Clock;
@@ -529,7 +531,8 @@ impl FleetGate {
         if !failed_now {
             self.set_last_error(None);
         }
-        metrics::gauge!(DEGRADED).set(0.0);
+        set_degraded(None);
+        metrics::gauge!(SYNCED_KEYS).set(report.keys as f64);
         metrics::counter!(SYNC_ROUNDS, "result" => "ok").increment(1);
         metrics::histogram!(SYNC_SECONDS).record(started.elapsed().as_secs_f64());
         Ok(report)
@@ -552,14 +555,27 @@ impl FleetGate {
     }
 
     pub(super) fn fail(&self, e: GlobalError) -> GlobalError {
+        let reason = if e.is_timeout() {
+            Reason::SyncTimeout
+        } else {
+            Reason::SyncError
+        };
+        self.fail_because(e, reason)
+    }
+
+    /// Marks the round failed, for `reason`.
+    pub(super) fn fail_because(&self, e: GlobalError, reason: Reason) -> GlobalError {
         self.failures.fetch_add(1, Ordering::Relaxed);
         self.degraded_keys.store(0, Ordering::Relaxed);
         metrics::counter!(SYNC_ROUNDS, "result" => "error").increment(1);
-        metrics::gauge!(DEGRADED).set(1.0);
+        set_degraded(Some(reason));
         self.set_last_error(Some(e.to_string()));
         let was = self.degraded.swap(true, Ordering::Relaxed);
+        // A stall that requests noticed first (a round that hangs until its
+        // timeout) was logged then: one incident, one line.
+        let noticed = self.stalled.load(Ordering::Relaxed);
         self.mark_stale();
-        if !was {
+        if !was && !noticed {
             tracing::warn!(target: "ratelimit", error = %e, "fleet gate: sync failed, limiting locally only until it recovers");
         }
         e

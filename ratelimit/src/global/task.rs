@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::gate::FleetGate;
-use super::names::DEGRADED;
+use super::names::{set_degraded, Reason};
 use super::store::{GlobalError, GlobalStore};
 use crate::Clock;
 
@@ -28,7 +28,7 @@ impl FleetGate {
         let weak = Arc::downgrade(self);
         let interval = self.settings.sync_interval;
         let max_backoff = self.settings.max_backoff;
-        metrics::gauge!(DEGRADED).set(0.0);
+        set_degraded(None);
         tokio::spawn(async move {
             let _watch = Watch(weak.clone());
             let mut failures = 0u32;
@@ -47,14 +47,22 @@ impl FleetGate {
                 let Some(gate) = weak.upgrade() else { return };
                 let result = match tokio::time::timeout(timeout, gate.sync_once(&store, &clock)).await {
                     Ok(r) => r,
-                    Err(_) => Err(gate.fail(GlobalError::new(format!("sync round took longer than {timeout:?}")))),
+                    Err(_) => Err(gate.fail_because(
+                        GlobalError::new(format!("sync round took longer than {timeout:?}")),
+                        Reason::SyncTimeout,
+                    )),
                 };
                 match result {
                     Ok(_) => failures = 0,
                     Err(e) => {
                         failures = failures.saturating_add(1);
-                        // At most one line every 10 s while it keeps failing.
-                        if last_log.elapsed() >= Duration::from_secs(10) {
+                        if failures == 1 {
+                            // `fail` logged this one (or the stall that
+                            // came first did): the repeats count from here.
+                            last_log = std::time::Instant::now();
+                            suppressed = 0;
+                        } else if last_log.elapsed() >= Duration::from_secs(10) {
+                            // At most one line every 10 s while it keeps failing.
                             tracing::warn!(target: "ratelimit", error = %e, failures, suppressed, "fleet gate: sync still failing");
                             last_log = std::time::Instant::now();
                             suppressed = 0;
@@ -84,7 +92,7 @@ impl Drop for Watch {
             gate.mark_stale();
             gate.failures.fetch_add(1, Ordering::Relaxed);
             gate.set_last_error(Some(why.to_owned()));
-            metrics::gauge!(DEGRADED).set(1.0);
+            set_degraded(Some(Reason::TaskStopped));
             tracing::error!(target: "ratelimit", "fleet gate: {why}; limiting locally only from now on");
         }
     }

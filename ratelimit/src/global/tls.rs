@@ -245,15 +245,17 @@ impl TlsClient {
             Target::Single(info) => {
                 let node = self.tls.connect(info.clone(), config).await;
                 node.map(TlsConn::Single)
-                    .map_err(|e| GlobalError::unsent(format!("redis: {e}")))
+                    .map_err(|e| super::redis::timing(GlobalError::unsent(format!("redis: {e}")), &e))
             }
             Target::Cluster(client) => {
                 let timeout = self.tls.connect_timeout;
                 tokio::time::timeout(timeout.saturating_mul(2), client.get_async_generic_connection::<Node>())
                     .await
-                    .map_err(|_| GlobalError::unsent(format!("redis cluster: no connection within {timeout:?}")))?
+                    .map_err(|_| {
+                        GlobalError::unsent(format!("redis cluster: no connection within {timeout:?}")).timed_out()
+                    })?
                     .map(TlsConn::Cluster)
-                    .map_err(|e| GlobalError::unsent(format!("redis cluster: {e}")))
+                    .map_err(|e| super::redis::timing(GlobalError::unsent(format!("redis cluster: {e}")), &e))
             }
         }
     }

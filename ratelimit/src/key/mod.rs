@@ -49,12 +49,21 @@ pub enum ClientKey {
 }
 
 /// The TCP peer of a request as the HTTP runtime finds it: axum's
-/// `ConnectInfo` (what `axum::serve` provides), else a [`PeerAddr`].
+/// `ConnectInfo` (what `axum::serve` provides), else tonic's
+/// `TcpConnectInfo` (what a tonic server provides; feature `tonic`), else a
+/// [`PeerAddr`].
 #[cfg(feature = "axum")]
 pub(crate) fn peer(parts: &http::request::Parts) -> Option<SocketAddr> {
-    #[cfg(feature = "axum")]
     if let Some(info) = parts.extensions.get::<::axum::extract::ConnectInfo<SocketAddr>>() {
         return Some(info.0);
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(addr) = parts
+        .extensions
+        .get::<::tonic::transport::server::TcpConnectInfo>()
+        .and_then(|info| info.remote_addr())
+    {
+        return Some(addr);
     }
     parts.extensions.get::<PeerAddr>().map(|p| p.0)
 }
@@ -188,6 +197,29 @@ mod tests {
         assert_eq!(key.extract(&p), ClientKey::Ip("203.0.113.9".parse().unwrap()));
         // The HTTP runtime prefers what `axum::serve` provides.
         assert_eq!(peer(&p), Some("10.0.0.1:1".parse().unwrap()));
+    }
+
+    /// A tonic server's peer (`TcpConnectInfo`) is the runtime's peer; a
+    /// `TcpConnectInfo` without a remote address (a custom `Connected`)
+    /// falls through to a `PeerAddr`.
+    #[cfg(feature = "tonic")]
+    #[test]
+    fn the_runtime_reads_tonics_peer() {
+        use tonic::transport::server::TcpConnectInfo;
+        let mut p = parts();
+        assert_eq!(peer(&p), None);
+        p.extensions.insert(TcpConnectInfo {
+            local_addr: None,
+            remote_addr: None,
+        });
+        assert_eq!(peer(&p), None);
+        p.extensions.insert(PeerAddr("203.0.113.9:1".parse().unwrap()));
+        assert_eq!(peer(&p), Some("203.0.113.9:1".parse().unwrap()));
+        p.extensions.insert(TcpConnectInfo {
+            local_addr: Some("127.0.0.1:50051".parse().unwrap()),
+            remote_addr: Some("198.51.100.4:40000".parse().unwrap()),
+        });
+        assert_eq!(peer(&p), Some("198.51.100.4:40000".parse().unwrap()));
     }
 
     /// A standalone `JwtClaimKey` verifies with its own verifier even on a

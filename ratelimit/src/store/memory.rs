@@ -108,6 +108,64 @@ pub enum OverflowPolicy {
 #[repr(align(64))]
 struct Occupied(AtomicUsize);
 
+/// What a shard counts for operators ([`MemoryStore::stats`] sums them):
+/// per shard, on a cache line of their own, so a flood of new keys on every
+/// core (the path that overflows, charges a group's shared cell or sweeps)
+/// does not meet on one line; never written on the hit path. std's
+/// atomics, not the loom-aware ones: statistics, not part of the cell
+/// protocol the loom models check.
+#[repr(align(64))]
+#[derive(Default)]
+pub(super) struct ShardCounters {
+    overflowed: std::sync::atomic::AtomicU64,
+    grouped: std::sync::atomic::AtomicU64,
+    swept: std::sync::atomic::AtomicU64,
+}
+
+/// Whole sweeps, counted by the sweeper (one writer).
+#[derive(Default)]
+struct Counters {
+    sweeps: std::sync::atomic::AtomicU64,
+}
+
+/// A snapshot of a [`MemoryStore`]'s occupancy and counters (what the HTTP
+/// runtime exports as the `ratelimit_store_*` metrics).
+///
+/// ```
+/// use ratelimit::{Limiter, ManualClock, MemoryStore, OverflowPolicy, Quota};
+///
+/// let store = MemoryStore::builder().max_keys(1).overflow(OverflowPolicy::SharedBucket).build();
+/// let limiter = Limiter::new(store, ManualClock::new());
+/// let quota = Quota::per_second(1);
+/// limiter.check(&"alice", &quota);
+/// limiter.check(&"bob", &quota); // no room: the shared overflow cell
+/// let stats = limiter.store().stats();
+/// assert_eq!((stats.keys, stats.max_keys, stats.overflowed), (1, 1, 1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreStats {
+    /// Cells held now (live plus recovered, not yet swept).
+    pub keys: usize,
+    /// The key bound.
+    pub max_keys: usize,
+    /// Bytes of the table (fixed at build).
+    pub memory_bytes: usize,
+    /// Requests charged to a shared overflow cell, or refused, because the
+    /// store had no room for their key.
+    pub overflowed: u64,
+    /// Requests of new keys charged to their group's shared cell (the
+    /// group's new-key budget was spent).
+    pub grouped: u64,
+    /// Whole sweeps ([`Store::sweep`], or the last part of a
+    /// [`Store::sweep_part`] series).
+    pub sweeps: u64,
+    /// Recovered cells dropped by sweeps, and by the bounded sweep a new
+    /// key runs when the store is full (not the cells new keys take over
+    /// one by one).
+    pub swept: u64,
+}
+
 /// Not padded to a cache line: overflow is the degraded path, and 4,096
 /// padded cells would cost 256 KiB per store.
 struct OverflowCell(AtomicU64);
@@ -157,6 +215,7 @@ pub struct MemoryStore {
     policy: OverflowPolicy,
     max_keys: usize,
     group_budget: Option<Quota>,
+    counters: Counters,
 }
 
 /// Configures a [`MemoryStore`].
@@ -253,6 +312,7 @@ impl MemoryStoreBuilder {
                     insert_locks: (0..buckets).map(|_| AtomicBool::new(false)).collect(),
                     sweep_cursor: AtomicUsize::new(0),
                     evicted_high: AtomicU64::new(0),
+                    counters: ShardCounters::default(),
                 }
             })
             .collect();
@@ -264,6 +324,7 @@ impl MemoryStoreBuilder {
             policy: self.policy,
             max_keys,
             group_budget: self.group_budget,
+            counters: Counters::default(),
         })
     }
 }
@@ -342,6 +403,26 @@ impl MemoryStore {
     /// The overflow policy.
     pub fn overflow_policy(&self) -> OverflowPolicy {
         self.policy
+    }
+
+    /// Occupancy and counters, now (a few relaxed loads).
+    pub fn stats(&self) -> StoreStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut stats = StoreStats {
+            keys: self.len(),
+            max_keys: self.max_keys,
+            memory_bytes: self.memory_bytes(),
+            overflowed: 0,
+            grouped: 0,
+            sweeps: self.counters.sweeps.load(Relaxed),
+            swept: 0,
+        };
+        for s in self.shards.iter() {
+            stats.overflowed += s.counters.overflowed.load(Relaxed);
+            stats.grouped += s.counters.grouped.load(Relaxed);
+            stats.swept += s.counters.swept.load(Relaxed);
+        }
+        stats
     }
 
     /// Bytes held by the table, overflow cells included (fixed at build).
@@ -509,7 +590,13 @@ impl MemoryStore {
                         return self
                             .place(shared, now, overflow.map(|_| key), f)
                             .map(|(out, placed)| match placed {
-                                Placement::Own => (out, Placement::Group),
+                                Placement::Own => {
+                                    shard
+                                        .counters
+                                        .grouped
+                                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                    (out, Placement::Group)
+                                }
                                 other => (out, other),
                             });
                     }
@@ -523,9 +610,22 @@ impl MemoryStore {
                     // bounded stretch of the shard once, then try again.
                     if !swept {
                         swept = true;
-                        if shard.sweep_some(now, &self.occupied.0) > 0 {
+                        let freed = shard.sweep_some(now, &self.occupied.0);
+                        if freed > 0 {
+                            shard
+                                .counters
+                                .swept
+                                .fetch_add(freed as u64, std::sync::atomic::Ordering::Relaxed);
                             continue;
                         }
+                    }
+                    // A request's own key with no room (not a group's budget
+                    // cell, which passes no overflow cell).
+                    if overflow.is_some() {
+                        shard
+                            .counters
+                            .overflowed
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
                     return match self.policy {
                         OverflowPolicy::SharedBucket => overflow.map(|of| self.update_overflow(of, f)),
@@ -534,6 +634,19 @@ impl MemoryStore {
                 }
             }
         }
+    }
+}
+
+impl MemoryStore {
+    /// `swept` cells of `shard`, counted.
+    fn counted(shard: &Shard, swept: usize) -> usize {
+        if swept > 0 {
+            shard
+                .counters
+                .swept
+                .fetch_add(swept as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        swept
     }
 }
 
@@ -557,7 +670,13 @@ impl Store for MemoryStore {
     }
 
     fn sweep(&self, now: u64) -> usize {
-        (0..self.shards.len()).map(|i| self.sweep_part(i, now)).sum()
+        let swept = self
+            .shards
+            .iter()
+            .map(|s| Self::counted(s, s.sweep(now, &self.occupied.0)))
+            .sum();
+        self.counters.sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        swept
     }
 
     fn sweep_parts(&self) -> usize {
@@ -565,7 +684,14 @@ impl Store for MemoryStore {
     }
 
     fn sweep_part(&self, part: usize, now: u64) -> usize {
-        self.shards.get(part).map_or(0, |s| s.sweep(now, &self.occupied.0))
+        let swept = self
+            .shards
+            .get(part)
+            .map_or(0, |s| Self::counted(s, s.sweep(now, &self.occupied.0)));
+        if part + 1 == self.shards.len() {
+            self.counters.sweeps.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        swept
     }
 
     fn len(&self) -> usize {
@@ -631,6 +757,46 @@ mod tests {
 
     fn grouped(i: u64, group: u64) -> CellKey {
         key(i).in_group(group)
+    }
+
+    #[test]
+    fn stats_count_overflow_group_charges_and_sweeps() {
+        let store = MemoryStore::builder()
+            .max_keys(4)
+            .new_keys_per_group(Quota::per_minute(1))
+            .build();
+        let empty = store.stats();
+        assert_eq!(
+            (empty.keys, empty.max_keys, empty.overflowed, empty.grouped),
+            (0, 4, 0, 0)
+        );
+        assert_eq!((empty.sweeps, empty.swept), (0, 0));
+        assert_eq!(empty.memory_bytes, store.memory_bytes());
+        // Group 7: one new key, then its shared cell (the budget cell and
+        // the shared cell take two more slots).
+        assert_eq!(charge(&store, grouped(1, 7), 0, 1_000), Placement::Own);
+        assert_eq!(charge(&store, grouped(2, 7), 0, 1_000), Placement::Group);
+        assert_eq!(charge(&store, grouped(3, 7), 0, 1_000), Placement::Group);
+        assert_eq!(store.stats().grouped, 2);
+        // Full of live cells: an ungrouped key overflows.
+        assert_eq!(charge(&store, key(9), 0, 1_000), Placement::Own);
+        assert_eq!(store.len(), 4);
+        assert_eq!(charge(&store, key(10), 0, 1_000), Placement::Overflow);
+        assert_eq!(charge(&store, key(11), 0, 1_000), Placement::Overflow);
+        // A read of a new key (no charge) is no overflow.
+        store.update(key(12), 0, |t| (t, None)).unwrap();
+        let s = store.stats();
+        assert_eq!((s.keys, s.overflowed, s.grouped), (4, 2, 2));
+        // A whole sweep, and what it dropped.
+        let swept = store.sweep(u64::MAX / 2);
+        let s = store.stats();
+        assert_eq!((s.sweeps, s.swept, s.keys), (1, swept as u64, 4 - swept));
+        assert!(swept >= 3, "{swept}");
+        // Part by part: one more whole sweep when the last part is done.
+        for part in 0..store.sweep_parts() {
+            store.sweep_part(part, u64::MAX / 2);
+        }
+        assert_eq!(store.stats().sweeps, 2);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 mod memory;
 mod shard;
 
-pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy, StoreConfigError};
+pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy, StoreConfigError, StoreStats};
 
 /// The identity of one rate-limit cell: a keyed 64-bit hash of (route, key),
 /// the route it belongs to, and optionally the group of keys it belongs to

@@ -45,6 +45,8 @@ pub(super) struct Shard {
     /// The highest TAT the sweep has evicted from this shard. A claim of an
     /// empty slot publishes a TAT above it, so a slot's TAT only ever grows.
     pub(super) evicted_high: AtomicU64,
+    /// What this shard counts for operators (`MemoryStore::stats`).
+    pub(super) counters: super::memory::ShardCounters,
 }
 
 /// Waits a little for another thread to finish moving a slot: spin first,

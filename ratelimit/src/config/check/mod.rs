@@ -167,6 +167,9 @@ impl Config {
                 message,
             })
         };
+        for (_, field, message) in missing_features(self) {
+            fail(&field, message);
+        }
         // What building the store and the header tracker would refuse,
         // without allocating them (`max_keys` reserves 32 bytes a key).
         if let Err(e) = crate::MemoryStore::builder().max_keys(self.store.max_keys).validate() {
@@ -177,16 +180,19 @@ impl Config {
         if let Err(e) = crate::key::HeaderBudget::validate(self.header_keys) {
             fail("header_keys", e.to_string());
         }
+        #[cfg(feature = "jwt")]
         if let Some(v) = self.jwt.as_ref().and_then(|j| j.verification.as_ref()) {
             if let Err((field, message)) = jwt_keys(v) {
                 fail(field, message);
             }
         }
+        #[cfg(feature = "service")]
         if let Some(s) = &self.service {
             for (field, message) in service(s) {
                 fail(field, message);
             }
         }
+        #[cfg(feature = "redis")]
         if let Some(g) = &self.global {
             for (field, message) in global(g) {
                 fail(field, message);
@@ -196,11 +202,111 @@ impl Config {
     }
 }
 
+/// What `config` asks of a cargo feature this build of ratelimit lacks:
+/// the section and the field at fault (`jwt.pem_file`, `rules[0].key`,
+/// `service`) and a message naming the feature. Startup, a reload and [`Config::check_startup`]
+/// refuse such a configuration: a token the build cannot verify, or a step
+/// it cannot run, is never skipped in silence (a `jwt_claim` key would
+/// otherwise limit every client by address, a `service` step never answer).
+#[cfg_attr(
+    all(feature = "jwt", feature = "service", feature = "redis"),
+    allow(unused_mut, unused_variables)
+)]
+pub(crate) fn missing_features(config: &Config) -> Vec<(&'static str, String, String)> {
+    let mut problems = Vec::new();
+    let mut missing = |section: &'static str, field: String, message: String| problems.push((section, field, message));
+    #[cfg(not(all(feature = "jwt", feature = "service")))]
+    if let Some(v) = config.jwt.as_ref().and_then(|j| j.verification.as_ref()) {
+        use super::JwtKeySource;
+        let (key, needs) = match &v.keys {
+            JwtKeySource::HmacSecretEnv(_) => ("hmac_secret_env", "the `jwt` feature"),
+            JwtKeySource::PemFile(_) => ("pem_file", "the `jwt` feature"),
+            JwtKeySource::JwksFile(_) => ("jwks_file", "the `jwt` feature"),
+            JwtKeySource::JwksUrl(_) => ("jwks_url", "the `jwt` and `service` features"),
+        };
+        let lacks = match &v.keys {
+            JwtKeySource::JwksUrl(_) => !cfg!(all(feature = "jwt", feature = "service")),
+            _ => !cfg!(feature = "jwt"),
+        };
+        if lacks {
+            missing(
+                "jwt",
+                format!("jwt.{key}"),
+                format!(
+                    "[jwt] {key}: verifying tokens with it needs {needs} of ratelimit, which this build lacks \
+                     (enable it in Cargo.toml, or remove the key source)"
+                ),
+            );
+        }
+    }
+    #[cfg(not(all(feature = "jwt", feature = "service")))]
+    for (i, rule) in config.rules.iter().enumerate() {
+        let entry = || format!("[[rules]] entry {} ({:?})", i + 1, &*rule.name);
+        #[cfg(not(feature = "jwt"))]
+        if matches!(rule.key, crate::key::AnyKey::Claim(_)) {
+            missing(
+                "rules",
+                format!("rules[{i}].key"),
+                format!(
+                    "{}: key {:?} needs the `jwt` feature of ratelimit, which this build lacks (claims are \
+                     never read from an unverified token)",
+                    entry(),
+                    rule.key_text()
+                ),
+            );
+        }
+        #[cfg(not(feature = "jwt"))]
+        if rule.resolve.wants_claims() {
+            missing(
+                "rules",
+                format!("rules[{i}].resolve"),
+                format!(
+                    "{}: the `jwt` step needs the `jwt` feature of ratelimit, which this build lacks",
+                    entry()
+                ),
+            );
+        }
+        #[cfg(not(feature = "service"))]
+        if rule.resolve.wants_service() {
+            missing(
+                "rules",
+                format!("rules[{i}].resolve"),
+                format!(
+                    "{}: the `service` step needs the `service` feature of ratelimit, which this build lacks",
+                    entry()
+                ),
+            );
+        }
+    }
+    #[cfg(not(feature = "service"))]
+    if config.service.is_some() {
+        missing(
+            "service",
+            "service".to_owned(),
+            "[service]: the limit service needs the `service` feature of ratelimit, which this build lacks \
+             (enable it in Cargo.toml, or remove the section)"
+                .to_owned(),
+        );
+    }
+    #[cfg(not(feature = "redis"))]
+    if config.global.is_some() {
+        missing(
+            "global",
+            "global".to_owned(),
+            "[global] needs the `redis` feature of ratelimit (or remove the section for local-only limiting)"
+                .to_owned(),
+        );
+    }
+    problems
+}
+
 /// The JWT key source can be read: the same constructors
 /// [`Config::jwt_verifier`] calls (a JWKS URL's syntax only: it is not
 /// fetched).
+#[cfg(feature = "jwt")]
 fn jwt_keys(v: &super::JwtVerification) -> Result<(), (&'static str, String)> {
     use super::JwtKeySource;
+    use crate::jwt::JwtVerifier;
     let field = match &v.keys {
         JwtKeySource::HmacSecretEnv(_) => "jwt.hmac_secret_env",
         JwtKeySource::PemFile(_) => "jwt.pem_file",
@@ -210,48 +316,40 @@ fn jwt_keys(v: &super::JwtVerification) -> Result<(), (&'static str, String)> {
     if let JwtKeySource::JwksUrl(url) = &v.keys {
         return http_url_syntax(url).map_err(|m| (field, m));
     }
-    #[cfg(feature = "jwt")]
-    {
-        use crate::jwt::JwtVerifier;
-        let alg = || match v.algorithm.as_deref() {
-            None => Err((field, super::MISSING_ALGORITHM.to_owned())),
-            Some(name) => name
-                .parse::<jsonwebtoken::Algorithm>()
-                .map_err(|_| (field, format!("unknown algorithm {name:?}"))),
-        };
-        let built = match &v.keys {
-            JwtKeySource::HmacSecretEnv(var) => {
-                match std::env::var_os(var) {
-                    None => {
-                        return Err((
-                            field,
-                            format!("the environment variable {var} is not set (the JWT HMAC secret)"),
-                        ))
-                    }
-                    Some(value) if value.is_empty() => {
-                        return Err((
-                            field,
-                            format!("the environment variable {var} is empty (the JWT HMAC secret)"),
-                        ))
-                    }
-                    Some(_) => {}
+    let alg = || match v.algorithm.as_deref() {
+        None => Err((field, super::MISSING_ALGORITHM.to_owned())),
+        Some(name) => name
+            .parse::<jsonwebtoken::Algorithm>()
+            .map_err(|_| (field, format!("unknown algorithm {name:?}"))),
+    };
+    let built = match &v.keys {
+        JwtKeySource::HmacSecretEnv(var) => {
+            match std::env::var_os(var) {
+                None => {
+                    return Err((
+                        field,
+                        format!("the environment variable {var} is not set (the JWT HMAC secret)"),
+                    ))
                 }
-                JwtVerifier::hmac_from_env(var, alg()?)
+                Some(value) if value.is_empty() => {
+                    return Err((
+                        field,
+                        format!("the environment variable {var} is empty (the JWT HMAC secret)"),
+                    ))
+                }
+                Some(_) => {}
             }
-            JwtKeySource::PemFile(path) => JwtVerifier::pem_file(path, alg()?),
-            JwtKeySource::JwksFile(path) => JwtVerifier::jwks_file(path),
-            JwtKeySource::JwksUrl(_) => return Ok(()),
-        };
-        built.map(drop).map_err(|e| (field, e.to_string()))
-    }
-    #[cfg(not(feature = "jwt"))]
-    Err((
-        field,
-        "verifying tokens needs the `jwt` feature of ratelimit".to_owned(),
-    ))
+            JwtVerifier::hmac_from_env(var, alg()?)
+        }
+        JwtKeySource::PemFile(path) => JwtVerifier::pem_file(path, alg()?),
+        JwtKeySource::JwksFile(path) => JwtVerifier::jwks_file(path),
+        JwtKeySource::JwksUrl(_) => return Ok(()),
+    };
+    built.map(drop).map_err(|e| (field, e.to_string()))
 }
 
 /// `http://` or `https://`, a host, and a URI `http` parses.
+#[cfg(feature = "jwt")]
 fn http_url_syntax(url: &str) -> Result<(), String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("invalid URL {url:?}: {e}"))?;
     match (uri.scheme_str(), uri.host()) {
@@ -297,33 +395,23 @@ pub(crate) fn service_id_key(s: &super::ServiceConfig) -> Result<crate::service:
     ServiceIdKey::new(&secret).map_err(|e| ("id_secret_env", format!("{var}: {e}")))
 }
 
+#[cfg(feature = "service")]
 fn service(s: &super::ServiceConfig) -> Vec<(&'static str, String)> {
     let mut problems = Vec::new();
-    #[cfg(feature = "service")]
-    {
-        if let Err((key, message)) = service_id_key(s) {
-            problems.push((
-                if key == "id_secret" {
-                    "service"
-                } else {
-                    "service.id_secret_env"
-                },
-                message,
-            ));
-        }
-        if let Some(url) = &s.url {
-            if let Err(e) = crate::service::HttpLimitService::new(url) {
-                problems.push(("service.url", e.to_string()));
-            }
-        }
-    }
-    #[cfg(not(feature = "service"))]
-    {
-        let _ = s;
+    if let Err((key, message)) = service_id_key(s) {
         problems.push((
-            "service",
-            "the limit service needs the `service` feature of ratelimit".to_owned(),
+            if key == "id_secret" {
+                "service"
+            } else {
+                "service.id_secret_env"
+            },
+            message,
         ));
+    }
+    if let Some(url) = &s.url {
+        if let Err(e) = crate::service::HttpLimitService::new(url) {
+            problems.push(("service.url", e.to_string()));
+        }
     }
     problems
 }
@@ -332,58 +420,47 @@ fn service(s: &super::ServiceConfig) -> Vec<(&'static str, String)> {
 #[cfg(feature = "redis")]
 const MIN_FLEET_SECRET_LEN: usize = 16;
 
+#[cfg(feature = "redis")]
 fn global(g: &super::GlobalConfig) -> Vec<(&'static str, String)> {
     let mut problems = Vec::new();
-    #[cfg(feature = "redis")]
-    {
-        use crate::global::{RedisSettings, RedisStore};
-        let least = MIN_FLEET_SECRET_LEN;
-        let secret = match (&g.key_secret, &g.key_secret_env) {
-            (Some(s), _) => Ok(s.0.len()),
-            (None, Some(var)) => match std::env::var_os(var) {
-                None => Err((
-                    "global.key_secret_env",
-                    format!(
-                        "the environment variable {var} is not set (the fleet secret: at least {least} bytes, the \
-                         same on every instance)"
-                    ),
-                )),
-                Some(v) => Ok(v.len()),
-            },
-            (None, None) => Err((
-                "global",
+    use crate::global::{RedisSettings, RedisStore};
+    let least = MIN_FLEET_SECRET_LEN;
+    let secret = match (&g.key_secret, &g.key_secret_env) {
+        (Some(s), _) => Ok(s.0.len()),
+        (None, Some(var)) => match std::env::var_os(var) {
+            None => Err((
+                "global.key_secret_env",
                 format!(
-                    "key_secret_env: name the environment variable holding the fleet secret (at least {least} \
-                     bytes, the same on every instance; Redis keys are keyed hashes under it)"
+                    "the environment variable {var} is not set (the fleet secret: at least {least} bytes, the \
+                     same on every instance)"
                 ),
             )),
-        };
-        match secret {
-            Ok(n) if n < least => problems.push((
-                "global.key_secret_env",
-                format!("the fleet secret is {n} bytes; at least {least} are needed"),
-            )),
-            Ok(_) => {}
-            Err(p) => problems.push(p),
-        }
-        let mut settings = RedisSettings::default()
-            .with_prefix(g.key_prefix.clone())
-            .with_cluster(g.cluster)
-            .with_connect_timeout(g.connect_timeout)
-            .with_response_timeout(g.timeout);
-        settings.ca_file = g.ca_file.clone();
-        if let Err(e) = RedisStore::new(&g.redis_url, settings) {
-            problems.push(("global.redis_url", e.to_string()));
-        }
-    }
-    #[cfg(not(feature = "redis"))]
-    {
-        let _ = g;
-        problems.push((
+            Some(v) => Ok(v.len()),
+        },
+        (None, None) => Err((
             "global",
-            "[global] needs the `redis` feature of ratelimit (or remove the section for local-only limiting)"
-                .to_owned(),
-        ));
+            format!(
+                "key_secret_env: name the environment variable holding the fleet secret (at least {least} \
+                 bytes, the same on every instance; Redis keys are keyed hashes under it)"
+            ),
+        )),
+    };
+    match secret {
+        Ok(n) if n < least => problems.push((
+            "global.key_secret_env",
+            format!("the fleet secret is {n} bytes; at least {least} are needed"),
+        )),
+        Ok(_) => {}
+        Err(p) => problems.push(p),
+    }
+    let mut settings = RedisSettings::default()
+        .with_prefix(g.key_prefix.clone())
+        .with_cluster(g.cluster)
+        .with_connect_timeout(g.connect_timeout)
+        .with_response_timeout(g.timeout);
+    settings.ca_file = g.ca_file.clone();
+    if let Err(e) = RedisStore::new(&g.redis_url, settings) {
+        problems.push(("global.redis_url", e.to_string()));
     }
     problems
 }

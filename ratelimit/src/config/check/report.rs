@@ -25,7 +25,7 @@ pub(super) fn duration(d: Duration) -> String {
     let ns = d.as_nanos();
     const S: u128 = 1_000_000_000;
     for (unit, size) in [("d", 86_400 * S), ("h", 3_600 * S), ("min", 60 * S), ("s", S)] {
-        if ns >= size && ns % size == 0 {
+        if ns >= size && ns.is_multiple_of(size) {
             return format!("{}{unit}", ns / size);
         }
     }
@@ -33,10 +33,10 @@ pub(super) fn duration(d: Duration) -> String {
         let s = format!("{:.3}", d.as_secs_f64());
         return format!("{}s", s.trim_end_matches('0').trim_end_matches('.'));
     }
-    if ns >= 1_000_000 && ns % 1_000_000 == 0 {
+    if ns >= 1_000_000 && ns.is_multiple_of(1_000_000) {
         return format!("{}ms", ns / 1_000_000);
     }
-    if ns >= 1_000 && ns % 1_000 == 0 {
+    if ns >= 1_000 && ns.is_multiple_of(1_000) {
         return format!("{}us", ns / 1_000);
     }
     format!("{ns}ns")

@@ -239,10 +239,19 @@ fn rule_index(field: &str) -> Option<usize> {
     field.strip_prefix("rules[")?.split_once(']')?.0.parse().ok()
 }
 
-/// An error on the field `field` (a dotted path of plain keys,
-/// `service.id_secret_env`) of a document that loaded, at its key in `text`.
+/// An error on the field `field` (a dotted path of keys and array entries,
+/// `service.id_secret_env`, `rules[0].key`) of a document that loaded, at its key in `text`.
 pub(super) fn locate(text: &str, source: &str, field: &str, message: String) -> ConfigError {
-    let path = field.split('.').fold(spans::FieldPath::default(), |p, k| p.key(k));
+    // `jwt.pem_file`, `rules[2].key`: keys, and array entries by index.
+    let path = field.split('.').fold(spans::FieldPath::default(), |p, k| {
+        match k.strip_suffix(']').and_then(|k| k.split_once('[')) {
+            Some((key, i)) => match i.parse() {
+                Ok(i) => p.key(key).index(i),
+                Err(_) => p.key(k),
+            },
+            None => p.key(k),
+        }
+    });
     match DeTable::parse(text) {
         Ok(doc) => {
             let spans = Spans::new(doc.get_ref());
