@@ -118,6 +118,23 @@ impl Decision {
         d
     }
 
+    /// A value to fill an array of decisions before they are made.
+    #[inline]
+    pub(crate) const fn placeholder() -> Decision {
+        Decision {
+            allowed: true,
+            limit: 1,
+            slack_ns: 0,
+            interval_ns: 1,
+            reset_after_ns: 0,
+            retry_after_ns: 0,
+            denial: None,
+            overflow: false,
+            grouped: false,
+            next_floor_ns: 0,
+        }
+    }
+
     /// This decision, for a key charged to (or refused by) the store's shared
     /// overflow bucket because the store was full of live keys.
     #[inline]

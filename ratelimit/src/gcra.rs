@@ -82,6 +82,24 @@ pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decisi
     (decision, write)
 }
 
+/// What handing back `cost` units of a charge does to a cell whose TAT is
+/// `stored`: the TAT moves back by `cost * T`, but never to `now` or before
+/// (capacity that time has already refilled is not given twice, and a
+/// written TAT is always in the future, as the store's protocol needs).
+/// `None`: nothing to write (the cell is already fully recovered, or the
+/// refund is empty).
+#[inline]
+pub(crate) fn refund(stored: u64, now: u64, quota: &Quota, cost: u32) -> Option<u64> {
+    if cost == 0 || stored <= now {
+        return None;
+    }
+    let back = u128::from(cost) * u128::from(quota.interval_ns());
+    let floor = u128::from(now) + 1;
+    let tat = u128::from(stored).saturating_sub(back).max(floor);
+    // `tat <= stored <= MAX_TAT`: fits.
+    Some(saturate(tat)).filter(|&t| t < stored)
+}
+
 fn saturate(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }

@@ -349,7 +349,7 @@ pub mod window;
 
 pub use clock::{AnyClock, Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Denial};
-pub use limiter::{Limiter, DEFAULT_ROUTE};
+pub use limiter::{Check, Limiter, DEFAULT_ROUTE};
 pub use quota::{Quota, QuotaError};
 pub use store::{
     CellKey, MemoryStore, MemoryStoreBuilder, OverflowPolicy, Placement, Store, StoreConfigError, StoreStats,

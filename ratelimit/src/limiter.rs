@@ -47,6 +47,25 @@ pub struct Limiter<S = MemoryStore, C = SystemClock> {
     hasher: ahash::RandomState,
 }
 
+/// One limit of a stacked decision ([`Limiter::check_all`]): a cell, the
+/// quota that applies to it and what the request costs there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Check {
+    /// The cell ([`Limiter::cell_key`]).
+    pub cell: CellKey,
+    /// Its quota.
+    pub quota: Quota,
+    /// The request's cost on it.
+    pub cost: u32,
+}
+
+impl Check {
+    /// A check of `cost` on `cell` under `quota`.
+    pub const fn new(cell: CellKey, quota: Quota, cost: u32) -> Check {
+        Check { cell, quota, cost }
+    }
+}
+
 /// The route used by [`Limiter::check`] and [`Limiter::check_n`].
 pub const DEFAULT_ROUTE: u32 = 0;
 
@@ -157,6 +176,12 @@ impl<S: Store, C: Clock> Limiter<S, C> {
             };
             (decision, write)
         });
+        Self::placed(result, quota)
+    }
+
+    /// A decision with where the store placed it.
+    #[inline]
+    fn placed(result: Option<(Decision, Placement)>, quota: &Quota) -> Decision {
         match result {
             Some((decision, Placement::Own)) => decision,
             Some((decision, Placement::Overflow)) => decision.overflowed(),
@@ -170,6 +195,186 @@ impl<S: Store, C: Clock> Limiter<S, C> {
                 quota.interval_ns(),
             ),
         }
+    }
+
+    /// The [`Decision`] that [`check`](Self::check) would give `key` now,
+    /// without charging anything: "how much do I have left".
+    ///
+    /// ```
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    ///
+    /// let limiter = Limiter::new(MemoryStore::default(), ManualClock::new());
+    /// let quota = Quota::per_minute(3);
+    /// limiter.check(&"k", &quota);
+    /// let probe = limiter.peek(&"k", &quota);
+    /// assert!(probe.is_allowed());
+    /// assert_eq!(probe.remaining(), 1, "what the next check would leave");
+    /// assert_eq!(limiter.peek(&"k", &quota).remaining(), 1, "a peek spends nothing");
+    /// assert!(limiter.peek_n(&"k", &quota, 3).is_denied(), "3 more would not fit");
+    /// ```
+    #[inline]
+    pub fn peek<K: Hash + ?Sized>(&self, key: &K, quota: &Quota) -> Decision {
+        self.peek_route(DEFAULT_ROUTE, key, quota, 1)
+    }
+
+    /// The [`Decision`] that [`check_n`](Self::check_n) would give, without
+    /// charging.
+    #[inline]
+    pub fn peek_n<K: Hash + ?Sized>(&self, key: &K, quota: &Quota, cost: u32) -> Decision {
+        self.peek_route(DEFAULT_ROUTE, key, quota, cost)
+    }
+
+    /// The [`Decision`] that [`check_route`](Self::check_route) would give,
+    /// without charging.
+    #[inline]
+    pub fn peek_route<K: Hash + ?Sized>(&self, route: u32, key: &K, quota: &Quota, cost: u32) -> Decision {
+        self.peek_cell(self.cell_key(route, key), quota, cost)
+    }
+
+    /// The [`Decision`] that [`check_cell`](Self::check_cell) would give,
+    /// without charging. It never writes and never brings a new key into the
+    /// store, so probes cannot fill it. (A key the store has no cell for is
+    /// judged as a fresh one: if a check would find the store full, or the
+    /// key's group over its budget of new keys, the check is charged to a
+    /// shared cell that the peek does not see.)
+    #[inline]
+    pub fn peek_cell(&self, cell: CellKey, quota: &Quota, cost: u32) -> Decision {
+        self.store.prefetch(cell);
+        let now = self.clock.now();
+        self.peek_cell_at(cell, quota, cost, now)
+    }
+
+    pub(crate) fn peek_cell_at(&self, cell: CellKey, quota: &Quota, cost: u32, now: u64) -> Decision {
+        // A decision whose write is dropped: the store is asked to keep the
+        // cell as it is, so nothing is charged and no cell is made.
+        let result = self
+            .store
+            .update(cell, now, |stored| (gcra::decide(stored, now, quota, cost).0, None));
+        Self::placed(result, quota)
+    }
+
+    /// Hands back `cost` units charged to `key` on `route` (a request that
+    /// cost less than it was charged, or whose work failed). The key's TAT
+    /// moves back by `cost` emission intervals, never to before now: a
+    /// refund never returns more than was charged, nor capacity that time
+    /// has already refilled. Refunding what was never charged hands back
+    /// capacity the client did not earn: pair each refund with a charge.
+    ///
+    /// ```
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota, DEFAULT_ROUTE};
+    ///
+    /// let limiter = Limiter::new(MemoryStore::default(), ManualClock::new());
+    /// let quota = Quota::per_minute(10);
+    /// assert_eq!(limiter.check_n(&"k", &quota, 8).remaining(), 2);
+    /// limiter.refund_route(DEFAULT_ROUTE, &"k", &quota, 5); // it cost 3
+    /// assert_eq!(limiter.peek_n(&"k", &quota, 0).remaining(), 7);
+    /// ```
+    #[inline]
+    pub fn refund_route<K: Hash + ?Sized>(&self, route: u32, key: &K, quota: &Quota, cost: u32) {
+        self.refund_cell(self.cell_key(route, key), quota, cost);
+    }
+
+    /// [`refund_route`](Self::refund_route) for a precomputed cell.
+    #[inline]
+    pub fn refund_cell(&self, cell: CellKey, quota: &Quota, cost: u32) {
+        let now = self.clock.now();
+        self.refund_cell_at(cell, quota, cost, now);
+    }
+
+    pub(crate) fn refund_cell_at(&self, cell: CellKey, quota: &Quota, cost: u32, now: u64) {
+        if cost == 0 {
+            return;
+        }
+        // A key with no cell has nothing to hand back (and gets none made).
+        let _ = self
+            .store
+            .update(cell, now, |stored| ((), gcra::refund(stored, now, quota, cost)));
+    }
+
+    /// Checks several limits as one decision, all or nothing: every check
+    /// is charged if every one admits, and none is charged otherwise. The
+    /// decisions come back in order; the request is admitted exactly when
+    /// all of them are (the refusing ones say why and how long to wait; the
+    /// others, charged nothing, report the room they have now).
+    ///
+    /// Typical use: a per-second burst limit on the client's address and a
+    /// daily quota on its account, on the same request.
+    ///
+    /// ```
+    /// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
+    ///
+    /// let limiter = Limiter::new(MemoryStore::default(), ManualClock::new());
+    /// let burst = Quota::per_second(10).with_burst(20);
+    /// let daily: Quota = "3/d".parse().unwrap();
+    /// let checks = [
+    ///     Check::new(limiter.cell_key(1, "203.0.113.9"), burst, 1),
+    ///     Check::new(limiter.cell_key(2, "user-42"), daily, 1),
+    /// ];
+    /// for _ in 0..3 {
+    ///     assert!(limiter.check_all(&checks).iter().all(|d| d.is_allowed()));
+    /// }
+    /// let [ip, account] = limiter.check_all(&checks);
+    /// assert!(account.is_denied(), "the daily quota is spent");
+    /// assert!(ip.is_allowed() && ip.remaining() == 17, "and the burst was not charged");
+    /// ```
+    #[inline]
+    pub fn check_all<const N: usize>(&self, checks: &[Check; N]) -> [Decision; N] {
+        let mut out = [Decision::placeholder(); N];
+        self.check_all_into(checks, &mut out);
+        out
+    }
+
+    /// [`check_all`](Self::check_all) for a number of limits known at run
+    /// time: the decisions go to `out` (as long as `checks`); returns whether
+    /// the request is admitted (and every check charged).
+    ///
+    /// # Panics
+    ///
+    /// When `out` is shorter than `checks`.
+    pub fn check_all_into(&self, checks: &[Check], out: &mut [Decision]) -> bool {
+        assert!(out.len() >= checks.len(), "check_all_into: one decision per check");
+        for c in checks {
+            self.store.prefetch(c.cell);
+        }
+        let now = self.clock.now();
+        self.check_all_at(checks, out, now)
+    }
+
+    pub(crate) fn check_all_at(&self, checks: &[Check], out: &mut [Decision], now: u64) -> bool {
+        // Look first: a request some limit refuses charges nothing, and
+        // touches no cell (the common way a stacked request is refused).
+        let mut refused = false;
+        for (c, d) in checks.iter().zip(out.iter_mut()) {
+            *d = self.peek_cell_at(c.cell, &c.quota, c.cost, now);
+            refused |= d.is_denied();
+        }
+        if !refused {
+            // Then charge in order; a limit that refuses now (another
+            // request took the room since the look) hands back what the
+            // earlier ones were charged.
+            for i in 0..checks.len() {
+                let c = &checks[i];
+                out[i] = self.check_cell_at(c.cell, &c.quota, c.cost, now);
+                if out[i].is_denied() {
+                    for earlier in &checks[..i] {
+                        self.refund_cell_at(earlier.cell, &earlier.quota, earlier.cost, now);
+                    }
+                    refused = true;
+                    break;
+                }
+            }
+            if !refused {
+                return true;
+            }
+        }
+        // The limits that did not refuse report their room as it is: nothing
+        // was charged to them.
+        for (c, d) in checks.iter().zip(out.iter_mut()) {
+            if d.is_allowed() {
+                *d = self.peek_cell_at(c.cell, &c.quota, 0, now);
+            }
+        }
+        false
     }
 
     /// Drops every fully recovered cell now; returns how many. Cheap to call
