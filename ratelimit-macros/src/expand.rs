@@ -11,8 +11,8 @@ use syn::{FnArg, ItemFn, ReturnType};
 use crate::parse::{parse_args, Args, KeyKind, Step};
 
 pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
-    let (args, mut errors) = parse_args(args);
-    let function = match syn::parse2::<ItemFn>(item.clone()) {
+    let (first, mut errors) = parse_args(args);
+    let mut function = match syn::parse2::<ItemFn>(item.clone()) {
         Ok(f) => f,
         Err(_) => {
             errors.push(syn::Error::new(
@@ -23,23 +23,100 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     check_function(&function, &mut errors);
-    if !args.given.iter().any(|g| g == "key") {
-        errors.push(syn::Error::new(
-            Span::call_site(),
-            "missing `key`: say who is limited, e.g. `key = ip`, `key = header(\"x-api-key\")` or \
-             `key = jwt_claim(\"sub\")`",
-        ));
+    // Further `#[rate_limit(...)]` attributes below this one stack with
+    // it: one all-or-nothing decision. This expansion takes them all (an
+    // attribute macro sees the attributes after its own on the item).
+    let mut all = vec![(first, Span::call_site())];
+    let mut kept = Vec::new();
+    for attr in std::mem::take(&mut function.attrs) {
+        if !is_rate_limit(&attr) {
+            kept.push(attr);
+            continue;
+        }
+        let span = attr.path().span();
+        match &attr.meta {
+            syn::Meta::List(list) => {
+                let (args, more) = parse_args(list.tokens.clone());
+                errors.extend(more);
+                all.push((args, span));
+            }
+            _ => errors.push(syn::Error::new(
+                attr.span(),
+                "a stacked `#[rate_limit]` needs its arguments: `#[rate_limit(key = ..., resolve = [...])]`",
+            )),
+        }
     }
-    if !args.given.iter().any(|g| g == "resolve") {
-        errors.push(syn::Error::new(
-            Span::call_site(),
-            "missing `resolve`: say how much, e.g. `resolve = [jwt, profile(\"standard\"), default]`",
-        ));
+    function.attrs = kept;
+    for (args, span) in &all {
+        if !args.given.iter().any(|g| g == "key") {
+            errors.push(syn::Error::new(
+                *span,
+                "missing `key`: say who is limited, e.g. `key = ip`, `key = header(\"x-api-key\")` or \
+                 `key = jwt_claim(\"sub\")`",
+            ));
+        }
+        if !args.given.iter().any(|g| g == "resolve") {
+            errors.push(syn::Error::new(
+                *span,
+                "missing `resolve`: say how much, e.g. `resolve = [jwt, profile(\"standard\"), default]`",
+            ));
+        }
     }
+    check_stack(&all, &mut errors);
     if !errors.is_empty() {
         return with_errors(item, errors);
     }
-    expand(&args, function)
+    let all: Vec<Args> = all.into_iter().map(|(args, _)| args).collect();
+    expand(&all, function)
+}
+
+/// The most attributes one handler stacks (the runtime's tuples go to 8).
+const MAX_STACK: usize = 8;
+
+/// What stacked attributes must agree on: distinct route names (each limit
+/// is its own bucket), at most [`MAX_STACK`] of them, and the handler-wide
+/// options (`state`, `crate`) written once.
+fn check_stack(all: &[(Args, Span)], errors: &mut Vec<syn::Error>) {
+    if all.len() > MAX_STACK {
+        errors.push(syn::Error::new(
+            all[MAX_STACK].1,
+            format!("at most {MAX_STACK} `#[rate_limit]` attributes can stack on one handler"),
+        ));
+    }
+    let mut names: Vec<String> = Vec::new();
+    for (args, _) in all {
+        if let Some(name) = &args.name {
+            if names.contains(&name.value()) {
+                errors.push(syn::Error::new(
+                    name.span(),
+                    format!(
+                        "two stacked limits named {:?}: each `#[rate_limit]` is its own bucket, give each its own \
+                         `name`",
+                        name.value()
+                    ),
+                ));
+            }
+            names.push(name.value());
+        }
+    }
+    if all.len() > 1 {
+        for (args, span) in &all[1..] {
+            for (given, what) in [(args.state, "state"), (args.krate.is_some(), "crate")] {
+                if given {
+                    errors.push(syn::Error::new(
+                        *span,
+                        format!("`{what}` applies to the whole handler: write it on the first `#[rate_limit]` only"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// `#[rate_limit(...)]`, `#[ratelimit::rate_limit(...)]` or any path ending
+/// in `rate_limit` (a renamed crate).
+fn is_rate_limit(attr: &syn::Attribute) -> bool {
+    attr.path().segments.last().is_some_and(|s| s.ident == "rate_limit")
 }
 
 fn first_span(item: &TokenStream) -> Span {
@@ -88,25 +165,148 @@ fn check_function(f: &ItemFn, errors: &mut Vec<syn::Error>) {
     }
 }
 
-fn expand(args: &Args, f: ItemFn) -> TokenStream {
+fn expand(all: &[Args], f: ItemFn) -> TokenStream {
     let ItemFn { attrs, vis, sig, block } = f;
     let ident = &sig.ident;
     let fn_name = ident.to_string();
     let fn_name = fn_name.strip_prefix("r#").unwrap_or(&fn_name);
-    let rule = format_ident!("__ratelimit_rule_{}", fn_name);
-
-    let route_name = match &args.name {
-        Some(lit) => quote!(#lit),
-        None => quote!(::core::concat!(::core::module_path!(), "::", #fn_name)),
-    };
-    let cost = args.cost.unwrap_or(ratelimit_spec::DEFAULT_COST);
-    let shadow = args.shadow;
+    let first = &all[0];
     // `crate = "path"` (a renamed dependency), else `::ratelimit`.
-    let krate = match &args.krate {
+    let krate = match &first.krate {
         Some(path) => quote!(#path),
         None => quote!(::ratelimit),
     };
+    // A handler compiled out (`#[cfg(test)]`, a feature) takes its rules with it.
+    let cfg_attrs: Vec<_> = attrs
+        .iter()
+        .filter(|a| a.path().is_ident("cfg") || a.path().is_ident("cfg_attr"))
+        .collect();
+    // A `Charge` argument (`ratelimit::axum::Charge`, by any path ending
+    // in `Charge`): the route keeps the reservation for it.
+    let wants_charge = sig.inputs.iter().any(|input| match input {
+        FnArg::Typed(t) => matches!(&*t.ty, syn::Type::Path(p)
+            if p.path.segments.last().is_some_and(|s| s.ident == "Charge")),
+        FnArg::Receiver(_) => false,
+    });
+    let mut rules = Vec::new();
+    let mut items = Vec::new();
+    for (i, args) in all.iter().enumerate() {
+        let rule = if i == 0 {
+            format_ident!("__ratelimit_rule_{}", fn_name)
+        } else {
+            format_ident!("__ratelimit_rule_{}_{}", fn_name, i + 1)
+        };
+        let charge = wants_charge && i == 0;
+        items.push(rule_items(args, &rule, fn_name, i, charge, &krate, &vis, &cfg_attrs));
+        rules.push(rule);
+    }
+    // One rule, or a tuple of them (stacked).
+    let rules_ty = if rules.len() == 1 {
+        let rule = &rules[0];
+        quote!(#rule)
+    } else {
+        quote!((#(#rules),*))
+    };
+    // `state`: the runtime is in the router's state (`FromRef`).
+    let admit = if first.state {
+        quote!(#krate::__private::Admit<#rules_ty, #krate::__private::FromState>)
+    } else {
+        quote!(#krate::__private::Admit<#rules_ty>)
+    };
+    let outcomes_ty = quote!(<#rules_ty as #krate::__private::Rules>::Outcomes);
+    let ret_ty = match &sig.output {
+        ReturnType::Default => quote!(()),
+        ReturnType::Type(_, ty) => quote!(#ty),
+    };
+    // Arguments keep their names where they are plain bindings (so other
+    // attributes, like `#[tracing::instrument(skip(db))]`, still find them);
+    // patterns (`Path(id): Path<u64>`) get a hidden name, and the inner
+    // function destructures.
+    let mut outer_inputs = Vec::new();
+    let mut call_args = Vec::new();
+    for (i, input) in sig.inputs.iter().enumerate() {
+        let FnArg::Typed(t) = input else { continue };
+        let cfgs: Vec<_> = t
+            .attrs
+            .iter()
+            .filter(|a| a.path().is_ident("cfg") || a.path().is_ident("cfg_attr"))
+            .collect();
+        let name = match &*t.pat {
+            syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => p.ident.clone(),
+            _ => format_ident!("__ratelimit_arg{}", i),
+        };
+        let ty = &t.ty;
+        outer_inputs.push(quote!(#(#cfgs)* #name: #ty));
+        call_args.push(quote!(#(#cfgs)* #name));
+    }
+    // Type and const parameters are named at the call when they can be
+    // (they may not be inferable from the arguments); `impl Trait` arguments
+    // forbid a turbofish, and there inference has to do.
+    let has_impl_arg = sig.inputs.iter().any(|i| contains_impl(&quote!(#i)));
+    let params: Vec<_> = sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Type(t) => Some(t.ident.clone()),
+            syn::GenericParam::Const(c) => Some(c.ident.clone()),
+            syn::GenericParam::Lifetime(_) => None,
+        })
+        .collect();
+    let turbofish = if params.is_empty() || has_impl_arg {
+        quote!()
+    } else {
+        quote!(::<#(#params),*>)
+    };
+    let lint_attrs = attrs.iter().filter(|a| {
+        ["allow", "warn", "deny", "expect", "forbid"]
+            .iter()
+            .any(|l| a.path().is_ident(l))
+    });
+    let generics = &sig.generics;
+    let where_clause = &sig.generics.where_clause;
+    let inner_inputs = &sig.inputs;
+    let output = &sig.output;
 
+    quote! {
+        #(#items)*
+
+        #(#attrs)*
+        #vis async fn #ident #generics (
+            __ratelimit_admit: #admit,
+            #(#outer_inputs),*
+        ) -> #krate::__private::Limited<#ret_ty, #outcomes_ty> #where_clause {
+            #(#lint_attrs)*
+            async fn __ratelimit_handler #generics (#inner_inputs) #output #where_clause #block
+            __ratelimit_admit.finish(__ratelimit_handler #turbofish (#(#call_args),*).await)
+        }
+    }
+}
+
+/// The zero-sized rule type of one attribute and its `Rule` impl.
+#[allow(clippy::too_many_arguments)]
+fn rule_items(
+    args: &Args,
+    rule: &syn::Ident,
+    fn_name: &str,
+    index: usize,
+    wants_charge: bool,
+    krate: &TokenStream,
+    vis: &syn::Visibility,
+    cfg_attrs: &[&syn::Attribute],
+) -> TokenStream {
+    // The default name of a stacked attribute's route: the handler's path
+    // and its place (`app::get_user#2`), so each limit is its own bucket.
+    let route_name = match (&args.name, index) {
+        (Some(lit), _) => quote!(#lit),
+        (None, 0) => quote!(::core::concat!(::core::module_path!(), "::", #fn_name)),
+        (None, i) => {
+            let suffix = format!("#{}", i + 1);
+            quote!(::core::concat!(::core::module_path!(), "::", #fn_name, #suffix))
+        }
+    };
+    let cost = args.cost.unwrap_or(ratelimit_spec::DEFAULT_COST);
+    let shadow = args.shadow;
     // What runs each key kind and step is the spec's (`runtime()`): the
     // expansion only names the type and passes the argument.
     let runtime = |(ty, arg): (&str, Option<&str>)| {
@@ -157,13 +357,6 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
             }
         }
     });
-    // `state`: the runtime is in the router's state (`FromRef`).
-    let admit = if args.state {
-        quote!(#krate::__private::Admit<#rule, #krate::__private::FromState>)
-    } else {
-        quote!(#krate::__private::Admit<#rule>)
-    };
-
     let steps = args.resolve.as_deref().unwrap_or(&[]);
     let wants_claims = steps.iter().any(Step::needs_claims);
     let wants_service = steps.iter().any(Step::needs_service);
@@ -190,66 +383,7 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
         chain_value = quote!(#krate::__private::Chain(#value, #chain_value));
     }
 
-    let ret_ty = match &sig.output {
-        ReturnType::Default => quote!(()),
-        ReturnType::Type(_, ty) => quote!(#ty),
-    };
-    // Arguments keep their names where they are plain bindings (so other
-    // attributes, like `#[tracing::instrument(skip(db))]`, still find them);
-    // patterns (`Path(id): Path<u64>`) get a hidden name, and the inner
-    // function destructures.
-    let mut outer_inputs = Vec::new();
-    let mut call_args = Vec::new();
-    for (i, input) in sig.inputs.iter().enumerate() {
-        let FnArg::Typed(t) = input else { continue };
-        let cfgs: Vec<_> = t
-            .attrs
-            .iter()
-            .filter(|a| a.path().is_ident("cfg") || a.path().is_ident("cfg_attr"))
-            .collect();
-        let name = match &*t.pat {
-            syn::Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => p.ident.clone(),
-            _ => format_ident!("__ratelimit_arg{}", i),
-        };
-        let ty = &t.ty;
-        outer_inputs.push(quote!(#(#cfgs)* #name: #ty));
-        call_args.push(quote!(#(#cfgs)* #name));
-    }
-    // Type and const parameters are named at the call when they can be
-    // (they may not be inferable from the arguments); `impl Trait` arguments
-    // forbid a turbofish, and there inference has to do.
-    let has_impl_arg = sig.inputs.iter().any(|i| contains_impl(&quote!(#i)));
-    let params: Vec<_> = sig
-        .generics
-        .params
-        .iter()
-        .filter_map(|p| match p {
-            syn::GenericParam::Type(t) => Some(t.ident.clone()),
-            syn::GenericParam::Const(c) => Some(c.ident.clone()),
-            syn::GenericParam::Lifetime(_) => None,
-        })
-        .collect();
-    let turbofish = if params.is_empty() || has_impl_arg {
-        quote!()
-    } else {
-        quote!(::<#(#params),*>)
-    };
-    let lint_attrs = attrs.iter().filter(|a| {
-        ["allow", "warn", "deny", "expect", "forbid"]
-            .iter()
-            .any(|l| a.path().is_ident(l))
-    });
-    // A handler compiled out (`#[cfg(test)]`, a feature) takes its rule with it.
-    let cfg_attrs: Vec<_> = attrs
-        .iter()
-        .filter(|a| a.path().is_ident("cfg") || a.path().is_ident("cfg_attr"))
-        .collect();
-    let generics = &sig.generics;
-    let where_clause = &sig.generics.where_clause;
-    let inner_inputs = &sig.inputs;
-    let output = &sig.output;
     let requires = requires.iter().map(|r| quote!(#(#cfg_attrs)* #r));
-
     quote! {
         #(#requires)*
 
@@ -267,6 +401,7 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
             const WANTS_CLAIMS: ::core::primitive::bool = #wants_claims;
             const WANTS_SERVICE: ::core::primitive::bool = #wants_service;
             const PROFILES: &'static [&'static ::core::primitive::str] = &[#(#profiles),*];
+            const WANTS_CHARGE: ::core::primitive::bool = #wants_charge;
             #key_fn
             type Chain = #chain_ty;
             fn chain() -> &'static Self::Chain {
@@ -278,16 +413,6 @@ fn expand(args: &Args, f: ItemFn) -> TokenStream {
                 &SERIES
             }
             #reject_fn
-        }
-
-        #(#attrs)*
-        #vis async fn #ident #generics (
-            __ratelimit_admit: #admit,
-            #(#outer_inputs),*
-        ) -> #krate::__private::Limited<#ret_ty> #where_clause {
-            #(#lint_attrs)*
-            async fn __ratelimit_handler #generics (#inner_inputs) #output #where_clause #block
-            __ratelimit_admit.finish(__ratelimit_handler #turbofish (#(#call_args),*).await)
         }
     }
 }

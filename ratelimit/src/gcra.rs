@@ -83,9 +83,8 @@ pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decisi
 }
 
 /// What handing back `cost` units of a charge does to a cell whose TAT is
-/// `stored`: the TAT moves back by `cost * T`, but never to `now` or before
-/// (capacity that time has already refilled is not given twice, and a
-/// written TAT is always in the future, as the store's protocol needs).
+/// `stored`: the TAT moves back by `cost * T`, but never to before `now`
+/// (capacity that time has already refilled is not given twice).
 /// `None`: nothing to write (the cell is already fully recovered, or the
 /// refund is empty).
 #[inline]
@@ -94,10 +93,23 @@ pub(crate) fn refund(stored: u64, now: u64, quota: &Quota, cost: u32) -> Option<
         return None;
     }
     let back = u128::from(cost) * u128::from(quota.interval_ns());
-    let floor = u128::from(now) + 1;
+    let floor = u128::from(now);
     let tat = u128::from(stored).saturating_sub(back).max(floor);
     // `tat <= stored <= MAX_TAT`: fits.
     Some(saturate(tat)).filter(|&t| t < stored)
+}
+
+/// What charging `cost` more units without a check does (work already
+/// done, settled after the fact): the TAT moves forward by `cost * T` from
+/// `max(stored, now)`, into debt if need be, capped at [`MAX_TAT`]. `None`:
+/// nothing to write.
+#[inline]
+pub(crate) fn force(stored: u64, now: u64, quota: &Quota, cost: u32) -> Option<u64> {
+    if cost == 0 {
+        return None;
+    }
+    let tat = u128::from(stored).max(u128::from(now)) + u128::from(cost) * u128::from(quota.interval_ns());
+    Some(saturate(tat.min(u128::from(MAX_TAT))))
 }
 
 fn saturate(v: u128) -> u64 {

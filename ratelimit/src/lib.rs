@@ -230,6 +230,43 @@
 //! # let _ = router;
 //! ```
 //!
+//! **Stacked limits.** Several attributes on one handler are one decision,
+//! all or nothing: the request is admitted only if every limit admits it,
+//! and when any refuses, none is charged (a burst on the address and a
+//! daily quota on the account, say). The `RateLimit-Limit` triple reports
+//! the tightest, the structured fields list every limit, `Retry-After` is
+//! the longest wait among the refusing ones. Each attribute is its own
+//! route: give each a `name` (by default the second is the handler's path
+//! and `#2`). `[[rules]]` entries stack with `stack = true`.
+//!
+//! ```no_run
+//! use axum::{routing::post, Router};
+//! use ratelimit::axum::RateLimit;
+//! use ratelimit::config::Config;
+//! use ratelimit::rate_limit;
+//!
+//! #[rate_limit(key = ip, resolve = [profile("burst"), default], name = "orders.ip")]
+//! #[rate_limit(key = header("x-api-key"), resolve = [profile("daily"), default], name = "orders.key")]
+//! async fn create_order() -> &'static str {
+//!     "created"
+//! }
+//!
+//! # async fn app() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = Config::from_toml_str(r#"
+//!     default_profile = "burst"
+//!     [profiles.burst]
+//!     rate = "10/s"
+//!     burst = 20
+//!     [profiles.daily]
+//!     rate = "10000/d"
+//! "#)?;
+//! let rl = RateLimit::builder(config).build().await?;
+//! let app: Router = Router::new().route("/orders", post(create_order)).with_state(rl);
+//! # let _ = app;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Mistakes are compile errors on the offending token, all reported at once
 //! (see `ui-tests/fail/`). The expansion is one zero-sized rule type per
 //! handler (key extractor and resolver chain as concrete types, no dynamic
@@ -368,7 +405,7 @@ pub use ratelimit_macros::rate_limit;
 pub mod __private {
     pub use crate::axum::__call_reject as call_reject;
     pub use crate::axum::observe::RouteSeries;
-    pub use crate::axum::{Admit, FromState, Limited, Rejection, Rule};
+    pub use crate::axum::{Admit, FromState, Limited, Rejection, Rule, Rules};
     pub use ::axum::response::{IntoResponse, Response};
     // Every key source and resolver, by the names the spec gives them
     // (`KeyKind::runtime`, `Step::runtime`): a new kind needs no edit here.

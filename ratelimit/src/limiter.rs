@@ -291,6 +291,37 @@ impl<S: Store, C: Clock> Limiter<S, C> {
             .update(cell, now, |stored| ((), gcra::refund(stored, now, quota, cost)));
     }
 
+    /// Charges `cost` more units to `cell` without a check: a request that
+    /// turned out to cost more than it was charged, settled after its work
+    /// is done. The key may go into debt (it then waits until it is repaid at
+    /// the quota's rate); nothing is refused.
+    ///
+    /// ```
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    ///
+    /// let limiter = Limiter::new(MemoryStore::default(), ManualClock::new());
+    /// let quota = Quota::per_minute(10);
+    /// let cell = limiter.cell_key(0, "k");
+    /// assert!(limiter.check_cell(cell, &quota, 1).is_allowed());
+    /// limiter.charge_cell(cell, &quota, 12); // it cost 13 in the end
+    /// let d = limiter.peek_cell(cell, &quota, 1);
+    /// assert!(d.is_denied(), "3 units of debt, then one more to wait for");
+    /// ```
+    #[inline]
+    pub fn charge_cell(&self, cell: CellKey, quota: &Quota, cost: u32) {
+        let now = self.clock.now();
+        self.charge_cell_at(cell, quota, cost, now);
+    }
+
+    pub(crate) fn charge_cell_at(&self, cell: CellKey, quota: &Quota, cost: u32, now: u64) {
+        if cost == 0 {
+            return;
+        }
+        let _ = self
+            .store
+            .update(cell, now, |stored| ((), gcra::force(stored, now, quota, cost)));
+    }
+
     /// Checks several limits as one decision, all or nothing: every check
     /// is charged if every one admits, and none is charged otherwise. The
     /// decisions come back in order; the request is admitted exactly when

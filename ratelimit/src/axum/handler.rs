@@ -55,6 +55,9 @@ pub trait Rule: Send + Sync + 'static {
     fn chain() -> &'static Self::Chain;
     /// The route's metric handles (a `static` per route).
     fn series() -> &'static RouteSeries;
+    /// The handler takes a [`Charge`](super::Charge): keep the reservation
+    /// for it.
+    const WANTS_CHARGE: bool = false;
     /// The route's own rejection (`reject = path`): `None` leaves it to the
     /// builder's hook ([`RateLimitBuilder::rejection`](super::RateLimitBuilder::rejection)),
     /// else the default problem+json.
@@ -76,35 +79,63 @@ pub enum Auto {}
 #[derive(Debug)]
 pub enum FromState {}
 
-/// Proof that a request was admitted on route `R` (or is on a shadow
-/// route), carrying what its response headers need. `M` says where the
-/// runtime is found: [`Auto`] or [`FromState`].
-#[derive(Debug)]
-pub struct Admit<R, M = Auto> {
-    outcome: Outcome,
-    _rule: PhantomData<fn() -> (R, M)>,
+/// The limits of one handler: a [`Rule`] (one `#[rate_limit]` attribute),
+/// or a tuple of them (several attributes on one handler, stacked: one
+/// all-or-nothing decision; see [`Limiter::check_all`](crate::Limiter::check_all)).
+pub trait Rules: Send + Sync + 'static {
+    /// What the decision carries to the response: one [`Outcome`], or one
+    /// per stacked limit.
+    type Outcomes: Report;
+    /// The first limit's route name.
+    const NAME: &'static str;
+    /// The handler takes a [`Charge`](super::Charge).
+    const WANTS_CHARGE: bool;
+    /// Decides the request with `rt`: the outcomes when admitted (or only
+    /// shadow limits refused), else the 429.
+    #[doc(hidden)]
+    fn decide(parts: &Parts, rt: &RateLimit) -> Result<Self::Outcomes, Response>;
 }
 
-impl<R, M> Admit<R, M> {
-    /// The decision and the limit that applied.
-    pub fn outcome(&self) -> &Outcome {
-        &self.outcome
-    }
+/// The outcomes of a request's limits, as a response reports them.
+pub trait Report: Send + Sync + std::fmt::Debug + 'static {
+    /// Every limit that applied, in declaration order.
+    fn outcomes(&self) -> &[Outcome];
+    /// Every limit that applied, to take claims from.
+    #[doc(hidden)]
+    fn outcomes_mut(&mut self) -> &mut [Outcome];
+    /// Writes the rate-limit headers on the handler's own response.
+    #[doc(hidden)]
+    fn write_over(&self, headers: &mut http::HeaderMap);
+}
 
-    /// Wraps the handler's response so it gets the rate-limit headers.
-    pub fn finish<T>(self, response: T) -> Limited<T> {
-        Limited {
-            response,
-            outcome: self.outcome,
-        }
+impl Report for Outcome {
+    fn outcomes(&self) -> &[Outcome] {
+        std::slice::from_ref(self)
+    }
+    fn outcomes_mut(&mut self) -> &mut [Outcome] {
+        std::slice::from_mut(self)
+    }
+    fn write_over(&self, headers: &mut http::HeaderMap) {
+        // Innermost: no other rule's headers can be here yet.
+        self.write_headers_over(headers);
     }
 }
 
-/// Decides a request for route `R` with the installed runtime: the router's
-/// state when it is the `RateLimit` itself, else the one `RateLimitLayer`
-/// installed for the request, else one in the request's extensions.
-pub(crate) fn admit<R: Rule>(parts: &Parts, state: Option<&RateLimit>) -> Result<Outcome, Response> {
-    let spec = RouteSpec {
+impl<const N: usize> Report for [Outcome; N] {
+    fn outcomes(&self) -> &[Outcome] {
+        self
+    }
+    fn outcomes_mut(&mut self) -> &mut [Outcome] {
+        self
+    }
+    fn write_over(&self, headers: &mut http::HeaderMap) {
+        super::respond::write_stack(self, headers, false);
+    }
+}
+
+/// The route of rule `R`, as the runtime sees it.
+fn spec<R: Rule>() -> RouteSpec<'static> {
+    RouteSpec {
         name: R::NAME,
         id: R::ID,
         cost: R::COST,
@@ -113,28 +144,125 @@ pub(crate) fn admit<R: Rule>(parts: &Parts, state: Option<&RateLimit>) -> Result
         wants_service: R::WANTS_SERVICE,
         series: Some(R::series()),
         profiles: R::PROFILES,
-    };
-    let decide = |rt: &RateLimit| {
+    }
+}
+
+impl<R: Rule> Rules for R {
+    type Outcomes = Outcome;
+    const NAME: &'static str = R::NAME;
+    const WANTS_CHARGE: bool = R::WANTS_CHARGE;
+
+    fn decide(parts: &Parts, rt: &RateLimit) -> Result<Outcome, Response> {
         let outcome = rt
             .inner
-            .decide(parts, &spec, RouteName::Static(R::NAME), R::key(), R::chain());
+            .decide(parts, &spec::<R>(), RouteName::Static(R::NAME), R::key(), R::chain());
         if outcome.rejects() {
             let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
-            Err(rt.inner.reject_route(&outcome, parts, outer, R::reject))
+            Err(rt
+                .inner
+                .reject_route(std::slice::from_ref(&outcome), parts, outer, R::reject))
         } else {
             Ok(outcome)
         }
+    }
+}
+
+/// `impl Rules for (A, B, ...)`: stacked attributes.
+macro_rules! stacked {
+    ($n:literal; $first:ident $($rule:ident)*) => {
+        impl<$first: Rule, $($rule: Rule),*> Rules for ($first, $($rule),*) {
+            type Outcomes = [Outcome; $n];
+            const NAME: &'static str = $first::NAME;
+            const WANTS_CHARGE: bool = $first::WANTS_CHARGE $(|| $rule::WANTS_CHARGE)*;
+
+            fn decide(parts: &Parts, rt: &RateLimit) -> Result<[Outcome; $n], Response> {
+                let specs = [spec::<$first>(), $(spec::<$rule>()),*];
+                let mut specs = specs.iter();
+                let mut pending = [
+                    rt.inner.prepare(parts, specs.next().expect("one spec per rule"), RouteName::Static($first::NAME), $first::key(), $first::chain()),
+                    $(rt.inner.prepare(parts, specs.next().expect("one spec per rule"), RouteName::Static($rule::NAME), $rule::key(), $rule::chain())),*
+                ];
+                let admitted = rt.inner.decide_all(&mut pending);
+                let outcomes = pending.map(|p| p.outcome);
+                if admitted {
+                    return Ok(outcomes);
+                }
+                // The hook of the limit the refusal reports.
+                let hooks: [fn(&Rejection<'_>) -> Option<Response>; $n] = [$first::reject, $($rule::reject),*];
+                let main = super::respond::reported(&outcomes).unwrap_or(0);
+                let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
+                Err(rt.inner.reject_route(&outcomes, parts, outer, hooks[main]))
+            }
+        }
     };
-    if let Some(rt) = state {
-        return decide(rt);
+}
+
+stacked!(2; A B);
+stacked!(3; A B C);
+stacked!(4; A B C D);
+stacked!(5; A B C D E);
+stacked!(6; A B C D E F);
+stacked!(7; A B C D E F G);
+stacked!(8; A B C D E F G H);
+
+/// Proof that a request was admitted on the route of `R` (one rule, or a
+/// stack of them: see [`Rules`]), or is on a shadow route, carrying what its
+/// response headers need. `M` says where the runtime is found: [`Auto`] or
+/// [`FromState`].
+#[derive(Debug)]
+pub struct Admit<R: Rules, M = Auto> {
+    outcome: R::Outcomes,
+    _rule: PhantomData<fn() -> (R, M)>,
+}
+
+impl<R: Rules, M> Admit<R, M> {
+    /// The decision and the limit that applied (of stacked limits, the one
+    /// the `RateLimit-Limit` triple reports: the tightest).
+    pub fn outcome(&self) -> &Outcome {
+        let all = self.outcome.outcomes();
+        &all[super::respond::reported(all).unwrap_or(0)]
     }
-    if let Ok(result) = CURRENT.try_with(decide) {
-        return result;
+
+    /// Every limit that applied, in the order the attributes are written.
+    pub fn outcomes(&self) -> &[Outcome] {
+        self.outcome.outcomes()
     }
-    match parts.extensions.get::<RateLimit>() {
-        Some(rt) => decide(rt),
-        None => Err(missing_limiter(R::NAME)),
+
+    /// Wraps the handler's response so it gets the rate-limit headers.
+    pub fn finish<T>(self, response: T) -> Limited<T, R::Outcomes> {
+        Limited {
+            response,
+            outcome: self.outcome,
+        }
     }
+}
+
+/// Decides a request for the limits `R` with the installed runtime: the
+/// router's state when it is the `RateLimit` itself, else the one
+/// `RateLimitLayer` installed for the request, else one in the request's
+/// extensions.
+pub(crate) fn admit<R: Rules>(parts: &mut Parts, state: Option<&RateLimit>) -> Result<R::Outcomes, Response> {
+    // A handler taking a `Charge` gets the reservation of what was charged.
+    let decide = |parts: &Parts, rt: &RateLimit| {
+        R::decide(parts, rt).map(|outcomes| {
+            let charge = R::WANTS_CHARGE.then(|| super::Charge::reserve(rt, outcomes.outcomes()));
+            (outcomes, charge)
+        })
+    };
+    let (outcomes, charge) = if let Some(rt) = state {
+        decide(parts, rt)?
+    } else if let Ok(result) = CURRENT.try_with(|rt| decide(parts, rt)) {
+        result?
+    } else {
+        match parts.extensions.get::<RateLimit>() {
+            Some(rt) => decide(parts, rt)?,
+            None => return Err(missing_limiter(R::NAME)),
+        }
+    };
+    if let Some(charge) = charge {
+        parts.extensions.insert(super::charge::Reservation(Some(charge)));
+    }
+    Ok(outcomes)
 }
 
 static MISSING_LOGGED: Once = Once::new();
@@ -164,7 +292,7 @@ fn missing_limiter(route: &'static str) -> Response {
         .into_response()
 }
 
-impl<R: Rule, S: Send + Sync + 'static> FromRequestParts<S> for Admit<R, Auto> {
+impl<R: Rules, S: Send + Sync + 'static> FromRequestParts<S> for Admit<R, Auto> {
     type Rejection = Response;
 
     // Decides synchronously: the future is only the result (a smaller
@@ -178,7 +306,7 @@ impl<R: Rule, S: Send + Sync + 'static> FromRequestParts<S> for Admit<R, Auto> {
     }
 }
 
-impl<R: Rule, S: Send + Sync> FromRequestParts<S> for Admit<R, FromState>
+impl<R: Rules, S: Send + Sync> FromRequestParts<S> for Admit<R, FromState>
 where
     RateLimit: FromRef<S>,
 {
@@ -193,14 +321,16 @@ where
     }
 }
 
-impl<R: Rule, M> Admit<R, M> {
+impl<R: Rules, M> Admit<R, M> {
     fn decide(parts: &mut Parts, state: Option<&RateLimit>) -> Result<Self, Response> {
         let mut outcome = admit::<R>(parts, state)?;
         // Claims this crate verified are handed to the handler
         // (`Extension<VerifiedClaims>`), so it need not verify again.
-        if let Some(claims) = outcome.claims.take() {
-            if parts.extensions.get::<VerifiedClaims>().is_none() {
-                parts.extensions.insert(claims);
+        for o in outcome.outcomes_mut() {
+            if let Some(claims) = o.claims.take() {
+                if parts.extensions.get::<VerifiedClaims>().is_none() {
+                    parts.extensions.insert(claims);
+                }
             }
         }
         Ok(Admit {
@@ -210,25 +340,25 @@ impl<R: Rule, M> Admit<R, M> {
     }
 }
 
-/// A handler's response with the rate-limit headers of its decision.
+/// A handler's response with the rate-limit headers of its decision (`O`:
+/// one [`Outcome`], or one per stacked limit).
 #[derive(Debug)]
-pub struct Limited<T> {
+pub struct Limited<T, O = Outcome> {
     response: T,
-    outcome: Outcome,
+    outcome: O,
 }
 
-impl<T> Limited<T> {
+impl<T, O> Limited<T, O> {
     /// The handler's own response.
     pub fn into_inner(self) -> T {
         self.response
     }
 }
 
-impl<T: IntoResponse> IntoResponse for Limited<T> {
+impl<T: IntoResponse, O: Report> IntoResponse for Limited<T, O> {
     fn into_response(self) -> Response {
         let mut response = self.response.into_response();
-        // Innermost: no other rule's headers can be here yet.
-        self.outcome.write_headers_over(response.headers_mut());
+        self.outcome.write_over(response.headers_mut());
         response
     }
 }

@@ -15,6 +15,7 @@ use tower_service::Service;
 
 use super::handler::CURRENT;
 use super::respond::Outcome;
+use super::runtime::Decided;
 use super::RateLimit;
 
 /// The `tower::Layer` of a [`RateLimit`]: see [`RateLimit::layer`].
@@ -55,13 +56,13 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
-        let mut outcome = self.rt.inner.decide_rules(&parts);
-        if let Some(o) = outcome.as_ref().filter(|o| o.rejects()) {
+        let mut decided = self.rt.inner.decide_rules(&parts);
+        if let Some(d) = decided.as_ref().filter(|d| d.outcomes().iter().any(Outcome::rejects)) {
             // An outer layer's wait (it admitted, with nothing left) is
             // this refusal's too: the outer layer raises Retry-After to it,
             // and the body must say the same number.
             let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
-            let rejection = self.rt.inner.reject_rule(o, &parts, outer);
+            let rejection = self.rt.inner.reject_rule(d.outcomes(), &parts, outer);
             return ResponseFuture {
                 state: State::Rejected {
                     response: Some(rejection),
@@ -70,24 +71,33 @@ where
         }
         // Claims a rule verified are handed on (to a `#[rate_limit]`
         // handler, or the application), so nothing verifies them twice.
-        if let Some(o) = outcome.as_mut() {
-            // What this rule needs before the client's next request: a
+        if let Some(d) = decided.as_mut() {
+            // What these rules need before the client's next request: a
             // refusal from beneath tells the whole wait, in its body too.
             // The longest of every layer's: an outer layer's wait is not
             // replaced by a shorter one from a layer nested inside it.
             let outer = parts.extensions.get::<super::respond::OuterWait>().map_or(0, |w| w.0);
-            let wait = o.outer_wait_secs().max(outer);
+            let own = d.outcomes().iter().map(Outcome::outer_wait_secs).max().unwrap_or(0);
+            let wait = own.max(outer);
             if wait > 0 {
                 parts.extensions.insert(super::respond::OuterWait(wait));
             }
             let upstream = parts.extensions.get::<crate::claims::VerifiedClaims>().is_some();
-            match o.claims.take() {
+            let mut claims = None;
+            let mut checked = false;
+            for o in d.outcomes_mut() {
+                checked |= o.claims_checked;
+                if claims.is_none() {
+                    claims = o.claims.take();
+                }
+            }
+            match claims {
                 Some(claims) if !upstream => {
                     parts.extensions.insert(claims);
                 }
                 // Looked at and found wanting: say so (a zero-sized marker,
                 // no allocation), so nothing verifies the token again.
-                None if o.claims_checked => {
+                None if checked => {
                     parts.extensions.insert(crate::claims::NotVerified);
                 }
                 _ => {}
@@ -97,7 +107,7 @@ where
         ResponseFuture {
             state: State::Inner {
                 future: CURRENT.scope(self.rt.clone(), future),
-                outcome,
+                outcome: decided,
             },
         }
     }
@@ -115,7 +125,7 @@ pin_project! {
     #[project = StateProj]
     enum State<F: Future> {
         Rejected { response: Option<Response<Bytes>> },
-        Inner { #[pin] future: TaskLocalFuture<RateLimit, F>, outcome: Option<Outcome> },
+        Inner { #[pin] future: TaskLocalFuture<RateLimit, F>, outcome: Option<Decided> },
     }
 }
 
@@ -142,8 +152,10 @@ where
             }
             StateProj::Inner { future, outcome } => {
                 let mut response = ready!(future.poll(cx))?;
-                if let Some(o) = outcome.take() {
-                    o.write_headers(response.headers_mut());
+                match outcome.take() {
+                    Some(Decided::One(o)) => o.write_headers(response.headers_mut()),
+                    Some(Decided::Many(stack)) => super::respond::write_stack(&stack, response.headers_mut(), true),
+                    None => {}
                 }
                 Poll::Ready(Ok(response.map(LimitBody::inner)))
             }

@@ -98,6 +98,7 @@
 //! occupancy, the verifier's keys and the limit service's cache, never
 //! labelled by client.
 
+mod charge;
 mod error;
 #[cfg(feature = "redis")]
 mod gate;
@@ -117,8 +118,9 @@ use std::sync::Arc;
 /// The key sources, now in [`crate::key`] (re-exported here for code written
 /// against their old place).
 pub use crate::key::{Claim, Header, Ip, KeyContext, KeySource};
+pub use charge::Charge;
 pub use error::SetupError;
-pub use handler::{Admit, Auto, FromState, Limited, Rule};
+pub use handler::{Admit, Auto, FromState, Limited, Report, Rule, Rules};
 pub use layer::{LimitBody, RateLimitLayer, RateLimitService, ResponseFuture};
 #[doc(hidden)]
 pub use reject::call_reject as __call_reject;

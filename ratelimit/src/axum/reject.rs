@@ -32,6 +32,8 @@ use crate::Decision;
 /// ```
 pub struct Rejection<'a> {
     outcome: &'a Outcome,
+    /// Every limit of the decision (just `outcome` unless stacked).
+    stack: &'a [Outcome],
     request: &'a Parts,
     responses: &'a ResponseConfig,
     retry: u64,
@@ -55,10 +57,67 @@ impl<'a> Rejection<'a> {
     ) -> Self {
         Rejection {
             outcome,
+            stack: std::slice::from_ref(outcome),
             request,
             responses,
             retry: outcome.retry_within(outer),
         }
+    }
+
+    /// A refusal by one or more limits of a stacked decision: it reports
+    /// the refusing limit with the longest wait, and `Retry-After` is that
+    /// wait (the longest among the refusing limits, an enclosing rule's
+    /// included).
+    pub(crate) fn stacked(
+        stack: &'a [Outcome],
+        request: &'a Parts,
+        responses: &'a ResponseConfig,
+        outer: Option<OuterWait>,
+    ) -> Self {
+        let main = super::respond::reported(stack).unwrap_or(0);
+        let outcome = &stack[main];
+        let retry = stack
+            .iter()
+            .filter(|o| o.rejects())
+            .map(|o| o.retry_within(outer))
+            .max()
+            .unwrap_or_else(|| outcome.retry_within(outer));
+        Rejection {
+            outcome,
+            stack,
+            request,
+            responses,
+            retry,
+        }
+    }
+
+    /// Every limit that applied to the request, in the order they were
+    /// declared (one, unless the route stacks several): the refusing ones
+    /// and those that would have admitted it (charged nothing).
+    pub fn outcomes(&self) -> &[Outcome] {
+        self.stack
+    }
+
+    /// The policy names of every refusing limit, as the default body's
+    /// `violated-policies` lists them.
+    pub fn violated_policies(&self) -> Vec<String> {
+        super::respond::violated(self.stack)
+    }
+
+    /// What every refusal carries whoever built it: `Retry-After` (a
+    /// hook's own is kept when no shorter) and the rate-limit headers.
+    pub(crate) fn finish(&self, headers: &mut http::HeaderMap) {
+        if self.stack.len() == 1 {
+            self.outcome.finish_rejection(headers, self.retry);
+            return;
+        }
+        let own = headers
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+        if own.is_none_or(|secs| secs < self.retry) {
+            headers.insert(http::header::RETRY_AFTER, super::respond::number(self.retry));
+        }
+        super::respond::write_stack(self.stack, headers, false);
     }
 
     /// The engine's decision (why: [`Decision::denial`]).
@@ -77,7 +136,9 @@ impl<'a> Rejection<'a> {
     }
 
     /// The refusing limit's policy name, as the headers and the default
-    /// body's `violated-policies` spell it.
+    /// body's `violated-policies` spell it (of a stacked decision, the
+    /// refusing limit with the longest wait: see
+    /// [`violated_policies`](Self::violated_policies) for all).
     pub fn policy(&self) -> String {
         self.outcome.policy_name()
     }
@@ -105,7 +166,8 @@ impl<'a> Rejection<'a> {
     /// `[responses]` (its `Retry-After` and rate-limit headers are added
     /// either way).
     pub fn default_response(&self) -> Response<Bytes> {
-        self.outcome.problem(self.responses, self.retry)
+        self.outcome
+            .problem_of(self.responses, self.retry, super::respond::violated(self.stack))
     }
 
     /// Whether the refused request is a gRPC call: its `content-type` is

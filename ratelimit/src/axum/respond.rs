@@ -61,6 +61,18 @@ pub struct Outcome {
     pub(crate) claims: Option<crate::claims::VerifiedClaims>,
     /// Whether the token was looked at for this decision.
     pub(crate) claims_checked: bool,
+    /// Where it was charged: what a later settlement ([`Charge`](super::Charge))
+    /// adjusts.
+    pub(crate) held: Held,
+}
+
+/// The bucket a decision charged: its cell, route and fleet id.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Held {
+    pub(crate) cell: crate::CellKey,
+    pub(crate) route_id: u32,
+    /// 0 without a fleet gate.
+    pub(crate) fleet_id: u64,
 }
 
 impl Outcome {
@@ -266,6 +278,12 @@ impl Outcome {
     /// The default 429: a problem+json body saying `retry` (its headers
     /// are [`finish_rejection`](Self::finish_rejection)'s).
     pub(crate) fn problem(&self, body: &ResponseConfig, retry: u64) -> Response<Bytes> {
+        self.problem_of(body, retry, vec![self.policy_name()])
+    }
+
+    /// [`problem`](Self::problem) naming `violated` (every limit of a
+    /// stacked decision that refused).
+    pub(crate) fn problem_of(&self, body: &ResponseConfig, retry: u64, violated: Vec<String>) -> Response<Bytes> {
         let detail = match self.decision.denial() {
             Some(Denial::CostExceedsBurst) => {
                 "This request costs more than the limit's burst, so it can never be admitted.".to_owned()
@@ -284,7 +302,7 @@ impl Outcome {
             "status": 429,
             "detail": detail,
             "retry_after": retry,
-            "violated-policies": [self.policy_name()],
+            "violated-policies": violated,
         });
         let mut response = Response::new(Bytes::from(json.to_string()));
         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
@@ -306,6 +324,73 @@ impl Outcome {
             headers.insert(RETRY_AFTER, number(retry));
         }
         self.write_headers_over(headers);
+    }
+}
+
+/// Which of several limits on one request the `RateLimit-Limit`,
+/// `-Remaining` and `-Reset` triple reports: on a refusal, the refusing
+/// limit with the longest wait; otherwise the tightest, the one with the
+/// fewest units left (of two with as many, the one that takes longer to
+/// refill). `None` for no limits.
+pub(crate) fn reported(outcomes: &[Outcome]) -> Option<usize> {
+    let refusing = outcomes.iter().enumerate().filter(|(_, o)| o.rejects());
+    if let Some((i, _)) = refusing.max_by_key(|(_, o)| (o.retry_after_secs(), o.decision.retry_after())) {
+        return Some(i);
+    }
+    outcomes
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, o)| (o.decision.remaining(), std::cmp::Reverse(o.decision.reset_after())))
+        .map(|(i, _)| i)
+}
+
+/// The policy names of the limits that refuse (the body's
+/// `violated-policies`).
+pub(crate) fn violated(outcomes: &[Outcome]) -> Vec<String> {
+    outcomes
+        .iter()
+        .filter(|o| o.rejects())
+        .map(Outcome::policy_name)
+        .collect()
+}
+
+/// The headers of several limits on one request: the triple of the
+/// [`reported`] one (unless `merge` and the response already reports a
+/// tighter limit), one member per limit in the structured Lists, in
+/// declaration order, and `Retry-After` raised to the longest wait any of
+/// them needs before the client's next request. `merge`: another limit
+/// (beneath, in an inner service) may have written its own already.
+pub(crate) fn write_stack(outcomes: &[Outcome], headers: &mut HeaderMap, merge: bool) {
+    let Some(main) = reported(outcomes) else { return };
+    let first = &outcomes[main];
+    if first.style.draft06() {
+        let remaining = u64::from(first.decision.remaining());
+        if !merge || existing_remaining(headers).is_none_or(|r| r > remaining) {
+            first.write_draft06(headers);
+        }
+    }
+    if first.style.structured() {
+        if !merge {
+            headers.remove(&RATELIMIT_POLICY);
+            headers.remove(&RATELIMIT);
+        }
+        for o in outcomes {
+            let name = o.policy_name();
+            append_member(headers, &RATELIMIT_POLICY, &name, &o.policy_member(&name));
+            append_member(headers, &RATELIMIT, &name, &o.limit_member(&name));
+        }
+    }
+    if merge {
+        let wait = outcomes.iter().map(Outcome::outer_wait_secs).max().unwrap_or(0);
+        if wait > 0 {
+            let earlier = headers
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+                .is_some_and(|secs| secs < wait);
+            if earlier {
+                headers.insert(RETRY_AFTER, number(wait));
+            }
+        }
     }
 }
 

@@ -128,7 +128,8 @@ static HOOK_STATUS_LOGGED: super::observe::Once = super::observe::Once::new();
 /// answered with a success, `Json(...)` alone say, gets 429: a refused
 /// request must not look served to clients, caches and dashboards), then
 /// `Retry-After` and the rate-limit headers.
-fn settle<B>(outcome: &Outcome, response: &mut http::Response<B>, retry: u64) {
+fn settle<B>(rejection: &Rejection<'_>, response: &mut http::Response<B>) {
+    let outcome = rejection.outcome();
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         if HOOK_STATUS_LOGGED.first() {
@@ -142,7 +143,7 @@ fn settle<B>(outcome: &Outcome, response: &mut http::Response<B>, retry: u64) {
         }
         *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
     }
-    outcome.finish_rejection(response.headers_mut(), retry);
+    rejection.finish(response.headers_mut());
 }
 
 /// Binds every `"custom:<name>"` rule key of `config` to the extractor
@@ -291,13 +292,16 @@ impl Runtime {
     /// route's own (`reject = path`), else [`Self::reject_rule`]'s.
     pub(crate) fn reject_route(
         &self,
-        outcome: &Outcome,
+        outcomes: &[Outcome],
         parts: &Parts,
         outer: Option<OuterWait>,
         route_hook: fn(&Rejection<'_>) -> Option<Response>,
     ) -> Response {
         let config = self.config.load();
-        let rejection = Rejection::new(outcome, parts, &config.responses, outer);
+        let rejection = match outcomes {
+            [one] => Rejection::new(one, parts, &config.responses, outer),
+            stack => Rejection::stacked(stack, parts, &config.responses, outer),
+        };
         if rejection.is_grpc() {
             let own = route_hook(&rejection).or_else(|| {
                 self.reject_hook
@@ -310,7 +314,7 @@ impl Runtime {
             Some(own) => own,
             None => self.shaped(&rejection).map(axum::body::Body::from),
         };
-        settle(outcome, &mut response, rejection.retry_after_secs());
+        settle(&rejection, &mut response);
         response
     }
 
@@ -319,18 +323,21 @@ impl Runtime {
     /// rate-limit headers whoever built it.
     pub(crate) fn reject_rule(
         &self,
-        outcome: &Outcome,
+        outcomes: &[Outcome],
         parts: &Parts,
         outer: Option<OuterWait>,
     ) -> http::Response<Bytes> {
         let config = self.config.load();
-        let rejection = Rejection::new(outcome, parts, &config.responses, outer);
+        let rejection = match outcomes {
+            [one] => Rejection::new(one, parts, &config.responses, outer),
+            stack => Rejection::stacked(stack, parts, &config.responses, outer),
+        };
         if rejection.is_grpc() {
             let own = self.reject_hook.as_ref().map(|hook| hook(&rejection));
             return super::grpc::refuse(&rejection, own);
         }
         let mut response = self.shaped(&rejection);
-        settle(outcome, &mut response, rejection.retry_after_secs());
+        settle(&rejection, &mut response);
         response
     }
 
@@ -371,6 +378,41 @@ impl Runtime {
         key: &K,
         chain: &R,
     ) -> Outcome {
+        let pending = self.prepare(parts, route, name, key, chain);
+        let mut outcome = pending.outcome;
+        #[cfg(feature = "redis")]
+        {
+            outcome.decision = match &self.gate {
+                Some(gate) => gate.check_id(
+                    &self.limiter,
+                    route.id,
+                    pending.cell,
+                    pending.fleet_id,
+                    &outcome.quota,
+                    outcome.cost,
+                ),
+                None => self.limiter.check_cell(pending.cell, &outcome.quota, outcome.cost),
+            };
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            outcome.decision = self.limiter.check_cell(pending.cell, &outcome.quota, outcome.cost);
+        }
+        self.observer.record(route, &outcome, || self.limiter.clock().now());
+        outcome
+    }
+
+    /// Everything about one limit of a request but the check: the key's
+    /// cell, its fleet id and the quota, cost and route that apply. Its
+    /// outcome's decision is a placeholder until [`Self::decide_all`].
+    pub(crate) fn prepare<'r, K: KeySource, R: FinalResolver>(
+        &self,
+        parts: &Parts,
+        route: &RouteSpec<'r>,
+        name: RouteName,
+        key: &K,
+        chain: &R,
+    ) -> Pending<'r> {
         let config = self.config.load();
         if let Some(series) = route.series {
             if series.needs_check(Arc::as_ptr(&config) as usize) {
@@ -410,54 +452,221 @@ impl Runtime {
             _ => self.limiter.cell_key(route.id, &client),
         };
         #[cfg(feature = "redis")]
-        let decision = match &self.gate {
+        let fleet_id = match &self.gate {
             Some(gate) => {
                 use std::hash::Hasher;
                 let mut h = gate.hasher().hasher();
                 h.write_u32(route.id);
                 key.write_id(&cx, &client, &mut h);
-                gate.check_id(&self.limiter, route.id, cell, h.finish(), &resolved.quota, cost)
+                h.finish()
             }
-            None => self.limiter.check_cell(cell, &resolved.quota, cost),
+            None => 0,
         };
-        #[cfg(not(feature = "redis"))]
-        let decision = self.limiter.check_cell(cell, &resolved.quota, cost);
-        let outcome = Outcome {
-            decision,
-            cost,
-            quota: resolved.quota,
-            profile: resolved.profile,
-            route: name,
-            shadow,
-            style: config.headers,
-            claims_checked: cx.claims_checked(),
-            claims: cx.take_claims(),
-        };
-        self.observer.record(route, &outcome, || self.limiter.clock().now());
-        outcome
+        Pending {
+            route: *route,
+            cell,
+            #[cfg(feature = "redis")]
+            fleet_id,
+            outcome: Outcome {
+                decision: crate::Decision::placeholder(),
+                cost,
+                quota: resolved.quota,
+                profile: resolved.profile,
+                route: name,
+                shadow,
+                style: config.headers,
+                claims_checked: cx.claims_checked(),
+                claims: cx.take_claims(),
+                held: super::respond::Held {
+                    cell,
+                    route_id: route.id,
+                    #[cfg(feature = "redis")]
+                    fleet_id,
+                    #[cfg(not(feature = "redis"))]
+                    fleet_id: 0,
+                },
+            },
+        }
     }
 
-    /// Applies the first `[[rules]]` entry matching the request, if any.
-    pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Outcome> {
+    /// Decides several limits of one request as one decision: admitted
+    /// only if every enforcing limit admits, and then each is charged;
+    /// refused, none is. Shadow limits are decided on their own (they never
+    /// refuse): charged when they admit an admitted request. Returns whether
+    /// the request is admitted.
+    pub(crate) fn decide_all(&self, pending: &mut [Pending<'_>]) -> bool {
+        let mut checks = [crate::Check::new(crate::CellKey::new(1, 0), crate::Quota::per_second(1), 0); MAX_STACK];
+        let mut decisions = [crate::Decision::placeholder(); MAX_STACK];
+        let mut enforcing = [0usize; MAX_STACK];
+        let mut n = 0;
+        for (i, p) in pending.iter().enumerate().take(MAX_STACK) {
+            if !p.outcome.shadow {
+                checks[n] = crate::Check::new(p.cell, p.outcome.quota, p.outcome.cost);
+                enforcing[n] = i;
+                n += 1;
+            }
+        }
+        #[cfg(feature = "redis")]
+        let admitted = match &self.gate {
+            Some(gate) => {
+                let mut ids = [(0u32, 0u64); MAX_STACK];
+                for (slot, &i) in ids.iter_mut().zip(&enforcing[..n]) {
+                    *slot = (pending[i].route.id, pending[i].fleet_id);
+                }
+                super::gate::check_all(gate, &self.limiter, &ids[..n], &checks[..n], &mut decisions[..n])
+            }
+            None => self.limiter.check_all_into(&checks[..n], &mut decisions[..n]),
+        };
+        #[cfg(not(feature = "redis"))]
+        let admitted = self.limiter.check_all_into(&checks[..n], &mut decisions[..n]);
+        for (d, &i) in decisions[..n].iter().zip(&enforcing[..n]) {
+            pending[i].outcome.decision = *d;
+        }
+        for p in pending.iter_mut().filter(|p| p.outcome.shadow) {
+            let (cell, quota, cost) = (p.cell, p.outcome.quota, p.outcome.cost);
+            p.outcome.decision = if admitted {
+                self.check_one(p, cell, &quota, cost)
+            } else {
+                self.limiter.peek_cell(cell, &quota, cost)
+            };
+        }
+        for p in pending.iter() {
+            // A refused request counts its refusing limits as refusals, and
+            // nothing for the limits that would have admitted it (they were
+            // not charged).
+            if admitted || p.outcome.decision.is_denied() {
+                self.observer
+                    .record(&p.route, &p.outcome, || self.limiter.clock().now());
+            }
+        }
+        admitted
+    }
+
+    /// Hands back `cost` units of a settled charge (a [`Charge`](super::Charge)).
+    pub(crate) fn refund(&self, held: &super::respond::Held, quota: &crate::Quota, cost: u32) {
+        #[cfg(feature = "redis")]
+        if let Some(gate) = &self.gate {
+            super::gate::refund(gate, &self.limiter, held, quota, cost);
+            return;
+        }
+        self.limiter.refund_cell(held.cell, quota, cost);
+    }
+
+    /// Charges `cost` more units of a settled charge, unchecked.
+    pub(crate) fn charge_more(&self, held: &super::respond::Held, quota: &crate::Quota, cost: u32) {
+        #[cfg(feature = "redis")]
+        if let Some(gate) = &self.gate {
+            super::gate::charge_more(gate, &self.limiter, held, quota, cost);
+            return;
+        }
+        self.limiter.charge_cell(held.cell, quota, cost);
+    }
+
+    /// One limit's check, through the fleet gate when there is one.
+    fn check_one(&self, p: &Pending<'_>, cell: crate::CellKey, quota: &crate::Quota, cost: u32) -> crate::Decision {
+        #[cfg(feature = "redis")]
+        if let Some(gate) = &self.gate {
+            return gate.check_id(&self.limiter, p.route.id, cell, p.fleet_id, quota, cost);
+        }
+        let _ = p;
+        self.limiter.check_cell(cell, quota, cost)
+    }
+
+    /// Applies the `[[rules]]` entries that match the request, if any: the
+    /// first matching one, and the next ones while a rule says `stack`.
+    pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Decided> {
         let config = self.config.load();
         if config.rules.is_empty() {
             return None;
         }
-        let rule: &RuleConfig = config
-            .rules
+        let mut applying = crate::config::applying(&config.rules, &parts.method, parts.uri.path());
+        let first: &RuleConfig = applying.next()?;
+        if !first.stack {
+            let route = rule_spec(first);
+            let name = RouteName::Shared(Arc::clone(&first.name));
+            return Some(Decided::One(self.decide(
+                parts,
+                &route,
+                name,
+                &first.key,
+                &first.resolve,
+            )));
+        }
+        let rules: Vec<&RuleConfig> = std::iter::once(first).chain(applying).take(MAX_STACK).collect();
+        if rules.len() == 1 {
+            let route = rule_spec(first);
+            let name = RouteName::Shared(Arc::clone(&first.name));
+            return Some(Decided::One(self.decide(
+                parts,
+                &route,
+                name,
+                &first.key,
+                &first.resolve,
+            )));
+        }
+        let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
+        let mut pending: Vec<Pending<'_>> = rules
             .iter()
-            .find(|r| r.matches(&parts.method, parts.uri.path()))?;
-        let route = RouteSpec {
-            name: &rule.name,
-            id: rule_route_id(&rule.name),
-            cost: rule.cost,
-            shadow: rule.shadow,
-            wants_claims: rule.resolve.wants_claims(),
-            wants_service: rule.resolve.wants_service(),
-            series: None,
-            profiles: &[],
-        };
-        let name = RouteName::Shared(Arc::clone(&rule.name));
-        Some(self.decide(parts, &route, name, &rule.key, &rule.resolve))
+            .zip(&specs)
+            .map(|(rule, spec)| {
+                let name = RouteName::Shared(Arc::clone(&rule.name));
+                self.prepare(parts, spec, name, &rule.key, &rule.resolve)
+            })
+            .collect();
+        self.decide_all(&mut pending);
+        Some(Decided::Many(pending.into_iter().map(|p| p.outcome).collect()))
+    }
+}
+
+/// The most limits one decision stacks (attributes on a handler, or
+/// `[[rules]]` entries that say `stack`); a longer stack of rules applies
+/// its first eight.
+pub(crate) const MAX_STACK: usize = 8;
+
+/// A `[[rules]]` entry as the runtime sees a route.
+fn rule_spec(rule: &RuleConfig) -> RouteSpec<'_> {
+    RouteSpec {
+        name: &rule.name,
+        id: rule_route_id(&rule.name),
+        cost: rule.cost,
+        shadow: rule.shadow,
+        wants_claims: rule.resolve.wants_claims(),
+        wants_service: rule.resolve.wants_service(),
+        series: None,
+        profiles: &[],
+    }
+}
+
+/// One limit of a request, prepared: [`Runtime::prepare`]'s result.
+pub(crate) struct Pending<'r> {
+    pub(crate) route: RouteSpec<'r>,
+    pub(crate) cell: crate::CellKey,
+    #[cfg(feature = "redis")]
+    pub(crate) fleet_id: u64,
+    pub(crate) outcome: Outcome,
+}
+
+/// What the rules of a request decided: one limit (the common case, no
+/// allocation) or a stack of them.
+#[derive(Debug)]
+pub(crate) enum Decided {
+    One(Outcome),
+    Many(Vec<Outcome>),
+}
+
+impl Decided {
+    /// The outcomes, in the order the limits were declared.
+    pub(crate) fn outcomes(&self) -> &[Outcome] {
+        match self {
+            Decided::One(o) => std::slice::from_ref(o),
+            Decided::Many(v) => v,
+        }
+    }
+
+    pub(crate) fn outcomes_mut(&mut self) -> &mut [Outcome] {
+        match self {
+            Decided::One(o) => std::slice::from_mut(o),
+            Decided::Many(v) => v,
+        }
     }
 }

@@ -128,6 +128,9 @@ fn rule(r: &RuleConfig) -> String {
     if r.shadow {
         s.push_str(" shadow");
     }
+    if r.stack {
+        s.push_str(" stack");
+    }
     s
 }
 

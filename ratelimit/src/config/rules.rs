@@ -29,6 +29,10 @@ pub struct RuleConfig {
     pub cost: u32,
     /// Decide, send headers and count, but never reject.
     pub shadow: bool,
+    /// The next matching rule applies too, in the same decision: the
+    /// request is admitted only if every one of them admits it, and none is
+    /// charged otherwise (see `docs/config.md`, stacked rules).
+    pub stack: bool,
     /// `key` as the file writes it (`"header:x-api-key"`), for reports.
     pub(crate) key_text: Arc<str>,
 }
@@ -48,6 +52,24 @@ impl RuleConfig {
             || (method == Method::HEAD && self.methods.contains(&Method::GET));
         method_ok && self.path.matches(path)
     }
+}
+
+/// The rules that apply to a request, in order: the first matching one,
+/// and while the last one taken says `stack = true`, the next matching one
+/// too. Never allocates.
+pub(crate) fn applying<'a>(
+    rules: &'a [RuleConfig],
+    method: &'a Method,
+    path: &'a str,
+) -> impl Iterator<Item = &'a RuleConfig> + 'a {
+    let mut more = true;
+    rules.iter().filter(move |r| {
+        if !more || !r.matches(method, path) {
+            return false;
+        }
+        more = r.stack;
+        true
+    })
 }
 
 /// A path pattern: literal segments, `{name}` for any one segment, and a

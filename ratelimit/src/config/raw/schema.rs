@@ -258,6 +258,8 @@ pub(super) struct RawRule {
     pub(super) cost: Option<u32>,
     #[serde(default)]
     pub(super) shadow: bool,
+    #[serde(default)]
+    pub(super) stack: bool,
 }
 
 #[derive(Deserialize)]

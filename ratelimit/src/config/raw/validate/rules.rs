@@ -104,6 +104,7 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
             resolve,
             cost: r.cost.unwrap_or(ratelimit_spec::DEFAULT_COST),
             shadow: r.shadow,
+            stack: r.stack,
             key_text: Arc::from(r.key.trim()),
         });
     }

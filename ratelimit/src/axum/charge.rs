@@ -1,0 +1,139 @@
+//! Reserve, then settle: a handler that learns its real cost only after its
+//! work (rows scanned, tokens generated, an upstream call that failed) takes
+//! a [`Charge`] and settles it.
+
+use axum::extract::FromRequestParts;
+use axum::response::{IntoResponse, Response};
+use http::request::Parts;
+
+use super::respond::{Held, Outcome};
+use super::RateLimit;
+use crate::Quota;
+
+/// What a `#[rate_limit]` route charged for a request before its handler
+/// ran, to settle once the real cost is known.
+///
+/// Take it as a handler argument: the attribute sees it and keeps the
+/// reservation for it (a route without a `Charge` argument keeps nothing).
+/// [`settle`](Self::settle) charges the difference when the request cost
+/// more (into debt if need be: the work is done) or hands back the surplus
+/// when it cost less; [`refund`](Self::refund) hands it all back (the
+/// upstream call failed). A hand-back never returns more than was charged
+/// and never capacity that time has already refilled. Dropped unsettled, the
+/// charge stands. With stacked attributes, every limit is settled to the
+/// same cost. Through the fleet gate, the fleet's count of the key follows
+/// the settlement (see `docs/http.md`, reserve then settle).
+///
+/// ```no_run
+/// use axum::{routing::post, Json, Router};
+/// use ratelimit::axum::{Charge, RateLimit};
+/// use ratelimit::rate_limit;
+///
+/// // Reserve 10 units (the most a search costs), settle the real cost.
+/// #[rate_limit(key = ip, resolve = [default], cost = 10)]
+/// async fn search(charge: Charge, Json(q): Json<String>) -> String {
+///     let hits = q.len() as u32; // the work
+///     match hits {
+///         0 => charge.refund(),          // nothing found: free
+///         n => charge.settle(n.min(10)), // 1 unit per hit
+///     }
+///     format!("{hits} hits")
+/// }
+/// # let _ = search;
+/// ```
+#[derive(Debug)]
+pub struct Charge {
+    rt: RateLimit,
+    limits: Vec<Reserved>,
+}
+
+/// One limit's part of a reservation.
+#[derive(Debug, Clone, Copy)]
+struct Reserved {
+    held: Held,
+    quota: Quota,
+    cost: u32,
+}
+
+/// What `Admit` leaves in the request's extensions for a [`Charge`].
+#[derive(Debug, Clone)]
+pub(crate) struct Reservation(pub(crate) Option<Charge>);
+
+impl Clone for Charge {
+    fn clone(&self) -> Self {
+        // Extensions must be `Clone`; a cloned reservation would settle
+        // twice, so a clone holds nothing (settling it does nothing).
+        Charge {
+            rt: self.rt.clone(),
+            limits: Vec::new(),
+        }
+    }
+}
+
+impl Charge {
+    /// A reservation of the limits of `outcomes` that charged the request.
+    pub(crate) fn reserve(rt: &RateLimit, outcomes: &[Outcome]) -> Charge {
+        let limits = outcomes
+            .iter()
+            .filter(|o| o.decision.is_allowed() && o.cost > 0)
+            .map(|o| Reserved {
+                held: o.held,
+                quota: o.quota,
+                cost: o.cost,
+            })
+            .collect();
+        Charge { rt: rt.clone(), limits }
+    }
+
+    /// The units charged before the handler ran (of stacked limits, the
+    /// first one that charged; 0 when nothing was charged, e.g. a shadow
+    /// route's refused request).
+    pub fn charged(&self) -> u32 {
+        self.limits.first().map_or(0, |l| l.cost)
+    }
+
+    /// Settles the request at `actual` units: charges `actual - charged`
+    /// more, or hands back `charged - actual`.
+    pub fn settle(self, actual: u32) {
+        for l in &self.limits {
+            if actual < l.cost {
+                self.rt.inner.refund(&l.held, &l.quota, l.cost - actual);
+            } else if actual > l.cost {
+                self.rt.inner.charge_more(&l.held, &l.quota, actual - l.cost);
+            }
+        }
+    }
+
+    /// Hands back everything charged (the request's work failed, or was
+    /// not the client's to pay for).
+    pub fn refund(self) {
+        self.settle(0);
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Charge {
+    type Rejection = Response;
+
+    fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> impl std::future::Future<Output = Result<Self, Self::Rejection>> + Send {
+        let found = parts.extensions.remove::<Reservation>().and_then(|r| r.0);
+        std::future::ready(found.ok_or_else(no_reservation))
+    }
+}
+
+/// A `Charge` argument on a handler the attribute did not reserve for: a
+/// programming error, answered 500 (never served uncharged silently).
+fn no_reservation() -> Response {
+    tracing::error!(
+        target: "ratelimit",
+        "a handler takes a ratelimit::axum::Charge but its request has no reservation: the Charge argument needs \
+         the handler's own #[rate_limit] attribute"
+    );
+    (
+        http::StatusCode::INTERNAL_SERVER_ERROR,
+        "ratelimit: Charge without a #[rate_limit] reservation",
+    )
+        .into_response()
+}

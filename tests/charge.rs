@@ -1,0 +1,160 @@
+//! Reserve, then settle, through a real axum router: a handler takes a
+//! `ratelimit::axum::Charge` and settles the real cost after its work. The
+//! effect is read back from what the next requests are told
+//! (`RateLimit-Remaining` is computed when a request is decided, before its
+//! handler settles).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Query;
+use axum::routing::get;
+use axum::Router;
+use http::{Request, Response, StatusCode};
+use ratelimit::axum::{Charge, RateLimit};
+use ratelimit::config::Config;
+use ratelimit::key::PeerAddr;
+use ratelimit::{rate_limit, ManualClock};
+use serde::Deserialize;
+use tower::ServiceExt;
+
+/// 10 at once, then 10 a minute (one unit every 6 s).
+const CONFIG: &str = r#"
+default_profile = "standard"
+
+[profiles.standard]
+rate = "10/min"
+burst = 10
+
+[profiles.daily]
+rate = "100/d"
+burst = 100
+"#;
+
+#[derive(Deserialize)]
+struct Cost {
+    /// The real cost, or `refund`, or `hold` (keep the charge for the test).
+    actual: String,
+}
+
+/// Charges were taken out of a handler, to settle later.
+static HELD: Mutex<Vec<Charge>> = Mutex::new(Vec::new());
+
+/// Reserves 5, settles what the query says.
+#[rate_limit(key = ip, resolve = [default], name = "search", cost = 5)]
+async fn search(charge: Charge, Query(cost): Query<Cost>) -> String {
+    let reserved = charge.charged();
+    match cost.actual.as_str() {
+        "refund" => charge.refund(),
+        "hold" => HELD.lock().unwrap().push(charge),
+        n => charge.settle(n.parse().unwrap()),
+    }
+    format!("reserved {reserved}")
+}
+
+/// Stacked: the settlement applies to both limits.
+#[rate_limit(key = ip, resolve = [default], name = "export.ip", cost = 5)]
+#[rate_limit(key = header("x-account"), resolve = [profile("daily"), default], name = "export.account", cost = 5)]
+async fn export(charge: Charge, Query(cost): Query<Cost>) -> &'static str {
+    charge.settle(cost.actual.parse().unwrap());
+    "exported"
+}
+
+fn router() -> Router<RateLimit> {
+    Router::new()
+        .route("/search", get(search))
+        .route("/export", get(export))
+}
+
+async fn app(clock: &ManualClock) -> axum::routing::RouterIntoService<Body> {
+    let rl = RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
+    router().with_state(rl).into_service()
+}
+
+async fn get_at(app: &axum::routing::RouterIntoService<Body>, uri: &str, peer: &str) -> Response<Body> {
+    let mut r = Request::builder()
+        .uri(uri)
+        .header("x-account", "acct")
+        .body(Body::empty())
+        .unwrap();
+    r.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
+    app.clone().oneshot(r).await.unwrap()
+}
+
+fn remaining(r: &Response<Body>) -> u32 {
+    r.headers()["ratelimit-remaining"].to_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn settle_charges_the_difference_or_hands_back_the_surplus() {
+    let clock = ManualClock::new();
+    let app = app(&clock).await;
+    let peer = "192.0.2.1:1";
+    // Reserved 5 of 10: 5 left as it is decided; it settles at 1.
+    let r = get_at(&app, "/search?actual=1", peer).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(remaining(&r), 5);
+    // So the next is decided with 9 before it: 4 after its reservation.
+    let r = get_at(&app, "/search?actual=refund", peer).await;
+    assert_eq!(remaining(&r), 4, "the first request settled at 1");
+    // That one was refunded: 9 before the next, 4 after it.
+    let r = get_at(&app, "/search?actual=8", peer).await;
+    assert_eq!(remaining(&r), 4, "a refund hands back the whole reservation");
+    // It settled at 8: 3 more than reserved, so 9 - 8 = 1 left: the next
+    // reservation of 5 does not fit.
+    let r = get_at(&app, "/search?actual=1", peer).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(remaining(&r), 1, "the extra units were charged");
+}
+
+#[tokio::test]
+async fn a_refund_never_hands_back_what_time_already_refilled() {
+    let clock = ManualClock::new();
+    let app = app(&clock).await;
+    let peer = "192.0.2.2:1";
+    let r = get_at(&app, "/search?actual=hold", peer).await;
+    assert_eq!(remaining(&r), 5);
+    // A minute later the bucket is full again by itself.
+    clock.advance(Duration::from_secs(60));
+    let held = HELD.lock().unwrap().pop().unwrap();
+    held.refund();
+    // Refunding the old reservation gives nothing beyond the burst: the
+    // next request of cost 5 sees 10 before it, 5 after.
+    let r = get_at(&app, "/search?actual=5", peer).await;
+    assert_eq!(remaining(&r), 5);
+    // Half-way: a reservation taken, 30 s pass (5 units refill), then it
+    // is refunded: the bucket is full, not "full plus five".
+    let r = get_at(&app, "/search?actual=hold", peer).await;
+    assert_eq!(remaining(&r), 0);
+    clock.advance(Duration::from_secs(30));
+    HELD.lock().unwrap().pop().unwrap().refund();
+    let r = get_at(&app, "/search?actual=5", peer).await;
+    assert_eq!(remaining(&r), 5, "10 before it: never more than the burst");
+}
+
+#[tokio::test]
+async fn a_stacked_charge_settles_every_limit() {
+    let clock = ManualClock::new();
+    let app = app(&clock).await;
+    let peer = "192.0.2.3:1";
+    let r = get_at(&app, "/export?actual=2", peer).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = get_at(&app, "/export?actual=5", peer).await;
+    // Each limit saw the first request settle at 2: 10 - 2 - 5 and
+    // 100 - 2 - 5.
+    assert_eq!(remaining(&r), 3, "the address is the tighter");
+    let r = get_at(&app, "/export?actual=0", peer).await;
+    // 10 - 2 - 5 = 3 left, a reservation of 5 does not fit: refused, and
+    // the account was charged nothing for it.
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    clock.advance(Duration::from_secs(60));
+    let r = get_at(&app, "/export?actual=0", peer).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    // The account: 100 - 2 - 5 (the refused one cost nothing) - 5 reserved.
+    assert_eq!(remaining(&r), 5, "the address is the tighter: 10 - 5");
+}
