@@ -70,8 +70,10 @@ pub struct Outcome {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Held {
     pub(crate) cell: crate::CellKey,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) route_id: u32,
     /// 0 without a fleet gate.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fleet_id: u64,
 }
 
