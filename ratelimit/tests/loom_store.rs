@@ -273,7 +273,11 @@ fn a_stale_cas_after_a_refund_and_a_takeover_is_handed_back() {
         other.join().unwrap();
         assert!(admitted);
         assert_eq!(placement, Placement::Own);
-        assert_eq!(read(&store, key(9)), NOW + 2 * T, "key 9 holds what it was given, no more");
+        assert_eq!(
+            read(&store, key(9)),
+            NOW + 2 * T,
+            "key 9 holds what it was given, no more"
+        );
         // Key 5: charged before the refund (NOW + 3T - 2T), between the
         // refund and the sweep (NOW + 1 + T), or after the sweep as a new
         // key (NOW + T; claims start above the evicted NOW + 1).

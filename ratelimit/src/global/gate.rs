@@ -779,7 +779,7 @@ impl FleetGate {
     }
 }
 
-/// What the fleet makes of a request before it is charged ([`FleetGate::look`]).
+/// What the fleet makes of a request before it is charged (`FleetGate::look`).
 struct Look {
     /// `None`: limited locally only (degraded, epoch not prepared, a burst
     /// beyond the gate's counters, a cost above the burst).
