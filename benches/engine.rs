@@ -353,7 +353,8 @@ fn stacked(c: &mut Criterion) {
 /// check, over 10k clients with both cells present.
 fn stacked_summary() {
     let (limiter, cells) = stacked_limiter();
-    let run = |op| move |p, i| run_stacked(&limiter, &cells, op, p, i);
+    let (limiter, cells) = (&limiter, &cells[..]);
+    let run = |op| move |p, i| run_stacked(limiter, cells, op, p, i);
     println!();
     println!(
         "=== stacked and peek, {STACKED_KEYS} clients, interleaved A/B ({AB_ROUNDS} blocks of {AB_BLOCK}): median ns per decision ==="
@@ -624,7 +625,7 @@ fn main() {
         // `-- stacked` asks for the stacked rows only: the A/B against
         // governor takes minutes and is not about them.
         let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-        if filter.as_deref().map_or(true, |f| !"stacked".contains(f)) {
+        if filter.as_deref().is_none_or(|f| !"stacked".contains(f)) {
             ab_summary();
         }
         stacked_summary();

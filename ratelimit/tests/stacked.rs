@@ -21,7 +21,7 @@ fn tat<C: Clock>(limiter: &Limiter<MemoryStore, C>, check: &Check) -> u64 {
 }
 
 fn interval(q: &Quota) -> u64 {
-    u64::try_from(q.emission_interval().as_nanos()).unwrap()
+    u64::try_from(q.emission_interval().as_nanos()).expect("test intervals fit u64")
 }
 
 /// The model: one TAT per cell, GCRA written out independently of the crate.
@@ -36,7 +36,11 @@ fn model_decide(stored: u64, now: u64, q: &Quota, cost: u32) -> Option<u64> {
     if new - u128::from(now) > t * u128::from(q.burst()) {
         return None;
     }
-    Some(if cost == 0 { stored } else { u64::try_from(new).unwrap() })
+    Some(if cost == 0 {
+        stored
+    } else {
+        u64::try_from(new).expect("test TATs fit u64")
+    })
 }
 
 /// Two TATs are the same state at `now` when both are recovered, or equal.
@@ -56,7 +60,7 @@ fn quota_strategy() -> impl Strategy<Value = Quota> {
     // Emission intervals from 1 ms to 1 s, bursts from 1 to 8.
     (1u32..=20, 1u64..=1_000, 1u32..=8).prop_map(|(count, period_ms, burst)| {
         Quota::new(count, Duration::from_millis(period_ms * u64::from(count)))
-            .unwrap()
+            .expect("a valid quota")
             .with_burst(burst)
     })
 }
