@@ -5,6 +5,7 @@
 //! ```text
 //! cargo bench --bench engine            # everything, then the summary
 //! cargo bench --bench engine -- clock   # one group (the summary shows what ran)
+//! cargo bench --bench engine -- stacked # stacked checks and peeks only (no A/B against governor)
 //! ```
 //!
 //! Both limiters use their default clocks (both read the TSC through quanta)
@@ -20,7 +21,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
-use ratelimit::{Clock, Limiter, MemoryStore, Quota, SystemClock};
+use ratelimit::{CellKey, Check, Clock, Limiter, MemoryStore, Quota, SystemClock};
 
 // ---- allocation accounting, for memory per key ----------------------------
 
@@ -277,6 +278,96 @@ fn clocks(c: &mut Criterion) {
     g.finish();
 }
 
+// ---- stacked checks and peeks ------------------------------------------------------
+
+const STACKED_KEYS: usize = 10_000;
+
+/// Two cells per client (routes 1 and 2: an address limit and an account
+/// limit, say), precomputed as the HTTP runtime does.
+fn stacked_cells(limiter: &Limiter) -> Vec<(CellKey, CellKey)> {
+    u64_keys(STACKED_KEYS)
+        .iter()
+        .map(|k| (limiter.cell_key(1, k), limiter.cell_key(2, k)))
+        .collect()
+}
+
+#[derive(Clone, Copy)]
+enum StackedOp {
+    /// `check_cell` of the first cell.
+    Check,
+    /// `check_all` of both cells (all or nothing, allowed path).
+    CheckAll2,
+    /// `peek_cell` of the first cell.
+    Peek,
+}
+
+fn run_stacked(limiter: &Limiter, cells: &[(CellKey, CellKey)], op: StackedOp, start: usize, iters: u64) -> Duration {
+    let quota = ours_quota();
+    let mut i = start % cells.len();
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        let (a, b) = cells[i];
+        match op {
+            StackedOp::Check => {
+                black_box(limiter.check_cell(a, &quota, 1));
+            }
+            StackedOp::CheckAll2 => {
+                black_box(limiter.check_all(&[Check::new(a, quota, 1), Check::new(b, quota, 1)]));
+            }
+            StackedOp::Peek => {
+                black_box(limiter.peek_cell(a, &quota, 1));
+            }
+        }
+        i += 1;
+        if i == cells.len() {
+            i = 0;
+        }
+    }
+    t0.elapsed()
+}
+
+fn stacked_limiter() -> (Limiter, Vec<(CellKey, CellKey)>) {
+    let limiter = Limiter::new(ours_store(2 * STACKED_KEYS), SystemClock::default());
+    let cells = stacked_cells(&limiter);
+    // Every cell exists: lookups hit, as on a busy service.
+    run_stacked(&limiter, &cells, StackedOp::CheckAll2, 0, STACKED_KEYS as u64);
+    (limiter, cells)
+}
+
+fn stacked(c: &mut Criterion) {
+    let (limiter, cells) = stacked_limiter();
+    let mut g = c.benchmark_group("stacked");
+    for (name, op) in [
+        ("check_cell", StackedOp::Check),
+        ("check_all of 2", StackedOp::CheckAll2),
+        ("peek_cell", StackedOp::Peek),
+    ] {
+        bench_blocks(&mut g, name, format!("stacked/{name}"), |p, i| {
+            run_stacked(&limiter, &cells, op, p, i)
+        });
+    }
+    g.finish();
+}
+
+/// Interleaved A/B of the stacked decision and the peek against a single
+/// check, over 10k clients with both cells present.
+fn stacked_summary() {
+    let (limiter, cells) = stacked_limiter();
+    let (limiter, cells) = (&limiter, &cells[..]);
+    let run = |op| move |p, i| run_stacked(limiter, cells, op, p, i);
+    println!();
+    println!(
+        "=== stacked and peek, {STACKED_KEYS} clients, interleaved A/B ({AB_ROUNDS} blocks of {AB_BLOCK}): median ns per decision ==="
+    );
+    println!("{:<36} {:>8} {:>8} {:>7}", "A vs B", "A", "B", "A/B");
+    let (a, b, r) = interleaved(AB_ROUNDS, AB_BLOCK, run(StackedOp::CheckAll2), run(StackedOp::Check));
+    println!("{:<36} {a:>8.1} {b:>8.1} {r:>6.2}x", "check_all of 2 vs check_cell");
+    let (a, b, r) = interleaved(AB_ROUNDS, AB_BLOCK, run(StackedOp::Peek), run(StackedOp::Check));
+    println!("{:<36} {a:>8.1} {b:>8.1} {r:>6.2}x", "peek_cell vs check_cell");
+    // No target: what a stacked pair (a look at both cells, then a charge
+    // of both) and a peek cost next to one check.
+}
+
 // ---- memory per key -----------------------------------------------------------
 
 struct Memory {
@@ -515,7 +606,7 @@ criterion_group! {
         .sample_size(40)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = clocks, single_thread, two_threads
+    targets = clocks, single_thread, two_threads, stacked
 }
 
 fn measuring() -> bool {
@@ -531,6 +622,12 @@ fn main() {
     // timings mean nothing.
     if measuring() {
         summary(&memory);
-        ab_summary();
+        // `-- stacked` asks for the stacked rows only: the A/B against
+        // governor takes minutes and is not about them.
+        let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+        if filter.as_deref().is_none_or(|f| !"stacked".contains(f)) {
+            ab_summary();
+        }
+        stacked_summary();
     }
 }

@@ -84,9 +84,17 @@ pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decisi
 
 /// What handing back `cost` units of a charge does to a cell whose TAT is
 /// `stored`: the TAT moves back by `cost * T`, but never to before `now`
-/// (capacity that time has already refilled is not given twice).
-/// `None`: nothing to write (the cell is already fully recovered, or the
-/// refund is empty).
+/// (capacity that time has already refilled is not given twice: a refund
+/// of more than is still owed leaves the cell exactly full, not in
+/// credit). `None`: nothing to write (the cell is already fully recovered,
+/// or the refund is empty).
+///
+/// The floor is `now` itself, not `now + 1`: a cell at `now` is exactly
+/// full, where `now + 1` would leave it a nanosecond in debt (a request of
+/// the whole burst right after a charge and its refund would be refused).
+/// A written TAT of `now` is a recovered cell, which the store may evict;
+/// the store's hand-over protocol does not rely on TATs only growing any
+/// more (see `store/memory.rs`).
 #[inline]
 pub(crate) fn refund(stored: u64, now: u64, quota: &Quota, cost: u32) -> Option<u64> {
     if cost == 0 || stored <= now {
@@ -352,6 +360,28 @@ mod tests {
         );
         assert!(step(&mut cell, S + 599_999_999, &standard, 1).is_denied());
         assert!(step(&mut cell, S + 600_000_000, &standard, 1).is_allowed());
+    }
+
+    #[test]
+    fn a_refund_moves_back_by_its_cost_and_never_before_now() {
+        let quota = q(10, 5); // T = 100 ms
+        let now = 10 * S;
+        let mut cell = 0;
+        step(&mut cell, now, &quota, 3);
+        assert_eq!(refund(cell, now, &quota, 1), Some(now + 200_000_000));
+        // More than is owed: exactly full, not in credit, not 1 ns in debt.
+        assert_eq!(refund(cell, now, &quota, 5), Some(now));
+        let (d, _) = decide(now, now, &quota, 5);
+        assert!(d.is_allowed(), "the whole burst fits after a full refund");
+        // Time refilled part of it: only what is still owed comes back.
+        assert_eq!(refund(cell, now + 250_000_000, &quota, 3), Some(now + 250_000_000));
+        // Nothing to hand back: recovered, empty refund, no cell.
+        assert_eq!(refund(cell, now + 300_000_000, &quota, 3), None);
+        assert_eq!(refund(cell, now, &quota, 0), None);
+        assert_eq!(refund(0, now, &quota, 3), None);
+        // Extremes do not overflow.
+        assert_eq!(refund(MAX_TAT, 0, &Quota::per_hour(1), u32::MAX), Some(0));
+        assert_eq!(refund(MAX_TAT, MAX_TAT - 1, &quota, u32::MAX), Some(MAX_TAT - 1));
     }
 
     #[test]

@@ -38,6 +38,40 @@
 //! * **Decisions are values**: a [`Decision`] says allowed or denied and
 //!   carries what the `RateLimit-*` and `Retry-After` headers need.
 //!
+//! ## Several limits, peeks and refunds
+//!
+//! A request held to several limits at once (an address's burst and an
+//! account's daily quota) is one all-or-nothing decision:
+//! [`Limiter::check_all`] charges every limit when all admit and none
+//! otherwise, even when concurrent requests race for the last unit.
+//! [`Limiter::peek`] (and `peek_n`, `peek_cell`) answers "how much is left"
+//! without charging or making a cell; [`Limiter::refund_cell`] and
+//! [`Limiter::refund_placed`] hand back what a request was charged but did
+//! not use. The fleet gate has the same three forms
+//! (`global::FleetGate::check_all_id`, `peek_id`, `refund_id`).
+//!
+//! ```
+//! use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
+//!
+//! let limiter = Limiter::new(MemoryStore::default(), ManualClock::new());
+//! let per_ip = Quota::per_second(10).with_burst(20);
+//! let per_account: Quota = "2/h".parse().unwrap();
+//! let checks = [
+//!     Check::new(limiter.cell_key(1, "203.0.113.9"), per_ip, 1),
+//!     Check::new(limiter.cell_key(2, "account-7"), per_account, 1),
+//! ];
+//! assert!(limiter.check_all(&checks).iter().all(|d| d.is_allowed()));
+//! assert!(limiter.peek_cell(checks[1].cell, &per_account, 1).is_allowed(), "one more fits");
+//! limiter.check_all(&checks);
+//! let [ip, account] = limiter.check_all(&checks);
+//! assert!(account.is_denied() && ip.is_allowed(), "the account refuses");
+//! assert_eq!(limiter.peek_cell(checks[0].cell, &per_ip, 0).remaining(), 18, "the address paid for two, not three");
+//! // The last request failed before doing any work: hand its units back.
+//! limiter.refund_cell(checks[0].cell, &per_ip, 1);
+//! limiter.refund_cell(checks[1].cell, &per_account, 1);
+//! assert!(limiter.check_all(&checks).iter().all(|d| d.is_allowed()));
+//! ```
+//!
 //! ## Layers
 //!
 //! Dependencies point one way, down; no module imports one above it.

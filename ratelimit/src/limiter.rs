@@ -259,6 +259,10 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// refund never returns more than was charged, nor capacity that time
     /// has already refilled. Refunding what was never charged hands back
     /// capacity the client did not earn: pair each refund with a charge.
+    /// A key with no cell of its own (its charge went to a shared overflow
+    /// or group cell, or its cell has recovered and was swept) gets nothing
+    /// back and no cell made: to hand a charge back to the shared cell it
+    /// went to, pass its decision to [`refund_placed`](Self::refund_placed).
     ///
     /// ```
     /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota, DEFAULT_ROUTE};
@@ -320,6 +324,52 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         let _ = self
             .store
             .update(cell, now, |stored| ((), gcra::force(stored, now, quota, cost)));
+    }
+
+    /// Hands back `cost` units of the charge that `charged` (the admitted
+    /// [`Decision`] of a [`check_cell`](Self::check_cell) of `cell`)
+    /// reports, to the cell the store placed it in: the key's own cell, or
+    /// the shared cell a key the store had no room for
+    /// ([`Decision::is_overflow`]) or a group past its budget of new keys
+    /// ([`Decision::is_grouped`]) was charged to. Like
+    /// [`refund_cell`](Self::refund_cell) otherwise: never more than was
+    /// charged, never before now, never a new cell. A denied `charged`
+    /// charged nothing: nothing is handed back.
+    ///
+    /// ```
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, OverflowPolicy, Quota};
+    ///
+    /// let store = MemoryStore::builder().max_keys(1).overflow(OverflowPolicy::SharedBucket).build();
+    /// let limiter = Limiter::new(store, ManualClock::new());
+    /// let quota = Quota::per_minute(3);
+    /// limiter.check(&"resident", &quota); // the store is full
+    /// let cell = limiter.cell_key(ratelimit::DEFAULT_ROUTE, "newcomer");
+    /// let d = limiter.check_cell(cell, &quota, 3);
+    /// assert!(d.is_allowed() && d.is_overflow(), "charged to the shared overflow cell");
+    /// assert!(limiter.check(&"another", &quota).is_denied(), "which is spent");
+    /// limiter.refund_placed(cell, &quota, 3, &d); // the work failed
+    /// assert!(limiter.check(&"another", &quota).is_allowed(), "handed back to it");
+    /// ```
+    #[inline]
+    pub fn refund_placed(&self, cell: CellKey, quota: &Quota, cost: u32, charged: &Decision) {
+        let now = self.clock.now();
+        self.refund_placed_at(cell, quota, cost, charged, now);
+    }
+
+    pub(crate) fn refund_placed_at(&self, cell: CellKey, quota: &Quota, cost: u32, charged: &Decision, now: u64) {
+        if cost == 0 || charged.is_denied() {
+            return;
+        }
+        let placement = if charged.is_overflow() {
+            Placement::Overflow
+        } else if charged.is_grouped() {
+            Placement::Group
+        } else {
+            return self.refund_cell_at(cell, quota, cost, now);
+        };
+        let _ = self.store.update_shared(cell, placement, now, |stored| {
+            ((), gcra::refund(stored, now, quota, cost))
+        });
     }
 
     /// Checks several limits as one decision, all or nothing: every check
@@ -387,8 +437,10 @@ impl<S: Store, C: Clock> Limiter<S, C> {
                 let c = &checks[i];
                 out[i] = self.check_cell_at(c.cell, &c.quota, c.cost, now);
                 if out[i].is_denied() {
-                    for earlier in &checks[..i] {
-                        self.refund_cell_at(earlier.cell, &earlier.quota, earlier.cost, now);
+                    // Each to where it was charged (its own cell, or the
+                    // overflow or group cell the store put it in).
+                    for (earlier, d) in checks[..i].iter().zip(out[..i].iter()) {
+                        self.refund_placed_at(earlier.cell, &earlier.quota, earlier.cost, d, now);
                     }
                     refused = true;
                     break;

@@ -184,3 +184,105 @@ fn a_stale_cas_never_lands_on_another_keys_cell() {
         assert!(store.len() <= 2);
     });
 }
+
+/// A GCRA at `now` with emission interval `T` and burst `burst`: admits a
+/// request of cost 1 iff it fits, and then charges it.
+fn charge_at(store: &MemoryStore, k: CellKey, now: u64, burst: u64) -> Option<(bool, Placement)> {
+    store.update(k, now, |tat| {
+        let new = tat.max(now) + T;
+        if new - now <= burst * T {
+            (true, Some(new))
+        } else {
+            (false, None)
+        }
+    })
+}
+
+/// What `Limiter::refund_cell` does: the TAT moves back by `units * T`,
+/// never to `now` or before; a key with no cell gets none.
+fn refund_at(store: &MemoryStore, k: CellKey, now: u64, units: u64) {
+    let _ = store.update(k, now, |tat| {
+        let back = tat.saturating_sub(units * T).max(now + 1);
+        ((), (tat > now && back < tat).then_some(back))
+    });
+}
+
+/// One thread charges key 5 and hands the charge back (a request whose
+/// stacked check refused it later, or that settled for less) while another
+/// charges key 5: the final TAT is the sequential model's whatever the
+/// interleaving (the refund gives back exactly the first thread's unit, or
+/// nothing it was not charged), and never both charges are admitted past
+/// the burst.
+#[test]
+fn a_refund_racing_a_charge_gives_back_exactly_its_own_unit() {
+    model(|| {
+        let store = Arc::new(MemoryStore::builder().max_keys(4).build());
+        // Key 5 holds one unit of a burst of 2 at NOW.
+        store.update(key(5), NOW, |_| ((), Some(NOW + T))).expect("room");
+        let refunder = {
+            let store = store.clone();
+            thread::spawn(move || {
+                let (admitted, _) = charge_at(&store, key(5), NOW, 2).expect("room");
+                if admitted {
+                    refund_at(&store, key(5), NOW, 1);
+                }
+                admitted
+            })
+        };
+        let charger = {
+            let store = store.clone();
+            thread::spawn(move || charge_at(&store, key(5), NOW, 2).expect("room").0)
+        };
+        let first = refunder.join().unwrap();
+        let second = charger.join().unwrap();
+        // The bucket had room for one more: at least one of them got it, and
+        // both only when the refund came between them.
+        assert!(first || second);
+        let tat = read(&store, key(5));
+        assert_eq!(tat, NOW + T + if second { T } else { 0 }, "only the kept charge stays");
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.stats().repaired, 0, "one key: nothing to repair");
+    });
+}
+
+/// The refund ABA: an updater of key 5 reads TAT `NOW + 2T`; key 5 is then
+/// refunded down to `NOW + 1`, swept once recovered, and key 9 is inserted
+/// into the freed slot wanting exactly `NOW + 2T`, the value the stale
+/// updater expects. Its CAS succeeds on key 9's cell; the store sees the
+/// key changed, hands key 9 its value back and redoes the update on key 5.
+/// Both keys end with the model's TATs.
+#[test]
+fn a_stale_cas_after_a_refund_and_a_takeover_is_handed_back() {
+    model(|| {
+        let store = Arc::new(MemoryStore::builder().max_keys(4).build());
+        let later = NOW + 1;
+        store.update(key(5), NOW, |_| ((), Some(NOW + 2 * T))).expect("room");
+        let updater = {
+            let store = store.clone();
+            thread::spawn(move || charge_at(&store, key(5), NOW, 3).expect("room"))
+        };
+        let other = {
+            let store = store.clone();
+            thread::spawn(move || {
+                refund_at(&store, key(5), NOW, 2);
+                store.sweep(later);
+                store.update(key(9), later, |_| ((), Some(NOW + 2 * T))).expect("room");
+            })
+        };
+        let (admitted, placement) = updater.join().unwrap();
+        other.join().unwrap();
+        assert!(admitted);
+        assert_eq!(placement, Placement::Own);
+        assert_eq!(
+            read(&store, key(9)),
+            NOW + 2 * T,
+            "key 9 holds what it was given, no more"
+        );
+        // Key 5: charged before the refund (NOW + 3T - 2T), between the
+        // refund and the sweep (NOW + 1 + T), or after the sweep as a new
+        // key (NOW + T; claims start above the evicted NOW + 1).
+        let five = read(&store, key(5));
+        assert!([NOW + T, NOW + 1 + T].contains(&five), "key 5 holds {five}");
+        assert!(store.stats().repaired <= 1);
+    });
+}

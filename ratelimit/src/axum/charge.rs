@@ -53,6 +53,8 @@ struct Reserved {
     held: Held,
     quota: Quota,
     cost: u32,
+    /// The admitted decision: where the store placed the charge.
+    decision: crate::Decision,
 }
 
 /// What `Admit` leaves in the request's extensions for a [`Charge`].
@@ -80,6 +82,7 @@ impl Charge {
                 held: o.held,
                 quota: o.quota,
                 cost: o.cost,
+                decision: o.decision,
             })
             .collect();
         Charge { rt: rt.clone(), limits }
@@ -97,7 +100,7 @@ impl Charge {
     pub fn settle(self, actual: u32) {
         for l in &self.limits {
             if actual < l.cost {
-                self.rt.inner.refund(&l.held, &l.quota, l.cost - actual);
+                self.rt.inner.refund(&l.held, &l.quota, l.cost - actual, &l.decision);
             } else if actual > l.cost {
                 self.rt.inner.charge_more(&l.held, &l.quota, actual - l.cost);
             }

@@ -69,37 +69,7 @@ pub(crate) fn start_gate(
     Ok(gate)
 }
 
-/// Stacked limits through the fleet gate: each limit checked by the gate
-/// in order; a refusal hands back what the earlier ones were charged
-/// locally. (Interim: the fleet counters of the earlier ones keep their
-/// units on such a refusal.)
-pub(crate) fn check_all(
-    gate: &crate::global::FleetGate,
-    limiter: &crate::Limiter<crate::MemoryStore, crate::AnyClock>,
-    ids: &[(u32, u64)],
-    checks: &[crate::Check],
-    out: &mut [crate::Decision],
-) -> bool {
-    for (i, (c, &(route, fleet_id))) in checks.iter().zip(ids).enumerate() {
-        out[i] = limiter.peek_cell(c.cell, &c.quota, c.cost);
-        if out[i].is_denied() {
-            return false;
-        }
-        let _ = (route, fleet_id);
-    }
-    for (i, (c, &(route, fleet_id))) in checks.iter().zip(ids).enumerate() {
-        out[i] = gate.check_id(limiter, route, c.cell, fleet_id, &c.quota, c.cost);
-        if out[i].is_denied() {
-            for earlier in &checks[..i] {
-                limiter.refund_cell(earlier.cell, &earlier.quota, earlier.cost);
-            }
-            return false;
-        }
-    }
-    true
-}
-
-/// A settled charge's surplus handed back. (Interim: locally only.)
+/// A settled charge's surplus handed back, locally and in the fleet count.
 pub(crate) fn refund(
     gate: &crate::global::FleetGate,
     limiter: &crate::Limiter<crate::MemoryStore, crate::AnyClock>,
@@ -107,11 +77,10 @@ pub(crate) fn refund(
     quota: &crate::Quota,
     cost: u32,
 ) {
-    let _ = gate;
-    limiter.refund_cell(held.cell, quota, cost);
+    gate.refund_id(limiter, held.route_id, held.cell, held.fleet_id, quota, cost);
 }
 
-/// A settled charge's extra units charged. (Interim: locally only.)
+/// A settled charge's extra units, locally and in the fleet count.
 pub(crate) fn charge_more(
     gate: &crate::global::FleetGate,
     limiter: &crate::Limiter<crate::MemoryStore, crate::AnyClock>,
@@ -119,6 +88,5 @@ pub(crate) fn charge_more(
     quota: &crate::Quota,
     cost: u32,
 ) {
-    let _ = gate;
-    limiter.charge_cell(held.cell, quota, cost);
+    gate.charge_more_id(limiter, held.route_id, held.cell, held.fleet_id, quota, cost);
 }

@@ -513,7 +513,7 @@ impl Runtime {
                 for (slot, &i) in ids.iter_mut().zip(&enforcing[..n]) {
                     *slot = (pending[i].route.id, pending[i].fleet_id);
                 }
-                super::gate::check_all(gate, &self.limiter, &ids[..n], &checks[..n], &mut decisions[..n])
+                gate.check_all_id(&self.limiter, &ids[..n], &checks[..n], &mut decisions[..n])
             }
             None => self.limiter.check_all_into(&checks[..n], &mut decisions[..n]),
         };
@@ -543,13 +543,21 @@ impl Runtime {
     }
 
     /// Hands back `cost` units of a settled charge (a [`Charge`](super::Charge)).
-    pub(crate) fn refund(&self, held: &super::respond::Held, quota: &crate::Quota, cost: u32) {
+    pub(crate) fn refund(
+        &self,
+        held: &super::respond::Held,
+        quota: &crate::Quota,
+        cost: u32,
+        charged: &crate::Decision,
+    ) {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
             super::gate::refund(gate, &self.limiter, held, quota, cost);
             return;
         }
-        self.limiter.refund_cell(held.cell, quota, cost);
+        // To the cell the charge went to: the key's own, or the shared
+        // overflow or group cell.
+        self.limiter.refund_placed(held.cell, quota, cost, charged);
     }
 
     /// Charges `cost` more units of a settled charge, unchecked.

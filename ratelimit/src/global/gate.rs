@@ -13,7 +13,7 @@ use super::settings::{GateError, GateSettings};
 use super::table::{Closed, Pending, Slot, Table, LOW};
 use crate::store::CellKey;
 use crate::window::{Fit, SlidingWindow};
-use crate::{Clock, Decision, Limiter, Quota, Store};
+use crate::{Check, Clock, Decision, Limiter, Quota, Store};
 
 /// The state of a gate, for health checks and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -449,6 +449,344 @@ impl FleetGate {
         }
     }
 
+    /// What [`check_id`](Self::check_id) would decide now, fleet budget
+    /// included, charging nothing: neither the local cell (a
+    /// [`Limiter::peek_cell`]) nor this instance's fleet counters, and
+    /// without claiming a slot in the gate's table (a key the table does
+    /// not hold is judged as a fresh one, plus what the previous epoch knew
+    /// of it). No I/O, no lock, no allocation.
+    ///
+    /// ```
+    /// use ratelimit::global::{FleetGate, GateSettings};
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let settings = GateSettings::new(b"a fleet-wide secret, 16+ bytes").with_window(Duration::from_secs(10));
+    /// let gate = FleetGate::new(settings, &clock).unwrap();
+    /// let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    /// let quota = Quota::per_minute(60).with_burst(100); // fleet: 10 per 10 s
+    /// let (cell, id) = (limiter.cell_key(1, "user-1"), gate.fleet_id(1, "user-1"));
+    /// for _ in 0..8 {
+    ///     assert!(gate.check_id(&limiter, 1, cell, id, &quota, 1).is_allowed());
+    /// }
+    /// assert!(gate.peek_id(&limiter, 1, cell, id, &quota, 2).is_allowed());
+    /// let d = gate.peek_id(&limiter, 1, cell, id, &quota, 3);
+    /// assert_eq!(d.denial(), Some(ratelimit::Denial::FleetLimited), "3 more exceed the fleet's 10");
+    /// assert!(gate.check_id(&limiter, 1, cell, id, &quota, 2).is_allowed(), "the peeks spent nothing");
+    /// ```
+    pub fn peek_id<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        route: u32,
+        cell: CellKey,
+        fleet_id: u64,
+        quota: &Quota,
+        cost: u32,
+    ) -> Decision {
+        let _ = route;
+        limiter.store().prefetch(cell);
+        let now = limiter.clock().now();
+        let look = self.look(fleet_id | NONZERO, quota, cost, now);
+        self.peek_looked(limiter, cell, quota, cost, now, &look)
+    }
+
+    /// Hands back `cost` units of a request [`check_id`](Self::check_id)
+    /// admitted (it cost less than it was charged, or its work failed):
+    /// locally through [`Limiter::refund_cell`] (never more than was
+    /// charged, never before now), and out of this instance's count of the
+    /// key's units that the sync loop has not taken for a push yet, in the
+    /// current slice and then the one before. No I/O, no lock, no
+    /// allocation; no slot is claimed for a key the table does not hold.
+    ///
+    /// Units already taken for a push (or pushed) stay counted fleet-wide
+    /// until they leave the window: a refund after the push is
+    /// conservative. Redis counters only grow by design (`INCRBY` of
+    /// deltas that are never negative), and a negative delta would need a
+    /// signed field in the pending word, which packs a tag and two 24-bit
+    /// counts into one atomic: not worth it for what a refund is, the
+    /// correction of one request within a sync interval or so.
+    ///
+    /// ```
+    /// use ratelimit::global::{FleetGate, GateSettings};
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let settings = GateSettings::new(b"a fleet-wide secret, 16+ bytes").with_window(Duration::from_secs(10));
+    /// let gate = FleetGate::new(settings, &clock).unwrap();
+    /// let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    /// let quota = Quota::per_minute(60).with_burst(100); // fleet: 10 per 10 s
+    /// let (cell, id) = (limiter.cell_key(1, "user-1"), gate.fleet_id(1, "user-1"));
+    /// assert!(gate.check_id(&limiter, 1, cell, id, &quota, 10).is_allowed());
+    /// assert!(gate.peek_id(&limiter, 1, cell, id, &quota, 1).is_denied(), "the fleet's 10 are spent");
+    /// gate.refund_id(&limiter, 1, cell, id, &quota, 4); // it cost 6
+    /// assert!(gate.check_id(&limiter, 1, cell, id, &quota, 4).is_allowed());
+    /// ```
+    pub fn refund_id<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        route: u32,
+        cell: CellKey,
+        fleet_id: u64,
+        quota: &Quota,
+        cost: u32,
+    ) {
+        let _ = route;
+        let now = limiter.clock().now();
+        limiter.refund_cell_at(cell, quota, cost, now);
+        if cost == 0 {
+            return;
+        }
+        let fleet_id = fleet_id | NONZERO;
+        let (slice, _, epoch) = self.locate(self.wall(now));
+        let table = &self.tables[(epoch % 3) as usize];
+        if table.epoch.load(Ordering::Acquire) != epoch {
+            return;
+        }
+        if let Some(slot) = table.find(fleet_id) {
+            let left = take_back_pending(slot, slice, u64::from(cost));
+            take_back_pending(slot, slice.wrapping_sub(1), left);
+        }
+    }
+
+    /// Charges `cost` more units of a request already admitted, without a
+    /// check (a settlement after the work: see `ratelimit::axum::Charge`):
+    /// locally (into debt if need be) and in this instance's fleet count of
+    /// the key, pushed with the next round. A key with no slot in the
+    /// current epoch's table (the epoch turned since its request, or the
+    /// table was full) is charged locally only, as is anything above
+    /// [`MAX_FLEET_BURST`] units. No I/O, no lock, no allocation.
+    ///
+    /// ```
+    /// use ratelimit::global::{FleetGate, GateSettings};
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let gate = FleetGate::new(GateSettings::new(b"a fleet-wide secret, 16+ bytes"), &clock).unwrap();
+    /// let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    /// let quota = Quota::per_minute(60);
+    /// let cell = limiter.cell_key(1, "user-1");
+    /// let id = gate.fleet_id(1, "user-1");
+    /// assert!(gate.check_id(&limiter, 1, cell, id, &quota, 1).is_allowed());
+    /// gate.charge_more_id(&limiter, 1, cell, id, &quota, 59); // it cost 60
+    /// assert!(limiter.peek_cell(cell, &quota, 1).is_denied());
+    /// ```
+    pub fn charge_more_id<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        route: u32,
+        cell: CellKey,
+        fleet_id: u64,
+        quota: &Quota,
+        cost: u32,
+    ) {
+        if cost == 0 {
+            return;
+        }
+        let now = limiter.clock().now();
+        limiter.charge_cell_at(cell, quota, cost, now);
+        if quota.burst() > MAX_FLEET_BURST {
+            return;
+        }
+        let fleet_id = fleet_id | NONZERO;
+        let (slice, _, epoch) = self.locate(self.wall(now));
+        let table = &self.tables[(epoch % 3) as usize];
+        if table.epoch.load(Ordering::Acquire) != epoch {
+            return;
+        }
+        if let Some(slot) = table.find(fleet_id) {
+            touch(slot, route, self.round.load(Ordering::Relaxed));
+            // At most what one request may cost the gate (the pending
+            // word's headroom): a settlement beyond it is local only past
+            // that.
+            add_pending(slot, slice, cost.min(MAX_FLEET_BURST));
+        }
+    }
+
+    /// Several limits as one all-or-nothing decision, each also held to its
+    /// fleet budget: `local[i]` is the `i`th limit's local check (cell,
+    /// quota, cost) and `fleet[i]` its `(route, fleet_id)`. Every limit is
+    /// looked at first (locally and against the fleet estimate, as
+    /// [`peek_id`](Self::peek_id)); if any refuses, nothing is charged,
+    /// locally or in the fleet counters, and no table slot is claimed.
+    /// Otherwise the local limits are charged as
+    /// [`Limiter::check_all_into`] does (a limit that refuses in a race
+    /// hands the earlier ones back), and then each limit's units are counted
+    /// for the fleet. The decisions go to `out`; returns whether the request
+    /// is admitted. No I/O, no lock, no allocation.
+    ///
+    /// Like [`check_id`](Self::check_id), the fleet look and the count are
+    /// not one atomic step: requests admitted concurrently by this instance
+    /// may together pass the fleet budget by what they cost.
+    ///
+    /// # Panics
+    ///
+    /// When `fleet` or `out` is shorter than `local`.
+    ///
+    /// ```
+    /// use ratelimit::global::{FleetGate, GateSettings};
+    /// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let settings = GateSettings::new(b"a fleet-wide secret, 16+ bytes").with_window(Duration::from_secs(10));
+    /// let gate = FleetGate::new(settings, &clock).unwrap();
+    /// let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    /// let per_user = Quota::per_minute(60).with_burst(100); // fleet: 10 per 10 s
+    /// let per_ip = Quota::per_minute(600).with_burst(100); // fleet: 100 per 10 s
+    /// let local = [
+    ///     Check::new(limiter.cell_key(1, "user-1"), per_user, 1),
+    ///     Check::new(limiter.cell_key(2, "203.0.113.9"), per_ip, 1),
+    /// ];
+    /// let fleet = [(1, gate.fleet_id(1, "user-1")), (2, gate.fleet_id(2, "203.0.113.9"))];
+    /// let mut out = [limiter.peek(&"", &per_user); 2];
+    /// for _ in 0..10 {
+    ///     assert!(gate.check_all_id(&limiter, &fleet, &local, &mut out));
+    /// }
+    /// assert!(!gate.check_all_id(&limiter, &fleet, &local, &mut out), "the user's fleet budget is spent");
+    /// assert_eq!(out[0].denial(), Some(ratelimit::Denial::FleetLimited));
+    /// assert_eq!(limiter.peek_cell(local[1].cell, &per_ip, 0).remaining(), 90, "the address was not charged");
+    /// ```
+    pub fn check_all_id<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        fleet: &[(u32, u64)],
+        local: &[Check],
+        out: &mut [Decision],
+    ) -> bool {
+        assert!(
+            fleet.len() >= local.len() && out.len() >= local.len(),
+            "check_all_id: one fleet id and one decision per check"
+        );
+        for c in local {
+            limiter.store().prefetch(c.cell);
+        }
+        let now = limiter.clock().now();
+        // Look at every limit, fleet included; any refusal charges nothing.
+        let mut refused = false;
+        for ((c, &(_, id)), d) in local.iter().zip(fleet).zip(out.iter_mut()) {
+            let look = self.look(id | NONZERO, &c.quota, c.cost, now);
+            *d = self.peek_looked(limiter, c.cell, &c.quota, c.cost, now, &look);
+            refused |= d.is_denied();
+        }
+        if refused {
+            for (c, d) in local.iter().zip(out.iter_mut()) {
+                if d.is_allowed() {
+                    // Charged nothing: its room as it is.
+                    *d = limiter.peek_cell_at(c.cell, &c.quota, 0, now);
+                }
+            }
+            return false;
+        }
+        // Charge locally, all or nothing (a race hands back what it took).
+        if !limiter.check_all_at(local, out, now) {
+            return false;
+        }
+        // Then count each limit for the fleet, and report its room where
+        // the fleet's is tighter.
+        let round = self.round.load(Ordering::Relaxed);
+        for ((c, &(route, id)), d) in local.iter().zip(fleet).zip(out.iter_mut()) {
+            let look = self.look(id | NONZERO, &c.quota, c.cost, now);
+            if let Some((slice, epoch)) = look.counted {
+                self.count(route, id | NONZERO, slice, epoch, round, c.cost);
+            }
+            if let (Some(Fit::Fits { slack_ns }), Some(used)) = (look.fit, look.used) {
+                *d = self.within_fleet(*d, used, c.cost, slack_ns, &c.quota, look.into);
+            }
+        }
+        true
+    }
+
+    /// The fleet's view of a request of `cost` on `fleet_id` at `now`,
+    /// writing nothing (but the slice hints).
+    #[inline]
+    fn look(&self, fleet_id: u64, quota: &Quota, cost: u32, now: u64) -> Look {
+        let local_only = Look {
+            fit: None,
+            used: None,
+            into: 0,
+            counted: None,
+        };
+        // As `check_id`: a cost above the burst is the local limiter's to
+        // refuse; bursts beyond the gate's counters are limited locally.
+        if cost > quota.burst() || quota.burst() > MAX_FLEET_BURST {
+            return local_only;
+        }
+        let (slice, into, epoch) = self.locate(self.wall(now));
+        let table = &self.tables[(epoch % 3) as usize];
+        if table.epoch.load(Ordering::Acquire) != epoch {
+            return local_only;
+        }
+        let in_force = self.in_force(now);
+        let used = if !in_force {
+            None
+        } else if let Some(slot) = table.find(fleet_id) {
+            self.used(slot, epoch, fleet_id, slice)
+        } else {
+            match self.previous_slot(epoch, fleet_id) {
+                Some(p) => p.used(&self.window, slice),
+                None => Some(0),
+            }
+        };
+        Look {
+            fit: used.map(|used| self.window.fits(used, cost, quota.interval_ns(), into)),
+            used,
+            into,
+            counted: Some((slice, epoch)),
+        }
+    }
+
+    /// The decision a look gives, charging nothing.
+    #[inline]
+    fn peek_looked<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        cell: CellKey,
+        quota: &Quota,
+        cost: u32,
+        now: u64,
+        look: &Look,
+    ) -> Decision {
+        if let Some(Fit::Exceeds { retry_ns }) = look.fit {
+            return limiter.peek_cell_at(cell, quota, 0, now).fleet_denied(retry_ns, cost);
+        }
+        let d = limiter.peek_cell_at(cell, quota, cost, now);
+        match (d.is_allowed(), look.fit, look.used) {
+            (true, Some(Fit::Fits { slack_ns }), Some(used)) => {
+                self.within_fleet(d, used, cost, slack_ns, quota, look.into)
+            }
+            _ => d,
+        }
+    }
+
+    /// Counts an admitted request of `cost` for `fleet_id` in `slice`,
+    /// claiming the key's slot if it has none (as `check_id` does).
+    fn count(&self, route: u32, fleet_id: u64, slice: u64, epoch: u64, round: u64, cost: u32) {
+        let table = &self.tables[(epoch % 3) as usize];
+        if let Some(slot) = table.find(fleet_id) {
+            touch(slot, route, round);
+            add_pending(slot, slice, cost);
+            return;
+        }
+        let previous = self.previous_slot(epoch, fleet_id);
+        let claimed = table.slot(fleet_id, |fresh| {
+            fresh.touched.store(touched(route, round), Ordering::Relaxed);
+            if let Some(p) = previous {
+                carry_over(p, fresh, slice, &self.window);
+            }
+        });
+        match claimed {
+            Some(slot) => {
+                touch(slot, route, round);
+                add_pending(slot, slice, cost);
+            }
+            None => {
+                self.untracked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// An admitted decision reporting the fleet's room when it is tighter;
     /// when the fleet has less than one unit left, its next unit is not
     /// sooner than the fleet's window lets one in (the `t` a client reads).
@@ -493,6 +831,36 @@ impl FleetGate {
         }
         table.find(fleet_id)
     }
+}
+
+/// What the fleet makes of a request before it is charged (`FleetGate::look`).
+struct Look {
+    /// `None`: limited locally only (degraded, epoch not prepared, a burst
+    /// beyond the gate's counters, a cost above the burst).
+    fit: Option<Fit>,
+    used: Option<u64>,
+    into: u64,
+    /// Where an admitted request is counted: `(slice, epoch)`, or `None`
+    /// when the fleet does not track it.
+    counted: Option<(u64, u64)>,
+}
+
+/// Takes up to `units` out of the slot's not-yet-taken count for `slice`
+/// (never below zero, never out of units a round took for a push); returns
+/// what it could not take.
+fn take_back_pending(slot: &Slot, slice: u64, units: u64) -> u64 {
+    if units == 0 {
+        return 0;
+    }
+    let p = (slice & 1) as usize;
+    let tag = Pending::tag(slice);
+    let mut taken = 0;
+    let _ = slot.pending[p].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+        let (t, unconfirmed, unpushed) = Pending::unpack(v);
+        taken = if t == tag { unpushed.min(units) } else { 0 };
+        (taken > 0).then(|| Pending::pack(t, unconfirmed, unpushed - taken))
+    });
+    units - taken
 }
 
 /// The `touched` word: the route (high half) and the round of the last

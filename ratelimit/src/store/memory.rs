@@ -27,18 +27,61 @@
 //!   `BUSY` for an empty slot). An updater that raced with this sees `BUSY`,
 //!   or a different key on its re-check, or fails its CAS.
 //!
-//! Why a stale updater's CAS can never land on another key's cell: **a
-//! slot's TAT only ever grows, across owners too** (`BUSY` aside, which no
-//! CAS expects). Within one owner every write is `max(stored, now) + n*T`,
-//! above the stored value. A takeover publishes above the TAT it evicted. A
-//! sweep raises its shard's `evicted_high` mark to the evicted TAT before it
-//! empties the key, and a claim of that empty slot (which reads the key store,
-//! so sees the mark) publishes above the mark. So a CAS that still finds the
-//! value the updater read means nothing was written since: the key has not
-//! changed hands. Debug builds and the loom models assert it after every CAS.
-//! (The mark is per shard: after a test's `ManualClock` is stepped back past
-//! evicted TATs, new keys in that shard start above the mark, i.e. limited a
-//! little more, never less.)
+//! Why a stale updater's CAS does not land on another key's cell: **without
+//! refunds, a slot's TAT only ever grows, across owners too** (`BUSY` aside,
+//! which no CAS expects). Within one owner every charge writes
+//! `max(stored, now) + n*T`, above the stored value. A takeover publishes
+//! above the TAT it evicted. A sweep raises its shard's `evicted_high` mark
+//! to the evicted TAT before it empties the key, and a claim of that empty
+//! slot (which reads the key store, so sees the mark) publishes above the
+//! mark. So a CAS that still finds the value the updater read means nothing
+//! was written since: the key has not changed hands. (The mark is per
+//! shard: after a test's `ManualClock` is stepped back past evicted TATs,
+//! new keys in that shard start above the mark, i.e. limited a little more,
+//! never less.)
+//!
+//! # Refunds
+//!
+//! A refund ([`Limiter::refund_cell`](crate::Limiter::refund_cell)) lowers
+//! a TAT, which breaks "only grows", and the hole is real: an updater of
+//! key K reads TAT `X` and stalls; K is refunded below `X`, recovers, is
+//! swept; key K2 claims the slot (above the *evicted* TAT, which is now
+//! below `X`) and its charges reach exactly `X`; the stalled CAS
+//! `X -> f(X)` succeeds on K2's cell. What the protocol needs is that a new
+//! owner's values never meet a value an old owner held; with refunds the
+//! old owner's highest value is no longer the one evicted, and no per-slot
+//! room is left to remember it (a bucket is one cache line of four keys and
+//! four TATs). Bounding refunds does not close it either: any refund that
+//! lowers a TAT makes the evicted value smaller than an earlier one, and
+//! publishing new keys above the highest refunded TAT of a shard would start
+//! every new client there in debt, up to a whole bucket of the refunded
+//! quota (a day, for a daily quota).
+//!
+//! So the hit path checks instead of assuming: after a successful CAS it
+//! loads the slot's key again (the same cache line it just wrote, one load;
+//! debug builds did this already as an assertion). A key that is not its
+//! own means the write landed on another key's cell, which held exactly the
+//! value the CAS expected: the updater CASes that value back, counts it
+//! ([`StoreStats::repaired`]) and redoes its update from the lookup, on its
+//! own key. The check is reliable: the CAS read a value written after the
+//! new owner's key store (release/acquire all the way), and no key store
+//! can follow without the slot going through `BUSY`, which the CAS would
+//! have failed on.
+//!
+//! What is left, and what it costs: the hand-back CAS fails only if the
+//! new owner updated its cell from the misplaced value in the window between
+//! the two CASes (a few instructions). Then one operation's delta stays on
+//! the wrong cell: a charge of K (`n` units of K's interval) is also
+//! charged to K2 (K2 is limited a little more for one bucket's time; K's
+//! own cell is charged correctly by the redo), or a refund of K is handed
+//! to K2 (K2 gets up to `n` of K's intervals it did not earn, once). All of
+//! this needs, together: a refund of K while another update of K is in
+//! flight, that update stalled (preempted) until K's refunded TAT has
+//! passed, K swept and its slot claimed by K2, K2's TAT equal to the
+//! nanosecond to the stale read, and a K2 update inside the two-CAS window.
+//! The loom models (`tests/loom_store.rs`) play the first five with a
+//! `ManualClock`-like fixed `now`, where equal values are easy, and check
+//! both keys end with the model's TATs.
 //!
 //! # Bounds
 //!
@@ -120,6 +163,7 @@ pub(super) struct ShardCounters {
     overflowed: std::sync::atomic::AtomicU64,
     grouped: std::sync::atomic::AtomicU64,
     swept: std::sync::atomic::AtomicU64,
+    repaired: std::sync::atomic::AtomicU64,
 }
 
 /// Whole sweeps, counted by the sweeper (one writer).
@@ -164,6 +208,11 @@ pub struct StoreStats {
     /// key runs when the store is full (not the cells new keys take over
     /// one by one).
     pub swept: u64,
+    /// Hit-path writes that found, right after their compare-and-swap,
+    /// that the slot had changed hands (possible only after a refund: see
+    /// the module docs) and were handed back to the cell's new owner. Zero
+    /// in practice; counted so a test or an operator can see it happen.
+    pub repaired: u64,
 }
 
 /// Not padded to a cache line: overflow is the degraded path, and 4,096
@@ -416,11 +465,13 @@ impl MemoryStore {
             grouped: 0,
             sweeps: self.counters.sweeps.load(Relaxed),
             swept: 0,
+            repaired: 0,
         };
         for s in self.shards.iter() {
             stats.overflowed += s.counters.overflowed.load(Relaxed);
             stats.grouped += s.counters.grouped.load(Relaxed);
             stats.swept += s.counters.swept.load(Relaxed);
+            stats.repaired += s.counters.repaired.load(Relaxed);
         }
         stats
     }
@@ -557,17 +608,25 @@ impl MemoryStore {
                     let tat = tat.min(MAX_TAT);
                     match bucket.tats[i].compare_exchange(current, tat, Ordering::AcqRel, Ordering::Acquire) {
                         Ok(_) => {
-                            // A slot's TAT only grows, across owners too, so
-                            // a CAS that found the value we read found our
-                            // key's cell (see the module docs). Checked where
-                            // it is cheap to: tests and the loom models.
-                            #[cfg(any(debug_assertions, loom))]
-                            assert_eq!(
-                                bucket.keys[i].load(Ordering::Acquire),
-                                hash,
-                                "a CAS landed on another key's cell"
-                            );
-                            return Some((out, Placement::Own));
+                            // The CAS found the value we read; without
+                            // refunds that proves the slot did not change
+                            // hands, with them it does not (see "Refunds" in
+                            // the module docs): look at the key again (same
+                            // cache line, just written).
+                            if bucket.keys[i].load(Ordering::Acquire) == hash {
+                                return Some((out, Placement::Own));
+                            }
+                            // Our write landed on another key's cell, which
+                            // held exactly `current`: hand it back, and do
+                            // our update again on our own key. (If its owner
+                            // already moved on from our value, the CAS fails
+                            // and the value stays: see the module docs.)
+                            let _ = bucket.tats[i].compare_exchange(tat, current, Ordering::AcqRel, Ordering::Relaxed);
+                            shard
+                                .counters
+                                .repaired
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            continue 'lookup;
                         }
                         Err(_) => continue,
                     }
@@ -667,6 +726,28 @@ impl Store for MemoryStore {
         F: FnMut(u64) -> (T, Option<u64>),
     {
         self.place(key, now, Some(key), f)
+    }
+
+    fn update_shared<T, F>(&self, key: CellKey, placement: Placement, now: u64, mut f: F) -> Option<T>
+    where
+        F: FnMut(u64) -> (T, Option<u64>),
+    {
+        match placement {
+            // The overflow cells always exist; which one is the key's does
+            // not depend on the store's state.
+            Placement::Overflow => Some(self.update_overflow(key, f).0),
+            Placement::Group if key.group() != 0 => {
+                let shared = group_cell(key.group(), key.route());
+                // Only a cell that is there: a write for a missing one
+                // (`stored` 0) is dropped, so no cell is made.
+                self.place(shared, now, None, |stored| {
+                    let (out, write) = f(stored);
+                    (out, write.filter(|_| stored != 0))
+                })
+                .map(|(out, _)| out)
+            }
+            _ => None,
+        }
     }
 
     fn sweep(&self, now: u64) -> usize {

@@ -111,6 +111,20 @@ pub trait Store: Send + Sync {
     where
         F: FnMut(u64) -> (T, Option<u64>);
 
+    /// Applies `f` to the shared cell a charge of `key` was placed in
+    /// ([`Placement::Overflow`] or [`Placement::Group`], as
+    /// [`update`](Store::update) reported it), never making a cell: how a
+    /// refund finds a charge that did not go to the key's own cell. `None`
+    /// when the store has no such cell (the default: a store without
+    /// shared cells), and for [`Placement::Own`].
+    fn update_shared<T, F>(&self, key: CellKey, placement: Placement, now: u64, f: F) -> Option<T>
+    where
+        F: FnMut(u64) -> (T, Option<u64>),
+    {
+        let _ = (key, placement, now, f);
+        None
+    }
+
     /// A hint that `key`'s cell is about to be updated: a store may start
     /// loading it, so the memory access overlaps the clock read that precedes
     /// the update. The default does nothing.

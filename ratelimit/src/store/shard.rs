@@ -3,6 +3,12 @@
 //! the occupancy bound, incremental sweep). The store owns the shards, the
 //! bound and the overflow cells; this file owns what happens inside one
 //! shard's table, which the loom models (`tests/loom_store.rs`) explore.
+//!
+//! A hand-over (sweep, takeover, claim) publishes the new owner's TAT above
+//! the one it evicted, so without refunds a slot's TAT only grows and a
+//! stale CAS cannot land on the next owner's cell. A refund lowers a TAT,
+//! so the hit path (`MemoryStore::place`) also checks the key after its CAS
+//! and hands a misplaced write back: see "Refunds" in `memory.rs`.
 
 use crate::gcra::MAX_TAT;
 use crate::sync::{spin_loop, yield_now, AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -43,7 +49,8 @@ pub(super) struct Shard {
     /// Where the next incremental sweep (run by inserts at the bound) starts.
     pub(super) sweep_cursor: AtomicUsize,
     /// The highest TAT the sweep has evicted from this shard. A claim of an
-    /// empty slot publishes a TAT above it, so a slot's TAT only ever grows.
+    /// empty slot publishes a TAT above it, so a slot's TAT only ever grows
+    /// across owners (refunds aside: see "Refunds" in `memory.rs`).
     pub(super) evicted_high: AtomicU64,
     /// What this shard counts for operators (`MemoryStore::stats`).
     pub(super) counters: super::memory::ShardCounters,
