@@ -552,7 +552,7 @@ x = 1
     let want = [
         "8:1: profiles.premium.brust: unknown field `brust`, expected `rate` or `burst`",
         "11:18: store.sweep_interval: invalid duration \"10 seconds later\": unknown unit \"seconds later\"; expected \
-         one of ns, us, ms, s, min, h, d",
+         one of ns, us, ms, s, min, h, d, week, month",
         "14:19: ip.trusted_proxies: invalid CIDR \"not-a-cidr\"",
         "21:8: rules[0].cost: expected a whole number from 1 to 4294967295, got 0",
         "28:10: rules[1].shadow: invalid type: string \"yes\", expected a boolean",
