@@ -655,14 +655,15 @@ fn check_warns_about_a_daily_profile_the_fleet_gate_limits_locally_and_passes() 
     );
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{stderr}");
+    let first = format!("{name}:4:1: profiles.daily.rate: warning: 10000/d has a period of 1d");
     for needle in [
-        &format!("{name}:4:1: profiles.daily.rate: warning: 10000/d has a period of 1d"),
+        first.as_str(),
         "[global] window = 10s",
         "locally only",
         "a [global] window of at least 173s",
         "limit service",
     ] {
-        assert!(lines[0].contains(needle.as_str()), "{needle:?} in {stderr}");
+        assert!(lines[0].contains(needle), "{needle:?} in {stderr}");
     }
     assert_eq!(row(&stdout, "daily "), "daily 10000/d 20 172.8s");
 }

@@ -204,7 +204,9 @@ pub(crate) fn locally_limited_profiles(
         .collect()
 }
 
-/// `"10000/d"`: a quota's rate, as the file writes it.
+/// `"10000/d"`: a quota's rate, as the file writes it (for the startup
+/// warning of the HTTP runtime's fleet gate).
+#[cfg_attr(not(all(feature = "axum", feature = "redis")), allow(dead_code))]
 pub(crate) fn rate_text(q: &crate::Quota) -> String {
     report::rate(q)
 }
