@@ -62,8 +62,18 @@ fn check_cmd(args: &[String]) -> ExitCode {
         return usage("check takes one FILE");
     };
     let report = check::check_file(file);
+    // Warnings do not fail the check: startup accepts the file.
+    for w in report.warnings() {
+        eprintln!("{w}");
+    }
     if report.is_ok() {
-        println!("{file}: OK: startup would accept this configuration\n");
+        let n = report.warnings().len();
+        let warned = match n {
+            0 => String::new(),
+            1 => " (1 warning)".to_owned(),
+            n => format!(" ({n} warnings)"),
+        };
+        println!("{file}: OK: startup would accept this configuration{warned}\n");
         print!("{}", report.summary());
         return ExitCode::SUCCESS;
     }

@@ -552,7 +552,7 @@ x = 1
     let want = [
         "8:1: profiles.premium.brust: unknown field `brust`, expected `rate` or `burst`",
         "11:18: store.sweep_interval: invalid duration \"10 seconds later\": unknown unit \"seconds later\"; expected \
-         one of ns, us, ms, s, min, h, d",
+         one of ns, us, ms, s, min, h, d, week, month",
         "14:19: ip.trusted_proxies: invalid CIDR \"not-a-cidr\"",
         "21:8: rules[0].cost: expected a whole number from 1 to 4294967295, got 0",
         "28:10: rules[1].shadow: invalid type: string \"yes\", expected a boolean",
@@ -628,4 +628,42 @@ problem_title = " "
     ];
     assert_eq!(lines.len(), want.len() + 1, "{err}");
     assert_eq!(&lines[..5], &want[..], "{err}");
+}
+
+#[test]
+fn check_warns_about_a_daily_profile_the_fleet_gate_limits_locally_and_passes() {
+    let text = "default_profile = \"daily\"\n\n[profiles.daily]\nrate = \"10000/d\"\nburst = 20\n\n\
+                [profiles.standard]\nrate = \"600/min\"\n\n[global]\nredis_url = \"redis://127.0.0.1:6379/\"\n\
+                key_secret_env = \"RL_CLI_LONG_FLEET_SECRET\"\n";
+    let path = file("long.toml", text);
+    let name = path.to_str().expect("UTF-8");
+    let out = Command::new(BIN)
+        .env("RL_CLI_LONG_FLEET_SECRET", "a fleet secret of 16+ bytes")
+        .args(["check", name])
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = (
+        String::from_utf8(out.stdout).expect("UTF-8"),
+        String::from_utf8(out.stderr).expect("UTF-8"),
+    );
+    assert_eq!(out.status.code(), Some(0), "a warning is not an error: {stderr}");
+    assert!(
+        stdout.starts_with(&format!(
+            "{name}: OK: startup would accept this configuration (1 warning)"
+        )),
+        "{stdout}"
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let first = format!("{name}:4:1: profiles.daily.rate: warning: 10000/d has a period of 1d");
+    for needle in [
+        first.as_str(),
+        "[global] window = 10s",
+        "locally only",
+        "a [global] window of at least 173s",
+        "limit service",
+    ] {
+        assert!(lines[0].contains(needle), "{needle:?} in {stderr}");
+    }
+    assert_eq!(row(&stdout, "daily "), "daily 10000/d 20 172.8s");
 }

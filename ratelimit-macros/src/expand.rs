@@ -64,7 +64,9 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
     }
     check_stack(&all, &mut errors);
     if !errors.is_empty() {
-        return with_errors(item, errors);
+        // The function without the stacked attributes this expansion took:
+        // they would expand again and report their errors twice.
+        return with_errors(quote!(#function), errors);
     }
     let all: Vec<Args> = all.into_iter().map(|(args, _)| args).collect();
     expand(&all, function)

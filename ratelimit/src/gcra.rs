@@ -319,6 +319,11 @@ mod tests {
                 .with_burst(u32::MAX),
             Quota::per_hour(1),
             Quota::per_second(u32::MAX),
+            // Long windows: capacities of days to millennia.
+            Quota::per_day(10_000).with_burst(20),
+            Quota::per_week(1).with_burst(u32::MAX),
+            "1/month".parse::<Quota>().unwrap().with_burst(u32::MAX),
+            "1000000/month".parse::<Quota>().unwrap(),
         ];
         for quota in quotas {
             for stored in [0, 1, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
@@ -394,5 +399,98 @@ mod tests {
         assert_eq!(cell, 0);
         let d = step(&mut cell, u64::MAX, &quota, 1);
         assert!(d.is_denied());
+    }
+
+    /// A greedy client (it asks until refused, at every step) from idle
+    /// at `t0`, stepping by `step_ns` for `span_ns`: at every step its total
+    /// admitted is exactly `burst + floor(elapsed / T)`.
+    fn greedy_over(quota: &Quota, t0: u64, step_ns: u64, span_ns: u64) -> u64 {
+        let t = quota.interval_ns();
+        let burst = u64::from(quota.burst());
+        let mut cell = 0;
+        let mut admitted = 0u64;
+        let mut now = t0;
+        while now - t0 <= span_ns {
+            while step(&mut cell, now, quota, 1).is_allowed() {
+                admitted += 1;
+            }
+            assert_eq!(admitted, burst + (now - t0) / t, "at {} ns", now - t0);
+            now += step_ns;
+        }
+        admitted
+    }
+
+    #[test]
+    fn a_daily_quota_admits_its_burst_then_one_per_8_64_s_over_a_whole_day() {
+        const DAY: u64 = 86_400 * S;
+        let quota = Quota::per_day(10_000).with_burst(20);
+        assert_eq!(quota.interval_ns(), 8_640_000_000);
+        let t0 = 1_000 * DAY; // a clock long past 0: nothing special about it
+
+        // 20 at once, then refused until exactly 8.64 s later.
+        let mut cell = 0;
+        for i in 0..20 {
+            assert!(step(&mut cell, t0, &quota, 1).is_allowed(), "burst request {i}");
+        }
+        let d = step(&mut cell, t0, &quota, 1);
+        assert_eq!(d.denial(), Some(Denial::RateLimited));
+        assert_eq!(d.retry_after(), Duration::from_millis(8_640));
+        assert_eq!(d.reset_after(), Duration::from_millis(20 * 8_640));
+        assert!(step(&mut cell, t0 + 8_640_000_000 - 1, &quota, 1).is_denied());
+        assert!(step(&mut cell, t0 + 8_640_000_000, &quota, 1).is_allowed());
+        assert!(step(&mut cell, t0 + 8_640_000_000, &quota, 1).is_denied());
+
+        // Over the whole day, asked every second (and at a step that is no
+        // divisor of T): exactly burst + floor(elapsed / T), checked by
+        // counting at every step; 20 + 10,000 at the end of the day.
+        assert_eq!(greedy_over(&quota, t0, S, DAY), 20 + 10_000);
+        // (86,399 steps of 1.000000007 s: 9,999 intervals.)
+        assert_eq!(greedy_over(&quota, t0, 1_000_000_007, DAY), 20 + 9_999);
+        // On the interval's boundaries: 1 ns early refuses, on time admits.
+        let mut cell = 0;
+        let mut admitted = 0u64;
+        for k in 0..=10_000u64 {
+            let on_time = t0 + k * quota.interval_ns();
+            if k > 0 {
+                assert!(step(&mut cell, on_time - 1, &quota, 1).is_denied());
+            }
+            while step(&mut cell, on_time, &quota, 1).is_allowed() {
+                admitted += 1;
+            }
+            assert_eq!(admitted, 20 + k);
+        }
+    }
+
+    #[test]
+    fn a_weekly_quota_is_exact_over_a_whole_week() {
+        const WEEK: u64 = 7 * 86_400 * S;
+        let quota = Quota::per_week(100_000).with_burst(50);
+        assert_eq!(quota.interval_ns(), 6_048_000_000);
+        assert_eq!(greedy_over(&quota, 3 * WEEK, S, WEEK), 50 + 100_000);
+        // The default burst: the whole week's count at once, then the rate.
+        let full = Quota::per_week(100_000);
+        let mut cell = 0;
+        let now = WEEK;
+        assert!(step(&mut cell, now, &full, 100_000).is_allowed());
+        let d = step(&mut cell, now, &full, 1);
+        assert!(d.is_denied());
+        assert_eq!(d.retry_after(), Duration::from_millis(6_048));
+        assert_eq!(d.reset_after(), Duration::from_secs(604_800));
+    }
+
+    #[test]
+    fn a_monthly_quota_is_thirty_days_exactly() {
+        let quota: Quota = "1000000/month".parse().unwrap();
+        assert_eq!(quota.interval_ns(), 2_592_000_000);
+        let mut cell = 0;
+        let now = 5 * S;
+        assert!(step(&mut cell, now, &quota, 1_000_000).is_allowed());
+        let d = step(&mut cell, now, &quota, 1);
+        assert_eq!(d.reset_after(), Duration::from_secs(30 * 86_400));
+        assert_eq!(d.retry_after(), Duration::from_millis(2_592));
+        // A month later the bucket is full again, to the nanosecond.
+        let month = 2_592_000 * S;
+        assert!(step(&mut cell, now + month - 1, &quota, 1_000_000).is_denied());
+        assert!(step(&mut cell, now + month, &quota, 1_000_000).is_allowed());
     }
 }

@@ -9,7 +9,9 @@
 //! use ratelimit::{Limiter, MemoryStore, Quota, SystemClock};
 //!
 //! let limiter = Limiter::new(MemoryStore::default(), SystemClock::default());
-//! let quota = Quota::per_second(100).with_burst(20); // also per_minute, per_hour, "600/min".parse()
+//! // Also per_minute, per_hour, per_day, per_week, "600/min".parse(),
+//! // "10000/d".parse() (long windows: see `Quota`).
+//! let quota = Quota::per_second(100).with_burst(20);
 //!
 //! let d = limiter.check(&"user-42", &quota);
 //! if d.is_allowed() {

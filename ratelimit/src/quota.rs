@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
+const NANOS_PER_DAY: u64 = 86_400 * NANOS_PER_SEC;
 
 /// A sustained rate (`count` per `period`) and a burst capacity.
 ///
@@ -40,6 +41,35 @@ const NANOS_PER_SEC: u64 = 1_000_000_000;
 /// assert_eq!("100/30s".parse::<Quota>().unwrap().period(), Duration::from_secs(30));
 /// assert!("600 per minute".parse::<Quota>().is_err());
 /// ```
+///
+/// # Long windows
+///
+/// Periods of a day, a week or a month (exactly 30 days: GCRA needs a fixed
+/// emission interval, and a calendar month is 28 to 31 days) are ordinary
+/// periods: the arithmetic is in integer nanoseconds (`u128` where it
+/// multiplies), so `"10000/d"` is exactly one unit every 8.64 s, and a
+/// day-long quota never overflows. A daily quota with a small burst is a
+/// slow, steady budget: 20 at once, then one every 8.64 s.
+///
+/// ```
+/// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+/// use std::time::Duration;
+///
+/// let daily: Quota = "10000/d".parse().unwrap();
+/// assert_eq!(daily, Quota::per_day(10_000));
+/// assert_eq!(daily.emission_interval(), Duration::from_millis(8_640));
+/// assert_eq!("100000/week".parse::<Quota>().unwrap().emission_interval(), Duration::from_millis(6_048));
+/// assert_eq!("1000000/month".parse::<Quota>().unwrap().period(), Duration::from_secs(30 * 86_400));
+///
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+/// let q = daily.with_burst(20);
+/// assert_eq!((0..25).filter(|_| limiter.check(&"k", &q).is_allowed()).count(), 20);
+/// let d = limiter.check(&"k", &q);
+/// assert_eq!(d.retry_after(), Duration::from_millis(8_640));
+/// clock.advance(Duration::from_millis(8_640));
+/// assert!(limiter.check(&"k", &q).is_allowed());
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quota {
     count: u32,
@@ -74,6 +104,43 @@ impl Quota {
     /// If `count` is 0.
     pub const fn per_hour(count: u32) -> Quota {
         Self::const_new(count, 3600 * NANOS_PER_SEC)
+    }
+
+    /// `count` requests per day (86,400 s), burst `count`.
+    ///
+    /// ```
+    /// use ratelimit::Quota;
+    /// use std::time::Duration;
+    ///
+    /// const DAILY: Quota = Quota::per_day(10_000).with_burst(20);
+    /// assert_eq!(DAILY.emission_interval(), Duration::from_millis(8_640));
+    /// assert_eq!(DAILY.to_string(), "10000/d (burst 20)");
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `count` is 0.
+    pub const fn per_day(count: u32) -> Quota {
+        Self::const_new(count, NANOS_PER_DAY)
+    }
+
+    /// `count` requests per week (7 days, 604,800 s), burst `count`.
+    ///
+    /// ```
+    /// use ratelimit::Quota;
+    /// use std::time::Duration;
+    ///
+    /// const WEEKLY: Quota = Quota::per_week(100_000);
+    /// assert_eq!(WEEKLY.emission_interval(), Duration::from_millis(6_048));
+    /// assert_eq!(WEEKLY, "100000/week".parse().unwrap());
+    /// assert_eq!(WEEKLY.to_string(), "100000/week (burst 100000)");
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If `count` is 0.
+    pub const fn per_week(count: u32) -> Quota {
+        Self::const_new(count, 7 * NANOS_PER_DAY)
     }
 
     const fn const_new(count: u32, period_ns: u64) -> Quota {
@@ -158,6 +225,11 @@ impl Quota {
     pub(crate) const fn interval_ns(&self) -> u64 {
         self.interval_ns
     }
+
+    /// The period in nanoseconds.
+    pub(crate) const fn period_ns(&self) -> u64 {
+        self.period_ns
+    }
 }
 
 const fn emission_interval(count: u32, period_ns: u64) -> u64 {
@@ -188,7 +260,12 @@ impl fmt::Display for Quota {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/", self.count)?;
         let p = self.period_ns;
+        // A month (30 days) before a week: 30 days are not whole weeks, and
+        // 210 days read better as 7 months than as 30 weeks.
         let units = [
+            (30 * NANOS_PER_DAY, "month"),
+            (7 * NANOS_PER_DAY, "week"),
+            (NANOS_PER_DAY, "d"),
             (3600 * NANOS_PER_SEC, "h"),
             (60 * NANOS_PER_SEC, "min"),
             (NANOS_PER_SEC, "s"),
@@ -202,7 +279,9 @@ impl fmt::Display for Quota {
                 if n == 1 {
                     write!(f, "{name}")?;
                 } else {
-                    write!(f, "{n}{name}")?;
+                    // "2weeks", "7months"; the short units as they are ("30s").
+                    let plural = if name.len() > 3 { "s" } else { "" };
+                    write!(f, "{n}{name}{plural}")?;
                 }
                 break;
             }
@@ -215,11 +294,14 @@ impl FromStr for Quota {
     type Err = QuotaError;
 
     /// Parses `"<count>/<period>"`: `"600/min"`, `"10/s"`, `"5000/h"`,
-    /// `"100/30s"`, `"1/500ms"`. Units (the same as durations in a
-    /// configuration take, one table): `ns`, `us`/`µs`, `ms`,
-    /// `s`/`sec`/`second`, `m`/`min`/`minute`, `h`/`hr`/`hour`, `d`/`day`
-    /// (plurals accepted). The burst defaults to `count`; set it with
-    /// [`Quota::with_burst`].
+    /// `"100/30s"`, `"1/500ms"`, `"10000/d"`, `"100000/week"`,
+    /// `"1000000/month"`. Units (the same as durations in a configuration
+    /// take, one table): `ns`, `us`/`µs`, `ms`, `s`/`sec`/`second`,
+    /// `m`/`min`/`minute`, `h`/`hr`/`hour`, `d`/`day`, `w`/`week`, `month`
+    /// (plurals accepted). A month is exactly 30 days (2,592,000 s): a
+    /// calendar month is not a fixed length, and GCRA needs a fixed emission
+    /// interval. `m` is a minute; there is no `mo`. The burst defaults to
+    /// `count`; set it with [`Quota::with_burst`].
     fn from_str(s: &str) -> Result<Quota, QuotaError> {
         let input = s.to_owned();
         let err = |kind| QuotaError::new(kind, Some(input.clone()));
@@ -334,6 +416,41 @@ mod tests {
             Duration::from_millis(500)
         );
         assert_eq!("2/day".parse::<Quota>().unwrap().period(), Duration::from_secs(86_400));
+        assert_eq!("10000/d".parse::<Quota>().unwrap(), Quota::per_day(10_000));
+        assert_eq!("100000/week".parse::<Quota>().unwrap(), Quota::per_week(100_000));
+        assert_eq!("100000/w".parse::<Quota>().unwrap(), Quota::per_week(100_000));
+        assert_eq!(
+            "1/2weeks".parse::<Quota>().unwrap().period(),
+            Duration::from_secs(14 * 86_400)
+        );
+        assert_eq!(
+            "1000000/month".parse::<Quota>().unwrap().period(),
+            Duration::from_secs(2_592_000)
+        );
+        assert_eq!(
+            "3/2months".parse::<Quota>().unwrap().period(),
+            Duration::from_secs(2 * 2_592_000)
+        );
+    }
+
+    #[test]
+    fn long_periods_have_exact_emission_intervals() {
+        for (rate, interval_ns, period_s) in [
+            ("10000/d", 8_640_000_000, 86_400),
+            ("100000/week", 6_048_000_000, 604_800),
+            ("1000000/month", 2_592_000_000, 2_592_000),
+            ("1/month", 2_592_000 * NANOS_PER_SEC, 2_592_000),
+        ] {
+            let q: Quota = rate.parse().unwrap();
+            assert_eq!(q.interval_ns(), interval_ns, "{rate}");
+            // Exact: no rounding, so count * T is the period to the nanosecond.
+            assert_eq!(u64::from(q.count()) * q.interval_ns(), q.period_ns(), "{rate}");
+            assert_eq!(q.period(), Duration::from_secs(period_s), "{rate}");
+        }
+        // Not exact: rounded up, never faster than the rate.
+        let q: Quota = "7/d".parse().unwrap();
+        assert_eq!(q.interval_ns(), 12_342_857_142_858);
+        assert!(u64::from(q.count()) * q.interval_ns() >= q.period_ns());
     }
 
     #[test]
@@ -347,6 +464,11 @@ mod tests {
             ("abc/s", "expected"),
             ("0/s", "at least 1"),
             ("10/fortnight", "unit"),
+            ("10/mo", "unit"),
+            ("10/Month", "unit"),
+            ("1/0week", "longer than zero"),
+            ("1/0month", "longer than zero"),
+            ("1/99999999month", "at most"),
             ("10/", "unit"),
             ("10/0s", "longer than zero"),
             ("99999999999/s", "at most"),
@@ -381,12 +503,30 @@ mod tests {
             Quota::new(3, Duration::from_nanos(1_500)).unwrap(),
             Quota::new(7, Duration::from_micros(2)).unwrap(),
             Quota::new(1, Duration::from_nanos(u64::MAX)).unwrap(),
+            Quota::per_hour(5000),
+            Quota::per_day(10_000),
+            "1/2d".parse::<Quota>().unwrap(),
+            Quota::per_week(100_000),
+            "1/3weeks".parse::<Quota>().unwrap(),
+            "1000000/month".parse::<Quota>().unwrap(),
+            "1/12months".parse::<Quota>().unwrap(),
+            "5/36h".parse::<Quota>().unwrap(),
         ] {
             let shown = q.to_string();
             let rate = shown.split(" (").next().unwrap();
             assert_eq!(rate.parse::<Quota>().unwrap(), q, "{shown}");
         }
         assert_eq!(Quota::per_minute(600).to_string(), "600/min (burst 600)");
+        assert_eq!(Quota::per_day(10_000).to_string(), "10000/d (burst 10000)");
+        assert_eq!("1/2d".parse::<Quota>().unwrap().to_string(), "1/2d (burst 1)");
+        assert_eq!(Quota::per_week(100_000).to_string(), "100000/week (burst 100000)");
+        assert_eq!("1/14d".parse::<Quota>().unwrap().to_string(), "1/2weeks (burst 1)");
+        assert_eq!(
+            "1000000/30d".parse::<Quota>().unwrap().to_string(),
+            "1000000/month (burst 1000000)"
+        );
+        assert_eq!("1/210d".parse::<Quota>().unwrap().to_string(), "1/7months (burst 1)");
+        assert_eq!("1/36h".parse::<Quota>().unwrap().to_string(), "1/36h (burst 1)");
         assert_eq!(
             "100/30s".parse::<Quota>().unwrap().with_burst(5).to_string(),
             "100/30s (burst 5)"

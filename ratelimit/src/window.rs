@@ -43,6 +43,8 @@
 use std::ops::{Range, RangeInclusive};
 use std::time::Duration;
 
+use crate::Quota;
+
 /// The most slices a window can be cut in.
 pub const MAX_SLICES: u32 = 100;
 
@@ -51,6 +53,55 @@ pub const MAX_SLICES: u32 = 100;
 /// refuses profiles above it; a quota above it from elsewhere (a limit
 /// service) is limited locally only.
 pub const MAX_FLEET_BURST: u32 = 1 << 22;
+
+/// The longest period the fleet gate always limits fleet-wide: an hour, the
+/// longest window it takes. A quota with a longer period (per day, week or
+/// month) whose burst the window cannot hold is limited locally only: see
+/// [`limited_locally`].
+pub const LONG_PERIOD: Duration = Duration::from_secs(3600);
+
+const LONG_PERIOD_NS: u64 = 3_600_000_000_000;
+
+/// Whether a fleet gate whose window is `window` limits `quota` locally
+/// only (per instance; the fleet can then admit up to N times one
+/// instance's limit): its period is longer than [`LONG_PERIOD`] (an hour)
+/// **and** the window cannot hold its burst (`burst × T > window`, that is
+/// the fleet budget `window / T` is less than the burst).
+///
+/// The gate's fleet budget is the rate over its window, `W / T`. For a
+/// period of a day or more that is a sliver of the quota (`10000/d` over
+/// 10 s: 1.16 units), so the gate would hold every key to about one request
+/// per window fleet-wide and refuse the burst the profile grants; and no
+/// window (at most an hour) can be as long as the period. Periods up to an
+/// hour keep the gate's rule whatever their burst (`600/min` with burst
+/// 1000 over 10 s: 100 per window fleet-wide), as a window as long as the
+/// period is one setting away. A long period whose burst fits the window
+/// (`10000/d` burst 20 over a 3-minute window: 20.8) is limited
+/// fleet-wide.
+///
+/// ```
+/// use ratelimit::window::limited_locally;
+/// use ratelimit::Quota;
+/// use std::time::Duration;
+///
+/// let w = Duration::from_secs(10);
+/// let daily = Quota::per_day(10_000).with_burst(20);
+/// assert!(limited_locally(&daily, w));
+/// assert!(!limited_locally(&daily, Duration::from_secs(180)));
+/// assert!(!limited_locally(&Quota::per_minute(600).with_burst(1000), w));
+/// assert!(!limited_locally(&Quota::per_hour(5000), w));
+/// ```
+pub fn limited_locally(quota: &Quota, window: Duration) -> bool {
+    limited_locally_ns(quota, u64::try_from(window.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// [`limited_locally`] with the window in nanoseconds: two compares and a
+/// multiply, for the request path.
+#[inline]
+pub(crate) fn limited_locally_ns(quota: &Quota, window_ns: u64) -> bool {
+    quota.period_ns() > LONG_PERIOD_NS
+        && u128::from(quota.burst()) * u128::from(quota.interval_ns()) > u128::from(window_ns)
+}
 
 /// A window of fixed length cut in slices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

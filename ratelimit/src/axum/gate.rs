@@ -5,9 +5,11 @@ use std::sync::Arc;
 use super::error::SetupError;
 use crate::AnyClock;
 
-/// Builds the fleet gate of `[global]` and spawns its sync loop.
+/// Builds the fleet gate of `[global]` and spawns its sync loop; warns
+/// (once, naming them) about the profiles it limits locally only.
 pub(crate) fn start_gate(
     g: &crate::config::GlobalConfig,
+    profiles: &std::collections::BTreeMap<String, crate::config::Profile>,
     clock: &AnyClock,
 ) -> Result<Arc<crate::global::FleetGate>, SetupError> {
     use crate::global::{FleetGate, GateSettings, RedisSettings, RedisStore};
@@ -66,6 +68,22 @@ pub(crate) fn start_gate(
         "fleet gate on (Redis key prefix {:?}); local-only until the first sync round succeeds if Redis is unreachable",
         g.key_prefix
     );
+    let local = crate::config::check::locally_limited_profiles(profiles, g.window);
+    if !local.is_empty() {
+        let names: Vec<String> = local
+            .iter()
+            .map(|(name, q)| format!("{name} ({})", crate::config::check::rate_text(q)))
+            .collect();
+        tracing::warn!(
+            target: "ratelimit",
+            window = ?g.window,
+            "fleet gate: profiles {} have a period longer than an hour and a burst the window ({:?}) cannot hold: \
+             the gate limits them locally only (per instance; the fleet can admit up to N times one instance's \
+             limit); see docs/global.md#long-periods",
+            names.join(", "),
+            g.window
+        );
+    }
     Ok(gate)
 }
 

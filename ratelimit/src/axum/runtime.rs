@@ -241,7 +241,7 @@ impl Runtime {
                     ca_file: config.redis_ca_file().map(std::path::Path::to_path_buf),
                     ..g.clone()
                 };
-                Some(super::gate::start_gate(&g, &clock)?)
+                Some(super::gate::start_gate(&g, config.profiles(), &clock)?)
             }
             None => None,
         };

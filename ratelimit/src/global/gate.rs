@@ -84,6 +84,9 @@ pub struct FleetGate {
     pub(super) history: Mutex<History>,
     pub(super) last_error: Mutex<Option<String>>,
     pub(super) settings: GateSettings,
+    /// The configured window in nanoseconds, for
+    /// [`limits_locally`](Self::limits_locally).
+    window_ns: u64,
 }
 
 impl std::fmt::Debug for FleetGate {
@@ -158,6 +161,7 @@ impl FleetGate {
             untracked: AtomicU64::new(0),
             history: Mutex::new(History::default()),
             last_error: Mutex::new(None),
+            window_ns: u64::try_from(settings.window.as_nanos()).unwrap_or(u64::MAX),
             settings,
         };
         gate.set_round_timeout(DEFAULT_ROUND_TIMEOUT);
@@ -172,6 +176,25 @@ impl FleetGate {
     /// The settings.
     pub fn settings(&self) -> &GateSettings {
         &self.settings
+    }
+
+    /// Whether this gate limits `quota` locally only: a period longer than
+    /// an hour whose burst the window cannot hold
+    /// ([`window::limited_locally`](crate::window::limited_locally): a
+    /// `10000/d` quota with burst 20 over a 10 s window). Its requests are
+    /// decided by the local limiter alone and leave no fleet state; the
+    /// fleet can admit up to N times one instance's limit for it.
+    ///
+    /// ```
+    /// # use ratelimit::global::{FleetGate, GateSettings};
+    /// # use ratelimit::Quota;
+    /// let gate = FleetGate::new(GateSettings::new(b"a fleet-wide secret, 16+ bytes"), &ratelimit::ManualClock::new()).unwrap();
+    /// assert!(gate.limits_locally(&Quota::per_day(10_000).with_burst(20)));
+    /// assert!(!gate.limits_locally(&Quota::per_minute(600)));
+    /// ```
+    #[inline]
+    pub fn limits_locally(&self, quota: &Quota) -> bool {
+        crate::window::limited_locally_ns(quota, self.window_ns)
     }
 
     /// The window arithmetic the gate runs.
@@ -368,8 +391,10 @@ impl FleetGate {
         self.tables[(self.epoch_hint.load(Ordering::Relaxed) % 3) as usize].prefetch(fleet_id);
         let now = limiter.clock().now();
         // A cost above the burst never conforms: the local limiter says so.
-        // Bursts beyond the gate's 24-bit counters are limited locally.
-        if cost > quota.burst() || quota.burst() > MAX_FLEET_BURST {
+        // Bursts beyond the gate's 24-bit counters are limited locally, and
+        // so are long periods whose burst the window cannot hold (a daily
+        // quota: the fleet budget would be about one unit per window).
+        if cost > quota.burst() || quota.burst() > MAX_FLEET_BURST || self.limits_locally(quota) {
             return limiter.check_cell_at(cell, quota, cost, now);
         }
         let (slice, into, epoch) = self.locate(self.wall(now));

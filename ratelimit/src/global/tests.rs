@@ -715,3 +715,104 @@ fn check_all_id_refused_locally_counts_nothing_for_the_fleet() {
     assert!(!g.check_all_id(&limiter, &fresh_fleet, &fresh, &mut out));
     assert_eq!(occupied(&g), before);
 }
+
+/// A daily quota over a 10 s window: the fleet budget would be 10 s /
+/// 8.64 s = 1.16 units, one request per window fleet-wide, and its burst
+/// of 20 refused. The gate limits it locally only (its period is longer
+/// than an hour and the window cannot hold its burst), while a `600/min`
+/// profile on the same gate, in force, stays fleet-limited.
+#[tokio::test]
+async fn a_daily_quota_gets_its_burst_while_a_per_minute_one_stays_fleet_limited() {
+    let clock = ManualClock::new();
+    let (a, b) = (gate(&clock), gate(&clock));
+    let (la, lb) = (
+        Limiter::new(MemoryStore::default(), clock.clone()),
+        Limiter::new(MemoryStore::default(), clock.clone()),
+    );
+    let store = MemoryGlobalStore::new();
+    a.sync_once(&store, &clock).await.unwrap();
+    b.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(a.health(), FleetHealth::InForce);
+
+    let daily = Quota::per_day(10_000).with_burst(20);
+    let minute = Quota::per_minute(600).with_burst(1000); // 100 per window fleet-wide
+    assert!(a.limits_locally(&daily));
+    assert!(!a.limits_locally(&minute));
+    assert!(
+        !a.limits_locally(&Quota::per_hour(5000)),
+        "an hour is not a long period"
+    );
+
+    // The daily burst on one instance: all 20 (the fleet budget alone would
+    // have let 1 through), then the local limiter refuses, as a local
+    // limiter does; nothing of it enters the gate's table.
+    let admitted = (0..25)
+        .filter(|_| a.check(&la, 1, "daily-client", &daily, 1).is_allowed())
+        .count();
+    assert_eq!(admitted, 20);
+    let d = a.check(&la, 1, "daily-client", &daily, 1);
+    assert_eq!(
+        d.denial(),
+        Some(Denial::RateLimited),
+        "the local limit, not the fleet's"
+    );
+    assert_eq!(d.retry_after(), Duration::from_millis(8_640));
+    assert_eq!(occupied(&a), 0, "a locally limited quota leaves no fleet state");
+
+    // The per-minute profile on the same gate, same instant: fleet-limited
+    // to 100 per window, shared with the other instance after a round.
+    let admitted = (0..150)
+        .filter(|_| a.check(&la, 1, "minute-client", &minute, 1).is_allowed())
+        .count();
+    assert_eq!(admitted, 100);
+    assert_eq!(
+        a.check(&la, 1, "minute-client", &minute, 1).denial(),
+        Some(Denial::FleetLimited)
+    );
+    clock.advance(Duration::from_millis(100));
+    a.sync_once(&store, &clock).await.unwrap();
+    // A key new to B starts from nothing until B's next round (the
+    // staleness term of the overshoot model), then B sees A's 100.
+    assert!(b.check(&lb, 1, "minute-client", &minute, 1).is_allowed());
+    clock.advance(Duration::from_millis(100));
+    b.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(
+        b.check(&lb, 1, "minute-client", &minute, 1).denial(),
+        Some(Denial::FleetLimited),
+        "B sees what A used of the per-minute budget"
+    );
+
+    // The daily client on the other instance: its own local burst again
+    // (the documented worst case: N instances, N times the local limit).
+    let admitted = (0..25)
+        .filter(|_| b.check(&lb, 1, "daily-client", &daily, 1).is_allowed())
+        .count();
+    assert_eq!(admitted, 20);
+    assert_eq!(a.health(), FleetHealth::InForce);
+    assert_eq!(b.health(), FleetHealth::InForce);
+}
+
+/// A long period whose burst the window holds is limited fleet-wide:
+/// `10000/d` burst 20 over a 3-minute window has a budget of 20.8.
+#[test]
+fn a_long_period_whose_burst_fits_the_window_stays_fleet_limited() {
+    let clock = ManualClock::new();
+    let settings = GateSettings {
+        window: Duration::from_secs(180),
+        ..GateSettings::new(b"unit test fleet secret, 32 bytes")
+    };
+    let g = FleetGate::new(settings, &clock).unwrap();
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let daily = Quota::per_day(10_000).with_burst(20);
+    assert!(!g.limits_locally(&daily));
+    let admitted = (0..25)
+        .filter(|_| g.check(&limiter, 1, "k", &daily, 1).is_allowed())
+        .count();
+    assert_eq!(admitted, 20);
+    assert_eq!(occupied(&g), 1, "tracked by the gate");
+    // A burst beyond the window's budget (the default: the day's 10,000):
+    // locally only again.
+    assert!(g.limits_locally(&Quota::per_day(10_000)));
+    assert!(g.limits_locally(&Quota::per_week(100_000).with_burst(30)));
+    assert!(!g.limits_locally(&Quota::per_week(100_000).with_burst(29)));
+}

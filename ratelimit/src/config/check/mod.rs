@@ -51,6 +51,24 @@ impl std::fmt::Display for StartupProblem {
     }
 }
 
+/// Something startup accepts but that may not do what was meant: a profile
+/// the fleet gate limits locally only ([`Config::check_warnings`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckWarning {
+    /// The field the warning is about, as a dotted path
+    /// (`profiles.daily.rate`).
+    pub field: String,
+    /// What it means and how to change it.
+    pub message: String,
+}
+
+impl std::fmt::Display for CheckWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: warning: {}", self.field, self.message)
+    }
+}
+
 /// The outcome of checking a file: the configuration when it loaded, and
 /// every problem found, each located in the file when it has a place there.
 #[derive(Debug, Clone)]
@@ -58,6 +76,7 @@ pub struct CheckReport {
     source: String,
     config: Option<Config>,
     errors: Vec<ConfigError>,
+    warnings: Vec<ConfigError>,
     notes: Vec<String>,
 }
 
@@ -81,6 +100,14 @@ impl CheckReport {
     /// every startup problem.
     pub fn errors(&self) -> &[ConfigError] {
         &self.errors
+    }
+
+    /// Warnings, located like errors (`FILE:LINE:COL: field: warning:
+    /// ...`): startup accepts the file, but something in it may not do what
+    /// was meant ([`Config::check_warnings`]). They do not make the report
+    /// fail.
+    pub fn warnings(&self) -> &[ConfigError] {
+        &self.warnings
     }
 
     /// What was not checked, and why (a JWKS URL is not fetched, attribute
@@ -121,6 +148,7 @@ fn failed(source: String, error: ConfigError) -> CheckReport {
         source,
         config: None,
         errors: vec![error],
+        warnings: Vec::new(),
         notes: Vec::new(),
     }
 }
@@ -133,6 +161,7 @@ fn check_text(text: &str, source: String, overrides: Vec<(String, String)>) -> C
                 source,
                 config: None,
                 errors,
+                warnings: Vec::new(),
                 notes: Vec::new(),
             }
         }
@@ -145,16 +174,78 @@ fn check_text(text: &str, source: String, overrides: Vec<(String, String)>) -> C
     // In the file's order; problems without a place (from the environment)
     // last.
     errors.sort_by_key(|e| (e.line().is_none(), e.line(), e.column()));
+    let mut warnings: Vec<ConfigError> = config
+        .check_warnings()
+        .into_iter()
+        .map(|w| super::raw::locate(text, &source, &w.field, format!("warning: {}", w.message)))
+        .collect();
+    warnings.sort_by_key(|e| (e.line().is_none(), e.line(), e.column()));
     let notes = report::notes(&config);
     CheckReport {
         source,
         config: Some(config),
         errors,
+        warnings,
         notes,
     }
 }
 
+/// The profiles a fleet gate with this window limits locally only
+/// ([`crate::window::limited_locally`]): a period longer than an hour and a
+/// burst the window cannot hold. Startup logs them; the checker warns.
+pub(crate) fn locally_limited_profiles(
+    profiles: &std::collections::BTreeMap<String, crate::limits::Profile>,
+    window: std::time::Duration,
+) -> Vec<(&str, &crate::Quota)> {
+    profiles
+        .iter()
+        .filter(|(_, p)| crate::window::limited_locally(&p.quota, window))
+        .map(|(name, p)| (name.as_str(), &p.quota))
+        .collect()
+}
+
+/// `"10000/d"`: a quota's rate, as the file writes it (for the startup
+/// warning of the HTTP runtime's fleet gate).
+#[cfg_attr(not(all(feature = "axum", feature = "redis")), allow(dead_code))]
+pub(crate) fn rate_text(q: &crate::Quota) -> String {
+    report::rate(q)
+}
+
 impl Config {
+    /// What startup accepts but may not do what was meant, one warning per
+    /// field: with `[global]`, each profile the fleet gate limits locally
+    /// only (a period longer than an hour whose burst the window cannot
+    /// hold, [`crate::window::limited_locally`]), with its period, the
+    /// window and the fix. Startup logs the same profiles once, at warn
+    /// level.
+    ///
+    /// ```
+    /// use ratelimit::config::Config;
+    ///
+    /// let config = Config::from_toml_str(
+    ///     "default_profile = \"daily\"\n[profiles.daily]\nrate = \"10000/d\"\nburst = 20\n\
+    ///      [profiles.standard]\nrate = \"600/min\"\n\
+    ///      [global]\nredis_url = \"redis://127.0.0.1/\"\nkey_secret_env = \"FLEET_SECRET\"\n",
+    /// )
+    /// .unwrap();
+    /// let warnings = config.check_warnings();
+    /// assert_eq!(warnings.len(), 1);
+    /// assert_eq!(warnings[0].field, "profiles.daily.rate");
+    /// assert!(warnings[0].message.contains("locally only"), "{}", warnings[0]);
+    /// ```
+    pub fn check_warnings(&self) -> Vec<CheckWarning> {
+        let Some(g) = &self.global else {
+            return Vec::new();
+        };
+        locally_limited_profiles(self.profiles(), g.window)
+            .into_iter()
+            .map(|(name, q)| CheckWarning {
+                field: format!("profiles.{name}.rate"),
+                message: long_period_message(q, g.window),
+            })
+            .collect()
+    }
+
     /// What startup would refuse beyond the file itself, every problem
     /// found (see the [module docs](crate::config::check)). Reads the
     /// environment variables and key files the configuration names; fetches
@@ -463,4 +554,159 @@ fn global(g: &super::GlobalConfig) -> Vec<(&'static str, String)> {
         problems.push(("global.redis_url", e.to_string()));
     }
     problems
+}
+
+/// The warning for a profile the fleet gate limits locally only.
+fn long_period_message(q: &crate::Quota, window: std::time::Duration) -> String {
+    use report::duration;
+    let holds = report::window(q);
+    let budget = window.as_secs_f64() / q.emission_interval().as_secs_f64();
+    let fleet_wide = if holds <= crate::window::LONG_PERIOD {
+        format!(
+            "a [global] window of at least {} (burst x emission interval) so it holds the burst, or a burst of at \
+             most {}",
+            duration(round_up_to_secs(holds)),
+            budget.floor().max(1.0)
+        )
+    } else {
+        format!(
+            "a burst of at most {} (the window is at most 1h, shorter than the {} a burst of {} takes)",
+            budget.floor().max(1.0),
+            duration(round_up_to_secs(holds)),
+            q.burst()
+        )
+    };
+    format!(
+        "{} has a period of {}, longer than an hour, and a burst of {} that [global] window = {} cannot hold (the \
+         fleet budget would be {budget:.2} per window): the fleet gate limits this profile locally only, per \
+         instance, so N instances can admit up to N times its limit. To limit it fleet-wide: {fleet_wide}; or \
+         keep the long quota in a limit service ([service])",
+        report::rate(q),
+        duration(q.period()),
+        q.burst(),
+        duration(window),
+    )
+}
+
+fn round_up_to_secs(d: std::time::Duration) -> std::time::Duration {
+    std::time::Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LONG: &str = r#"default_profile = "daily"
+
+[profiles.daily]
+rate = "10000/d"
+burst = 20
+
+[profiles.weekly]
+rate = "100000/week"
+
+[profiles.monthly]
+rate = "1000000/month"
+
+[profiles.standard]
+rate = "600/min"
+burst = 1000
+"#;
+
+    #[test]
+    fn long_periods_load_and_a_zero_one_is_refused_at_its_value() {
+        let c = Config::from_toml_str(LONG).unwrap();
+        assert_eq!(c.profile("weekly").unwrap().quota, crate::Quota::per_week(100_000));
+        let monthly = c.profile("monthly").unwrap().quota;
+        assert_eq!(monthly.period(), std::time::Duration::from_secs(2_592_000));
+        assert_eq!(report::rate(&monthly), "1000000/month");
+        // No [global]: nothing to warn about.
+        assert!(c.check_warnings().is_empty());
+
+        let bad = LONG.replace("\"100000/week\"", "\"1/0week\"");
+        let e = Config::from_toml_str(&bad).unwrap_err();
+        assert_eq!((e.line(), e.column()), (Some(8), Some(8)), "{e}");
+        assert_eq!(e.field(), Some("profiles.weekly.rate"));
+        assert!(
+            e.to_string()
+                .contains("invalid rate \"1/0week\": the period must be longer than zero"),
+            "{e}"
+        );
+        let e = Config::from_toml_str(&LONG.replace("\"1000000/month\"", "\"1/mo\"")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("unknown period unit; expected one of ns, us, ms, s, min, h, d, week, month"),
+            "{e}"
+        );
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn the_checker_warns_about_profiles_the_fleet_gate_limits_locally() {
+        // SAFETY of the test: a variable no other test reads.
+        std::env::set_var("RL_LONG_WINDOWS_TEST_SECRET", "a fleet secret of enough bytes");
+        let global =
+            "\n[global]\nredis_url = \"redis://127.0.0.1:6379/\"\nkey_secret_env = \"RL_LONG_WINDOWS_TEST_SECRET\"\n";
+        let report = check_toml_str(&format!("{LONG}{global}"), "long.toml");
+        assert!(report.is_ok(), "{report}");
+        let w = report.warnings();
+        // daily (burst 20 x 8.64 s > 10 s), weekly and monthly (their whole
+        // count as the burst), in the file's order; not standard (an hour or
+        // less: fleet-limited).
+        assert_eq!(w.len(), 3, "{w:?}");
+        let daily = &w[0];
+        assert_eq!(daily.field(), Some("profiles.daily.rate"));
+        assert_eq!((daily.line(), daily.column()), (Some(4), Some(1)), "at the key");
+        let text = daily.to_string();
+        println!("{text}");
+        for needle in [
+            "long.toml:4:1: profiles.daily.rate: warning: 10000/d has a period of 1d",
+            "[global] window = 10s",
+            "locally only",
+            "up to N times its limit",
+            "a [global] window of at least 173s",
+            "a burst of at most 1",
+            "limit service",
+        ] {
+            assert!(text.contains(needle), "{needle:?} in {text}");
+        }
+        // Weekly: its burst takes a week, no window holds it.
+        let weekly = w[1].to_string();
+        assert!(
+            weekly.contains("profiles.weekly.rate: warning: 100000/week has a period of 7d"),
+            "{weekly}"
+        );
+        assert!(
+            weekly.contains("a burst of at most 1 (the window is at most 1h"),
+            "{weekly}"
+        );
+        // The report prints the warnings before the summary.
+        assert!(report
+            .to_string()
+            .starts_with("long.toml:4:1: profiles.daily.rate: warning:"));
+
+        // A window that holds the daily burst: no warning for it.
+        let wide = format!("{LONG}{global}window = \"3min\"\nsync_interval = \"1s\"\n");
+        let report = check_toml_str(&wide, "long.toml");
+        assert!(report.is_ok(), "{report}");
+        let fields: Vec<_> = report
+            .warnings()
+            .iter()
+            .map(|w| w.field().unwrap_or("").to_owned())
+            .collect();
+        assert_eq!(fields, ["profiles.weekly.rate", "profiles.monthly.rate"]);
+
+        // A burst above the gate's counters is refused with [global] ...
+        let big = format!("{LONG}[profiles.huge]\nrate = \"100000000/min\"\n{global}");
+        let e = Config::from_toml_str(&big).unwrap_err().to_string();
+        assert!(e.contains("the largest burst the fleet gate ([global]) counts"), "{e}");
+        // ... unless the gate limits the profile locally anyway (warned).
+        let big = format!("{LONG}[profiles.huge]\nrate = \"100000000/month\"\n{global}");
+        let report = check_toml_str(&big, "long.toml");
+        assert!(report.is_ok(), "{report}");
+        assert!(report
+            .warnings()
+            .iter()
+            .any(|w| w.field() == Some("profiles.huge.rate")));
+    }
 }

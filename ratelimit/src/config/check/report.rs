@@ -283,8 +283,12 @@ impl CheckReport {
 
 impl fmt::Display for CheckReport {
     /// Every problem, one `FILE:LINE:COL: field: message` line each, or the
-    /// summary when there is none.
+    /// summary when there is none; warnings (`FILE:LINE:COL: field:
+    /// warning: ...`) before either.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for w in &self.warnings {
+            writeln!(f, "{w}")?;
+        }
         if self.is_ok() {
             return f.write_str(&self.summary());
         }

@@ -77,7 +77,8 @@ pub(super) fn opt_prefix<'de, const MAX: u8, D: Deserializer<'de>>(d: D) -> Resu
     ranged(d, i64::from(MAX), "a prefix length").map(|n| Some(n as u8))
 }
 
-/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`, `"1d"`: a whole number and a unit
+/// `"250ms"`, `"10s"`, `"5min"`, `"1h"`, `"1d"`, `"1week"`, `"1month"` (30
+/// days): a whole number and a unit
 /// of the table rates use (`crate::units`); must be longer than zero.
 pub(in crate::config) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
@@ -216,6 +217,9 @@ mod tests {
             ("7hours", Duration::from_secs(7 * 3600)),
             ("1d", Duration::from_secs(86_400)),
             ("2days", Duration::from_secs(2 * 86_400)),
+            ("1w", Duration::from_secs(604_800)),
+            ("2weeks", Duration::from_secs(2 * 604_800)),
+            ("1month", Duration::from_secs(2_592_000)),
             (" 10 s ", Duration::from_secs(10)),
         ] {
             assert_eq!(parse_duration(text), Ok(want), "{text:?}");
@@ -230,12 +234,12 @@ mod tests {
     #[test]
     fn bad_durations_say_what_is_wrong() {
         assert_eq!(
-            parse_duration("3w").unwrap_err(),
-            "invalid duration \"3w\": unknown unit \"w\"; expected one of ns, us, ms, s, min, h, d"
+            parse_duration("3y").unwrap_err(),
+            "invalid duration \"3y\": unknown unit \"y\"; expected one of ns, us, ms, s, min, h, d, week, month"
         );
         assert_eq!(
             parse_duration("30").unwrap_err(),
-            "invalid duration \"30\": missing unit; expected one of ns, us, ms, s, min, h, d (\"30s\")"
+            "invalid duration \"30\": missing unit; expected one of ns, us, ms, s, min, h, d, week, month (\"30s\")"
         );
         assert!(parse_duration("s")
             .unwrap_err()

@@ -19,9 +19,13 @@ pub(in crate::config::raw) fn global(
     let section = field("global");
     let at = |key: &str, message: String| ctx.error(&section.key(key), message);
     // The fleet gate counts bursts up to MAX_FLEET_BURST: above, a limit
-    // would silently be local only.
+    // would silently be local only. (A long period the gate limits locally
+    // anyway, with a warning, is not refused for it: `100000000/month`.)
     let most = crate::window::MAX_FLEET_BURST;
-    if let Some((name, p)) = profiles.iter().find(|(_, p)| p.quota.burst() > most) {
+    if let Some((name, p)) = profiles
+        .iter()
+        .find(|(_, p)| p.quota.burst() > most && !crate::window::limited_locally(&p.quota, g.window))
+    {
         return Err(ctx.error(
             &field("profiles").key(name).key("burst"),
             format!(
