@@ -196,7 +196,9 @@ fn expand(all: &[Args], f: ItemFn) -> TokenStream {
         let rule = if i == 0 {
             format_ident!("__ratelimit_rule_{}", fn_name)
         } else {
-            format_ident!("__ratelimit_rule_{}_{}", fn_name, i + 1)
+            // A digit after the prefix: no handler's own rule type
+            // (`__ratelimit_rule_<fn>`) can be spelt like it.
+            format_ident!("__ratelimit_stack_{}_{}", i + 1, fn_name)
         };
         let charge = wants_charge && i == 0;
         items.push(rule_items(args, &rule, fn_name, i, charge, &krate, &vis, &cfg_attrs));

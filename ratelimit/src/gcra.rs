@@ -109,15 +109,22 @@ pub(crate) fn refund(stored: u64, now: u64, quota: &Quota, cost: u32) -> Option<
 
 /// What charging `cost` more units without a check does (work already
 /// done, settled after the fact): the TAT moves forward by `cost * T` from
-/// `max(stored, now)`, into debt if need be, capped at [`MAX_TAT`]. `None`:
+/// `max(stored, now)`, into debt if need be, but never past two bucket
+/// capacities from now (a spent bucket and as much again of debt). `None`:
 /// nothing to write.
 #[inline]
 pub(crate) fn force(stored: u64, now: u64, quota: &Quota, cost: u32) -> Option<u64> {
     if cost == 0 {
         return None;
     }
-    let tat = u128::from(stored).max(u128::from(now)) + u128::from(cost) * u128::from(quota.interval_ns());
-    Some(saturate(tat.min(u128::from(MAX_TAT))))
+    let t = u128::from(quota.interval_ns());
+    let tat = u128::from(stored).max(u128::from(now)) + u128::from(cost) * t;
+    // At most one bucket of debt beyond a spent bucket (the key waits at
+    // most two capacities): a settlement the client can inflate (tokens it
+    // had generated, say) cannot lock it out for years.
+    let most = u128::from(now) + 2 * t * u128::from(quota.burst());
+    let tat = tat.min(most.max(u128::from(stored)));
+    (tat > u128::from(stored)).then(|| saturate(tat.min(u128::from(MAX_TAT))))
 }
 
 fn saturate(v: u128) -> u64 {

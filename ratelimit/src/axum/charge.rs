@@ -16,7 +16,8 @@ use crate::Quota;
 /// Take it as a handler argument: the attribute sees it and keeps the
 /// reservation for it (a route without a `Charge` argument keeps nothing).
 /// [`settle`](Self::settle) charges the difference when the request cost
-/// more (into debt if need be: the work is done) or hands back the surplus
+/// more (into debt if need be, the work being done, but at most one
+/// bucket's worth beyond a spent bucket) or hands back the surplus
 /// when it cost less; [`refund`](Self::refund) hands it all back (the
 /// upstream call failed). A hand-back never returns more than was charged
 /// and never capacity that time has already refilled. Dropped unsettled, the
@@ -101,7 +102,10 @@ impl Charge {
         for l in &self.limits {
             if actual < l.cost {
                 self.rt.inner.refund(&l.held, &l.quota, l.cost - actual, &l.decision);
-            } else if actual > l.cost {
+            } else if actual > l.cost && !(l.decision.is_overflow() || l.decision.is_grouped()) {
+                // Charged to a shared cell (a full store, a network past
+                // its budget of new keys): the extra is not put on
+                // everyone who shares it.
                 self.rt.inner.charge_more(&l.held, &l.quota, actual - l.cost);
             }
         }

@@ -94,8 +94,9 @@ pub(crate) fn refund(
     held: &super::respond::Held,
     quota: &crate::Quota,
     cost: u32,
+    charged: &crate::Decision,
 ) {
-    gate.refund_id(limiter, held.route_id, held.cell, held.fleet_id, quota, cost);
+    gate.refund_placed_id(limiter, held.cell, held.fleet_id, quota, cost, charged);
 }
 
 /// A settled charge's extra units, locally and in the fleet count.

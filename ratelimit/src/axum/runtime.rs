@@ -495,6 +495,8 @@ impl Runtime {
     /// refuse): charged when they admit an admitted request. Returns whether
     /// the request is admitted.
     pub(crate) fn decide_all(&self, pending: &mut [Pending<'_>]) -> bool {
+        // Tuples go to 8 and rules are refused past 7 stacking: never more.
+        debug_assert!(pending.len() <= MAX_STACK, "a stack of at most {MAX_STACK} limits");
         let mut checks = [crate::Check::new(crate::CellKey::new(1, 0), crate::Quota::per_second(1), 0); MAX_STACK];
         let mut decisions = [crate::Decision::placeholder(); MAX_STACK];
         let mut enforcing = [0usize; MAX_STACK];
@@ -552,7 +554,7 @@ impl Runtime {
     ) {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
-            super::gate::refund(gate, &self.limiter, held, quota, cost);
+            super::gate::refund(gate, &self.limiter, held, quota, cost, charged);
             return;
         }
         // To the cell the charge went to: the key's own, or the shared

@@ -42,6 +42,7 @@ pub use crate::limits::{JwtKeySource, JwtLimits, JwtVerification, Profile, Route
 pub use diff::ConfigChanges;
 pub use error::ConfigError;
 pub use reload::ConfigHandle;
+#[cfg(feature = "axum")]
 pub(crate) use rules::applying;
 pub use rules::{PathPattern, RuleConfig};
 

@@ -560,7 +560,32 @@ impl FleetGate {
         let _ = route;
         let now = limiter.clock().now();
         limiter.refund_cell_at(cell, quota, cost, now);
-        if cost == 0 {
+        self.take_back(fleet_id, quota, cost, now);
+    }
+
+    /// [`refund_id`](Self::refund_id) of the charge that `charged` (the
+    /// admitted decision) reports, handed back locally to the cell the
+    /// store placed it in (the key's own, or a shared overflow or group
+    /// cell: see [`Limiter::refund_placed`]).
+    pub fn refund_placed_id<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        cell: CellKey,
+        fleet_id: u64,
+        quota: &Quota,
+        cost: u32,
+        charged: &Decision,
+    ) {
+        let now = limiter.clock().now();
+        limiter.refund_placed_at(cell, quota, cost, charged, now);
+        self.take_back(fleet_id, quota, cost, now);
+    }
+
+    /// Takes `cost` units out of this instance's not yet pushed fleet count
+    /// of the key (the current slice, then the previous one).
+    fn take_back(&self, fleet_id: u64, quota: &Quota, cost: u32, now: u64) {
+        // A quota the gate limits locally only was never counted.
+        if cost == 0 || quota.burst() > MAX_FLEET_BURST || self.limits_locally(quota) {
             return;
         }
         let fleet_id = fleet_id | NONZERO;
@@ -611,7 +636,7 @@ impl FleetGate {
         }
         let now = limiter.clock().now();
         limiter.charge_cell_at(cell, quota, cost, now);
-        if quota.burst() > MAX_FLEET_BURST {
+        if quota.burst() > MAX_FLEET_BURST || self.limits_locally(quota) {
             return;
         }
         let fleet_id = fleet_id | NONZERO;
@@ -735,7 +760,8 @@ impl FleetGate {
         };
         // As `check_id`: a cost above the burst is the local limiter's to
         // refuse; bursts beyond the gate's counters are limited locally.
-        if cost > quota.burst() || quota.burst() > MAX_FLEET_BURST {
+        // And a long-period quota whose burst the window cannot hold.
+        if cost > quota.burst() || quota.burst() > MAX_FLEET_BURST || self.limits_locally(quota) {
             return local_only;
         }
         let (slice, into, epoch) = self.locate(self.wall(now));

@@ -13,6 +13,9 @@ use crate::config::rules::{self, PathPattern, RuleConfig};
 use crate::config::{ConfigError, Profile, RouteConfig};
 use crate::resolve::AnyStep;
 
+/// The most rules one decision stacks (the runtime's `MAX_STACK`).
+const MAX_RULE_STACK: usize = 8;
+
 /// What the rules may refer to.
 pub(super) struct Known<'a> {
     pub(super) profiles: &'a BTreeMap<String, Profile>,
@@ -27,9 +30,26 @@ pub(super) struct Known<'a> {
 pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Result<Vec<RuleConfig>, ConfigError> {
     let mut rules = Vec::with_capacity(raw.len());
     let mut names = HashSet::new();
+    let mut stacking = 0;
     for (i, r) in raw.into_iter().enumerate() {
         let entry = field("rules").index(i);
         let at = |key: &str, message: String| ctx.error(&entry.key(key), message);
+        if r.stack {
+            stacking += 1;
+            // A stack applies at most MAX_RULE_STACK rules: with fewer rules
+            // saying `stack` than that, no request can reach a longer one,
+            // so no limit is ever dropped from a stack.
+            if stacking >= MAX_RULE_STACK {
+                return Err(at(
+                    "stack",
+                    format!(
+                        "at most {} rules can say stack = true (one decision stacks at most {MAX_RULE_STACK} \
+                         rules)",
+                        MAX_RULE_STACK - 1
+                    ),
+                ));
+            }
+        }
         ratelimit_spec::route_name(&r.name).map_err(|e| at("name", e.to_string()))?;
         if !names.insert(r.name.clone()) {
             return Err(at("name", format!("rule name {:?} is used twice", r.name)));
