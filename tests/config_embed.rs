@@ -115,8 +115,8 @@ fn bad_values_in_several_sections_are_located() {
     for (from, to, message) in [
         (
             "sweep_interval = \"1d\"",
-            "sweep_interval = \"1w\"",
-            "invalid duration \"1w\": unknown unit \"w\"",
+            "sweep_interval = \"1fortnight\"",
+            "invalid duration \"1fortnight\": unknown unit \"fortnight\"",
         ),
         (
             "leeway = \"1min\"",
