@@ -591,29 +591,20 @@ impl Runtime {
         }
         let mut applying = crate::config::applying(&config.rules, &parts.method, parts.uri.path());
         let first: &RuleConfig = applying.next()?;
-        if !first.stack {
-            let route = rule_spec(first);
+        // One rule (the common case, no allocation) unless it stacks and
+        // another matching rule follows.
+        let second = if first.stack { applying.next() } else { None };
+        let Some(second) = second else {
             let name = RouteName::Shared(Arc::clone(&first.name));
             return Some(Decided::One(self.decide(
                 parts,
-                &route,
+                &rule_spec(first),
                 name,
                 &first.key,
                 &first.resolve,
             )));
-        }
-        let rules: Vec<&RuleConfig> = std::iter::once(first).chain(applying).take(MAX_STACK).collect();
-        if rules.len() == 1 {
-            let route = rule_spec(first);
-            let name = RouteName::Shared(Arc::clone(&first.name));
-            return Some(Decided::One(self.decide(
-                parts,
-                &route,
-                name,
-                &first.key,
-                &first.resolve,
-            )));
-        }
+        };
+        let rules: Vec<&RuleConfig> = [first, second].into_iter().chain(applying).take(MAX_STACK).collect();
         let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
         let mut pending: Vec<Pending<'_>> = rules
             .iter()
