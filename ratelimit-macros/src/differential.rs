@@ -306,7 +306,7 @@ proptest! {
                 prop_assert_eq!(args.key.as_ref(), Some(&config_key(&rule.key)), "key of {}", attr_text);
                 prop_assert_eq!(args.resolve.clone(), Some(config_steps(&rule.resolve)), "chain of {}", attr_text);
                 prop_assert_eq!(args.name.as_ref().map(|n| n.value()), Some(rule.name.to_string()));
-                prop_assert_eq!(args.cost, Some(rule.cost));
+                prop_assert_eq!(args.cost, Some(rule.cost_kind()));
                 prop_assert_eq!(args.shadow, rule.shadow);
             }
             ([], Err(e)) => prop_assert!(false, "the attribute accepts `{}`, the config refuses it: {}\n{}", attr_text, e, config_text),

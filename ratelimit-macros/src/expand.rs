@@ -8,7 +8,7 @@ use quote::{format_ident, quote};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, ReturnType};
 
-use crate::parse::{parse_args, Args, KeyKind, Step};
+use crate::parse::{parse_args, Args, Cost, KeyKind, Step};
 
 pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
     let (first, mut errors) = parse_args(args);
@@ -63,6 +63,7 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
         }
     }
     check_stack(&all, &mut errors);
+    check_charge(&all, &function, &mut errors);
     if !errors.is_empty() {
         // The function without the stacked attributes this expansion took:
         // they would expand again and report their errors twice.
@@ -111,6 +112,35 @@ fn check_stack(all: &[(Args, Span)], errors: &mut Vec<syn::Error>) {
                     ));
                 }
             }
+        }
+    }
+}
+
+/// A `Charge` argument (`ratelimit::axum::Charge`, by any path ending in
+/// `Charge`), if the handler takes one.
+fn charge_argument(f: &ItemFn) -> Option<&syn::Type> {
+    f.sig.inputs.iter().find_map(|input| match input {
+        FnArg::Typed(t) => match &*t.ty {
+            syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Charge") => Some(&*t.ty),
+            _ => None,
+        },
+        FnArg::Receiver(_) => None,
+    })
+}
+
+/// A route charged by its response's size settles itself when the body has
+/// been sent: a `Charge` argument would settle the same reservation twice.
+fn check_charge(all: &[(Args, Span)], f: &ItemFn, errors: &mut Vec<syn::Error>) {
+    let Some(charge) = charge_argument(f) else { return };
+    for (args, span) in all {
+        if matches!(args.cost, Some(Cost::ResponseBytes { .. })) {
+            let mut e = syn::Error::new(
+                args.cost_span.unwrap_or(*span),
+                "a route charged by `response_bytes` settles when its body has been sent: it cannot also take a \
+                 `Charge` (use `cost = N` with the `Charge`, or drop the `Charge` argument)",
+            );
+            e.combine(syn::Error::new(charge.span(), "the `Charge` argument"));
+            errors.push(e);
         }
     }
 }
@@ -168,6 +198,8 @@ fn check_function(f: &ItemFn, errors: &mut Vec<syn::Error>) {
 }
 
 fn expand(all: &[Args], f: ItemFn) -> TokenStream {
+    // A `Charge` argument: the route keeps the reservation for it.
+    let wants_charge = charge_argument(&f).is_some();
     let ItemFn { attrs, vis, sig, block } = f;
     let ident = &sig.ident;
     let fn_name = ident.to_string();
@@ -183,13 +215,6 @@ fn expand(all: &[Args], f: ItemFn) -> TokenStream {
         .iter()
         .filter(|a| a.path().is_ident("cfg") || a.path().is_ident("cfg_attr"))
         .collect();
-    // A `Charge` argument (`ratelimit::axum::Charge`, by any path ending
-    // in `Charge`): the route keeps the reservation for it.
-    let wants_charge = sig.inputs.iter().any(|input| match input {
-        FnArg::Typed(t) => matches!(&*t.ty, syn::Type::Path(p)
-            if p.path.segments.last().is_some_and(|s| s.ident == "Charge")),
-        FnArg::Receiver(_) => false,
-    });
     let mut rules = Vec::new();
     let mut items = Vec::new();
     for (i, args) in all.iter().enumerate() {
@@ -309,7 +334,12 @@ fn rule_items(
             quote!(::core::concat!(::core::module_path!(), "::", #fn_name, #suffix))
         }
     };
-    let cost = args.cost.unwrap_or(ratelimit_spec::DEFAULT_COST);
+    let cost_kind = args.cost.unwrap_or(Cost::Units(ratelimit_spec::DEFAULT_COST));
+    let cost = cost_kind.reserved();
+    let bytes_per_unit = match cost_kind.bytes_per_unit() {
+        Some(per) => quote!(::core::option::Option::Some(#per)),
+        None => quote!(::core::option::Option::None),
+    };
     let shadow = args.shadow;
     // What runs each key kind and step is the spec's (`runtime()`): the
     // expansion only names the type and passes the argument.
@@ -401,6 +431,7 @@ fn rule_items(
         impl #krate::__private::Rule for #rule {
             const NAME: &'static ::core::primitive::str = #route_name;
             const COST: ::core::primitive::u32 = #cost;
+            const BYTES_PER_UNIT: ::core::option::Option<::core::primitive::u32> = #bytes_per_unit;
             const SHADOW: ::core::primitive::bool = #shadow;
             const WANTS_CLAIMS: ::core::primitive::bool = #wants_claims;
             const WANTS_SERVICE: ::core::primitive::bool = #wants_service;

@@ -8,7 +8,7 @@ use syn::spanned::Spanned;
 use syn::{Ident, LitStr, Token};
 
 use ratelimit_spec::Surface;
-pub(crate) use ratelimit_spec::{KeyKind, Step};
+pub(crate) use ratelimit_spec::{Cost, KeyKind, Step};
 
 /// Parsed arguments; options left out are `None`.
 #[derive(Default)]
@@ -16,7 +16,10 @@ pub(crate) struct Args {
     pub(crate) key: Option<KeyKind>,
     pub(crate) resolve: Option<Vec<Step>>,
     pub(crate) name: Option<LitStr>,
-    pub(crate) cost: Option<u32>,
+    pub(crate) cost: Option<Cost>,
+    /// The span of the cost's value (a `Charge` argument beside a
+    /// `response_bytes` cost is reported there).
+    pub(crate) cost_span: Option<Span>,
     pub(crate) shadow: bool,
     /// `key = custom(path::To::Type)`: the type, as written.
     pub(crate) custom_key: Option<syn::Path>,
@@ -138,8 +141,11 @@ pub(crate) fn parse_args(args: TokenStream) -> (Args, Vec<syn::Error>) {
                 Ok(n) => out.name = Some(n),
                 Err(e) => errors.push(e),
             },
-            _ => match parse_cost.parse2(value) {
-                Ok(c) => out.cost = Some(c),
+            _ => match parse_cost.parse2(value.clone()) {
+                Ok(c) => {
+                    out.cost = Some(c);
+                    out.cost_span = Some(value.span());
+                }
                 Err(e) => errors.push(e),
             },
         }
@@ -154,7 +160,7 @@ fn example(option: &str) -> &'static str {
         "name" => "`name = \"users.get\"`",
         "reject" => "`reject = errors::too_many_requests`",
         "crate" => "`crate = \"my_ratelimit\"`",
-        _ => "`cost = 5`",
+        _ => "`cost = 5` or `cost = response_bytes(per = 1024)`",
     }
 }
 
@@ -395,7 +401,10 @@ fn parse_name(input: ParseStream<'_>) -> syn::Result<LitStr> {
     Ok(lit)
 }
 
-fn parse_cost(input: ParseStream<'_>) -> syn::Result<u32> {
+fn parse_cost(input: ParseStream<'_>) -> syn::Result<Cost> {
+    if input.peek(Ident) {
+        return parse_cost_kind(input);
+    }
     if input.peek(Token![-]) {
         let minus: Token![-] = input.parse()?;
         let message = match ratelimit_spec::cost(-1) {
@@ -422,6 +431,64 @@ fn parse_cost(input: ParseStream<'_>) -> syn::Result<u32> {
         }
         other => return Err(syn::Error::new(other.span(), "expected an integer literal: `cost = 5`")),
     };
+    if !input.is_empty() {
+        return Err(input.error("unexpected tokens after the cost"));
+    }
+    Ok(Cost::Units(cost))
+}
+
+/// `response_bytes(per = 1024)`: the cost is the response's size.
+fn parse_cost_kind(input: ParseStream<'_>) -> syn::Result<Cost> {
+    let kind: Ident = input.parse()?;
+    if kind != "response_bytes" {
+        return Err(spec_error(
+            kind.span(),
+            &ratelimit_spec::unknown_cost(&kind.to_string()),
+        ));
+    }
+    const EXAMPLE: &str = "`response_bytes(per = 1024)`: the response bytes one unit pays for";
+    if !input.peek(syn::token::Paren) {
+        return Err(syn::Error::new(
+            kind.span(),
+            format!("`response_bytes` needs `per`: {EXAMPLE}"),
+        ));
+    }
+    let content;
+    let parens = syn::parenthesized!(content in input);
+    if content.is_empty() {
+        return Err(syn::Error::new(
+            parens.span.join(),
+            format!("`response_bytes` needs `per`: {EXAMPLE}"),
+        ));
+    }
+    let per: Ident = content
+        .parse()
+        .map_err(|e| syn::Error::new(e.span(), format!("expected `per = N`: {EXAMPLE}")))?;
+    if per != "per" {
+        return Err(syn::Error::new(
+            per.span(),
+            format!("unknown argument `{per}`; expected {EXAMPLE}"),
+        ));
+    }
+    let _: Token![=] = content
+        .parse()
+        .map_err(|e| syn::Error::new(e.span(), format!("expected `per = N`: {EXAMPLE}")))?;
+    let cost = if content.peek(Token![-]) {
+        let minus: Token![-] = content.parse()?;
+        let e = ratelimit_spec::response_bytes(-1).expect_err("a negative size is refused");
+        return Err(spec_error(minus.span, &e));
+    } else {
+        let lit: syn::LitInt = content
+            .parse()
+            .map_err(|e| syn::Error::new(e.span(), format!("expected an integer literal: {EXAMPLE}")))?;
+        let value: u64 = lit
+            .base10_parse()
+            .map_err(|_| syn::Error::new(lit.span(), "bytes per unit must be an integer that fits in a u32"))?;
+        ratelimit_spec::response_bytes(i128::from(value)).map_err(|e| spec_error(lit.span(), &e))?
+    };
+    if !content.is_empty() {
+        return Err(content.error("unexpected tokens after `per = N`"));
+    }
     if !input.is_empty() {
         return Err(input.error("unexpected tokens after the cost"));
     }

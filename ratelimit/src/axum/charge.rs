@@ -54,6 +54,8 @@ struct Reserved {
     held: Held,
     quota: Quota,
     cost: u32,
+    /// Charged by the response's size: bytes per unit.
+    bytes_per_unit: Option<u32>,
     /// The admitted decision: where the store placed the charge.
     decision: crate::Decision,
 }
@@ -83,6 +85,7 @@ impl Charge {
                 held: o.held,
                 quota: o.quota,
                 cost: o.cost,
+                bytes_per_unit: o.bytes_per_unit,
                 decision: o.decision,
             })
             .collect();
@@ -100,14 +103,35 @@ impl Charge {
     /// more, or hands back `charged - actual`.
     pub fn settle(self, actual: u32) {
         for l in &self.limits {
-            if actual < l.cost {
-                self.rt.inner.refund(&l.held, &l.quota, l.cost - actual, &l.decision);
-            } else if actual > l.cost && !(l.decision.is_overflow() || l.decision.is_grouped()) {
-                // Charged to a shared cell (a full store, a network past
-                // its budget of new keys): the extra is not put on
-                // everyone who shares it.
-                self.rt.inner.charge_more(&l.held, &l.quota, actual - l.cost);
+            self.settle_one(l, actual);
+        }
+    }
+
+    /// Whether a limit of the reservation is charged by the response's
+    /// size (a [`Metered`](super::meter::Metered) body settles it).
+    pub(crate) fn is_metered(&self) -> bool {
+        self.limits.iter().any(|l| l.bytes_per_unit.is_some())
+    }
+
+    /// Settles the limits charged by the response's size, once `bytes` of
+    /// the body have been sent: `max(1, ceil(bytes / per))` units each.
+    /// The other limits of a stack keep their charge.
+    pub(crate) fn settle_response(self, bytes: u64) {
+        for l in &self.limits {
+            if let Some(per) = l.bytes_per_unit {
+                self.settle_one(l, crate::config::Cost::units_for(bytes, per));
             }
+        }
+    }
+
+    fn settle_one(&self, l: &Reserved, actual: u32) {
+        if actual < l.cost {
+            self.rt.inner.refund(&l.held, &l.quota, l.cost - actual, &l.decision);
+        } else if actual > l.cost && !(l.decision.is_overflow() || l.decision.is_grouped()) {
+            // Charged to a shared cell (a full store, a network past
+            // its budget of new keys): the extra is not put on
+            // everyone who shares it.
+            self.rt.inner.charge_more(&l.held, &l.quota, actual - l.cost);
         }
     }
 

@@ -35,8 +35,12 @@ pub trait Rule: Send + Sync + 'static {
     const NAME: &'static str;
     /// The route's cell namespace.
     const ID: u32 = super::route_id(Self::NAME);
-    /// `cost = N`.
+    /// `cost = N` (with [`BYTES_PER_UNIT`](Self::BYTES_PER_UNIT), the one
+    /// unit reserved before the handler runs).
     const COST: u32;
+    /// `cost = response_bytes(per = N)`: `Some(N)`, the request is settled
+    /// at one unit per `N` bytes of its response body.
+    const BYTES_PER_UNIT: Option<u32> = None;
     /// `shadow`.
     const SHADOW: bool;
     /// The chain has a `jwt` step.
@@ -94,6 +98,10 @@ pub trait Rules: Send + Sync + 'static {
     /// shadow limits refused), else the 429.
     #[doc(hidden)]
     fn decide(parts: &Parts, rt: &RateLimit) -> Result<Self::Outcomes, Response>;
+    /// Answers a probe (a request whose method is one of `[responses]
+    /// probe_methods`) with what the request would get, charging nothing.
+    #[doc(hidden)]
+    fn probe(parts: &Parts, rt: &RateLimit) -> Response;
 }
 
 /// The outcomes of a request's limits, as a response reports them.
@@ -139,6 +147,7 @@ fn spec<R: Rule>() -> RouteSpec<'static> {
         name: R::NAME,
         id: R::ID,
         cost: R::COST,
+        bytes_per_unit: R::BYTES_PER_UNIT,
         shadow: R::SHADOW,
         wants_claims: R::WANTS_CLAIMS,
         wants_service: R::WANTS_SERVICE,
@@ -164,6 +173,13 @@ impl<R: Rule> Rules for R {
         } else {
             Ok(outcome)
         }
+    }
+
+    fn probe(parts: &Parts, rt: &RateLimit) -> Response {
+        let mut pending = [rt
+            .inner
+            .prepare(parts, &spec::<R>(), RouteName::Static(R::NAME), R::key(), R::chain())];
+        rt.inner.answer_probe(&mut pending, parts, &[R::reject])
     }
 }
 
@@ -193,6 +209,16 @@ macro_rules! stacked {
                 let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
                 Err(rt.inner.reject_route(&outcomes, parts, outer, hooks[main]))
             }
+
+            fn probe(parts: &Parts, rt: &RateLimit) -> Response {
+                let specs = [spec::<$first>(), $(spec::<$rule>()),*];
+                let mut specs = specs.iter();
+                let mut pending = [
+                    rt.inner.prepare(parts, specs.next().expect("one spec per rule"), RouteName::Static($first::NAME), $first::key(), $first::chain()),
+                    $(rt.inner.prepare(parts, specs.next().expect("one spec per rule"), RouteName::Static($rule::NAME), $rule::key(), $rule::chain())),*
+                ];
+                rt.inner.answer_probe(&mut pending, parts, &[$first::reject, $($rule::reject),*])
+            }
         }
     };
 }
@@ -212,6 +238,9 @@ stacked!(8; A B C D E F G H);
 #[derive(Debug)]
 pub struct Admit<R: Rules, M = Auto> {
     outcome: R::Outcomes,
+    /// A route charged by its response's size: the reservation its body
+    /// settles.
+    meter: Option<super::Charge>,
     _rule: PhantomData<fn() -> (R, M)>,
 }
 
@@ -233,6 +262,7 @@ impl<R: Rules, M> Admit<R, M> {
         Limited {
             response,
             outcome: self.outcome,
+            meter: self.meter,
         }
     }
 }
@@ -240,12 +270,22 @@ impl<R: Rules, M> Admit<R, M> {
 /// Decides a request for the limits `R` with the installed runtime: the
 /// router's state when it is the `RateLimit` itself, else the one
 /// `RateLimitLayer` installed for the request, else one in the request's
-/// extensions.
-pub(crate) fn admit<R: Rules>(parts: &mut Parts, state: Option<&RateLimit>) -> Result<R::Outcomes, Response> {
-    // A handler taking a `Charge` gets the reservation of what was charged.
+/// extensions. Returns the outcomes and, for a route charged by its
+/// response's size, the reservation its body settles.
+pub(crate) fn admit<R: Rules>(
+    parts: &mut Parts,
+    state: Option<&RateLimit>,
+) -> Result<(R::Outcomes, Option<super::Charge>), Response> {
+    // A handler taking a `Charge` gets the reservation of what was
+    // charged; a route charged by its response's size keeps it for the
+    // body (the attribute refuses both on one handler).
     let decide = |parts: &Parts, rt: &RateLimit| {
+        if rt.inner.is_probe(&parts.method) {
+            return Err(R::probe(parts, rt));
+        }
         R::decide(parts, rt).map(|outcomes| {
-            let charge = R::WANTS_CHARGE.then(|| super::Charge::reserve(rt, outcomes.outcomes()));
+            let metered = outcomes.outcomes().iter().any(|o| o.bytes_per_unit.is_some());
+            let charge = (R::WANTS_CHARGE || metered).then(|| super::Charge::reserve(rt, outcomes.outcomes()));
             (outcomes, charge)
         })
     };
@@ -259,10 +299,13 @@ pub(crate) fn admit<R: Rules>(parts: &mut Parts, state: Option<&RateLimit>) -> R
             None => return Err(missing_limiter(R::NAME)),
         }
     };
-    if let Some(charge) = charge {
-        parts.extensions.insert(super::charge::Reservation(Some(charge)));
+    if R::WANTS_CHARGE {
+        if let Some(charge) = charge {
+            parts.extensions.insert(super::charge::Reservation(Some(charge)));
+        }
+        return Ok((outcomes, None));
     }
-    Ok(outcomes)
+    Ok((outcomes, super::meter::meter_of(charge)))
 }
 
 static MISSING_LOGGED: Once = Once::new();
@@ -323,7 +366,7 @@ where
 
 impl<R: Rules, M> Admit<R, M> {
     fn decide(parts: &mut Parts, state: Option<&RateLimit>) -> Result<Self, Response> {
-        let mut outcome = admit::<R>(parts, state)?;
+        let (mut outcome, meter) = admit::<R>(parts, state)?;
         // Claims this crate verified are handed to the handler
         // (`Extension<VerifiedClaims>`), so it need not verify again.
         for o in outcome.outcomes_mut() {
@@ -335,6 +378,7 @@ impl<R: Rules, M> Admit<R, M> {
         }
         Ok(Admit {
             outcome,
+            meter,
             _rule: PhantomData,
         })
     }
@@ -346,6 +390,7 @@ impl<R: Rules, M> Admit<R, M> {
 pub struct Limited<T, O = Outcome> {
     response: T,
     outcome: O,
+    meter: Option<super::Charge>,
 }
 
 impl<T, O> Limited<T, O> {
@@ -359,6 +404,11 @@ impl<T: IntoResponse, O: Report> IntoResponse for Limited<T, O> {
     fn into_response(self) -> Response {
         let mut response = self.response.into_response();
         self.outcome.write_over(response.headers_mut());
-        response
+        match self.meter {
+            // Charged by its size: the body settles the reservation once
+            // it has been sent.
+            Some(charge) => response.map(|body| axum::body::Body::new(super::meter::Metered::new(body, charge))),
+            None => response,
+        }
     }
 }

@@ -56,6 +56,13 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
+        if self.rt.inner.is_probe(&parts.method) {
+            if let Some(answer) = self.rt.inner.probe_rules(&parts) {
+                return ResponseFuture {
+                    state: State::Rejected { response: Some(answer) },
+                };
+            }
+        }
         let mut decided = self.rt.inner.decide_rules(&parts);
         if let Some(d) = decided.as_ref().filter(|d| d.outcomes().iter().any(Outcome::rejects)) {
             // An outer layer's wait (it admitted, with nothing left) is
@@ -103,11 +110,18 @@ where
                 _ => {}
             }
         }
+        // A rule charged by the response's size: the body settles the
+        // reservation once it has been sent.
+        let meter = decided
+            .as_ref()
+            .filter(|d| d.outcomes().iter().any(|o| o.bytes_per_unit.is_some()))
+            .map(|d| super::Charge::reserve(&self.rt, d.outcomes()));
         let future = self.inner.call(Request::from_parts(parts, body));
         ResponseFuture {
             state: State::Inner {
                 future: CURRENT.scope(self.rt.clone(), future),
                 outcome: decided,
+                meter,
             },
         }
     }
@@ -125,7 +139,11 @@ pin_project! {
     #[project = StateProj]
     enum State<F: Future> {
         Rejected { response: Option<Response<Bytes>> },
-        Inner { #[pin] future: TaskLocalFuture<RateLimit, F>, outcome: Option<Decided> },
+        Inner {
+            #[pin] future: TaskLocalFuture<RateLimit, F>,
+            outcome: Option<Decided>,
+            meter: Option<super::Charge>,
+        },
     }
 }
 
@@ -146,18 +164,23 @@ where
             StateProj::Rejected { response } => {
                 match response.take().map(|r| r.map(LimitBody::rejected)) {
                     Some(r) => Poll::Ready(Ok(r)),
-                    // Polled after completion: a contract violation by the caller.
-                    None => Poll::Pending,
+                    // Polled after completion: a contract violation by the
+                    // caller, reported as tower's futures do (a future that
+                    // stayed pending would hide it).
+                    None => panic!("ratelimit::axum::ResponseFuture polled after completion"),
                 }
             }
-            StateProj::Inner { future, outcome } => {
+            StateProj::Inner { future, outcome, meter } => {
                 let mut response = ready!(future.poll(cx))?;
                 match outcome.take() {
                     Some(Decided::One(o)) => o.write_headers(response.headers_mut()),
                     Some(Decided::Many(stack)) => super::respond::write_stack(&stack, response.headers_mut(), true),
                     None => {}
                 }
-                Poll::Ready(Ok(response.map(LimitBody::inner)))
+                Poll::Ready(Ok(match meter.take() {
+                    Some(charge) => response.map(|body| LimitBody::metered(body, charge)),
+                    None => response.map(LimitBody::inner),
+                }))
             }
         }
     }
@@ -177,6 +200,7 @@ pin_project! {
     enum Kind<B> {
         Full { data: Option<Bytes> },
         Inner { #[pin] body: B },
+        Metered { #[pin] body: super::meter::Metered<B> },
     }
 }
 
@@ -190,6 +214,13 @@ impl<B> LimitBody<B> {
     fn inner(body: B) -> Self {
         LimitBody {
             kind: Kind::Inner { body },
+        }
+    }
+    fn metered(body: B, charge: super::Charge) -> Self {
+        LimitBody {
+            kind: Kind::Metered {
+                body: super::meter::Metered::new(body, charge),
+            },
         }
     }
     fn rejected(data: Bytes) -> Self {
@@ -214,6 +245,7 @@ where
         match self.project().kind.project() {
             KindProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
             KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Metered { body } => body.poll_frame(cx),
         }
     }
 
@@ -221,6 +253,7 @@ where
         match &self.kind {
             Kind::Full { data } => data.is_none(),
             Kind::Inner { body } => body.is_end_stream(),
+            Kind::Metered { body } => body.is_end_stream(),
         }
     }
 
@@ -228,6 +261,7 @@ where
         match &self.kind {
             Kind::Full { data } => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
             Kind::Inner { body } => body.size_hint(),
+            Kind::Metered { body } => body.size_hint(),
         }
     }
 }

@@ -105,6 +105,7 @@ mod gate;
 mod grpc;
 mod handler;
 mod layer;
+mod meter;
 pub mod observe;
 mod reject;
 mod report;

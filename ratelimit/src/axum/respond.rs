@@ -52,6 +52,9 @@ pub struct Outcome {
     pub(crate) decision: Decision,
     /// What the request cost (its next one costs the same).
     pub(crate) cost: u32,
+    /// Charged by the response's size: bytes per unit (`cost` is then the
+    /// unit reserved before the handler ran).
+    pub(crate) bytes_per_unit: Option<u32>,
     pub(crate) quota: Quota,
     pub(crate) profile: Option<Arc<str>>,
     pub(crate) route: RouteName,
@@ -98,9 +101,16 @@ impl Outcome {
         }
     }
 
-    /// What the request cost.
+    /// What the request cost before it was served (for a route charged
+    /// by its response's size, the unit reserved; the settlement follows
+    /// when the body has been sent).
     pub fn cost(&self) -> u32 {
         self.cost
+    }
+
+    /// `cost = response_bytes(per = N)`: `Some(N)`.
+    pub fn bytes_per_unit(&self) -> Option<u32> {
+        self.bytes_per_unit
     }
 
     /// The quota that applied.

@@ -11,8 +11,12 @@ pub struct RouteSpec<'a> {
     pub name: &'a str,
     /// Its cell namespace ([`route_id`] of the name).
     pub id: u32,
-    /// Units per request.
+    /// Units per request (with `bytes_per_unit`, the one unit reserved
+    /// before the handler runs).
     pub cost: u32,
+    /// `cost = response_bytes(per = N)`: the request is settled at one
+    /// unit per `N` response bytes once its body has been sent.
+    pub bytes_per_unit: Option<u32>,
     /// Never reject.
     pub shadow: bool,
     /// The chain has a `jwt` step: find verified claims even when the key

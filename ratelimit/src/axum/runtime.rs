@@ -45,6 +45,9 @@ pub(crate) struct Runtime {
     /// The application's rejection response, if it shapes its own.
     reject_hook: Option<RejectHook>,
     observer: Observer,
+    /// `[responses] probe_methods`: bit 0 `HEAD`, bit 1 `OPTIONS` (read on
+    /// every request, so a bit mask, not a look into the configuration).
+    probes: std::sync::atomic::AtomicU8,
     /// What the telemetry task last published of this runtime's counters.
     pub(crate) published: super::telemetry::Published,
     /// The fleet-wide gate, when `[global]` is configured.
@@ -184,6 +187,8 @@ impl Runtime {
         sweep: bool,
     ) -> Result<Runtime, SetupError> {
         let (keys, reject_hook) = (extras.keys, extras.reject);
+        let probes = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods)
+            .map_err(|e| SetupError::new("responses", format!("[responses] probe_methods: {e}")))?;
         #[cfg(feature = "jwt")]
         let jwt = extras.jwt;
         #[cfg(feature = "service")]
@@ -265,6 +270,7 @@ impl Runtime {
             keys,
             reject_hook,
             observer: Observer::default(),
+            probes: std::sync::atomic::AtomicU8::new(probes),
             published: super::telemetry::Published::default(),
             #[cfg(feature = "redis")]
             gate,
@@ -285,7 +291,13 @@ impl Runtime {
             ConfigError::new(source, format!("{message}; the running configuration stays"))
                 .with_field(format!("rules[{i}].key"))
         })?;
-        Ok(self.config.replace(config))
+        let probes = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods).map_err(|e| {
+            ConfigError::new(source, format!("{e}; the running configuration stays"))
+                .with_field("responses.probe_methods")
+        })?;
+        let changes = self.config.replace(config);
+        self.probes.store(probes, std::sync::atomic::Ordering::Relaxed);
+        Ok(changes)
     }
 
     /// The response to a request refused on a `#[rate_limit]` route: the
@@ -440,6 +452,11 @@ impl Runtime {
         let resolved = chain.resolve_final(&ctx);
         let overrides = config.route(route.name);
         let cost = overrides.and_then(|r| r.cost).unwrap_or(route.cost);
+        // A `[routes]` cost is a number of units: it replaces the metering.
+        let bytes_per_unit = match overrides.and_then(|r| r.cost) {
+            Some(_) => None,
+            None => route.bytes_per_unit,
+        };
         let shadow = overrides.and_then(|r| r.shadow).unwrap_or(route.shadow);
 
         // Address and header keys belong to the client's network, which
@@ -470,6 +487,7 @@ impl Runtime {
             outcome: Outcome {
                 decision: crate::Decision::placeholder(),
                 cost,
+                bytes_per_unit,
                 quota: resolved.quota,
                 profile: resolved.profile,
                 route: name,
@@ -582,6 +600,97 @@ impl Runtime {
         self.limiter.check_cell(cell, quota, cost)
     }
 
+    /// Whether a request with `method` is a probe (`[responses]
+    /// probe_methods`): answered with what it would get, never charged.
+    #[inline]
+    pub(crate) fn is_probe(&self, method: &http::Method) -> bool {
+        let probes = self.probes.load(std::sync::atomic::Ordering::Relaxed);
+        probes != 0
+            && ((probes & 1 != 0 && *method == http::Method::HEAD)
+                || (probes & 2 != 0 && *method == http::Method::OPTIONS))
+    }
+
+    /// Decides prepared limits as a check would, charging nothing (a
+    /// probe): whether every enforcing limit would admit.
+    fn peek_all(&self, pending: &mut [Pending<'_>]) -> bool {
+        let mut admitted = true;
+        for p in pending.iter_mut() {
+            let (cell, quota, cost) = (p.cell, p.outcome.quota, p.outcome.cost);
+            #[cfg(feature = "redis")]
+            let decision = match &self.gate {
+                Some(gate) => gate.peek_id(&self.limiter, p.route.id, cell, p.fleet_id, &quota, cost),
+                None => self.limiter.peek_cell(cell, &quota, cost),
+            };
+            #[cfg(not(feature = "redis"))]
+            let decision = self.limiter.peek_cell(cell, &quota, cost);
+            p.outcome.decision = decision;
+            admitted &= !p.outcome.rejects();
+        }
+        admitted
+    }
+
+    /// The answer to a probe on a `#[rate_limit]` route: 204 with the
+    /// rate-limit headers the request would get, or the 429 it would get
+    /// (the route's hook of the limit the refusal reports, else the
+    /// builder's, else problem+json). Nothing is charged.
+    pub(crate) fn answer_probe(
+        &self,
+        pending: &mut [Pending<'_>],
+        parts: &Parts,
+        hooks: &[fn(&Rejection<'_>) -> Option<Response>],
+    ) -> Response {
+        let admitted = self.peek_all(pending);
+        // A probe is not the hot path: one small allocation is fine.
+        let outcomes: Vec<Outcome> = pending.iter().map(|p| p.outcome.clone()).collect();
+        if !admitted {
+            let main = super::respond::reported(&outcomes).unwrap_or(0);
+            let outer = parts.extensions.get::<OuterWait>().copied();
+            let hook = hooks.get(main).copied().unwrap_or(|_| None);
+            return self.reject_route(&outcomes, parts, outer, hook);
+        }
+        let mut response = Response::new(axum::body::Body::empty());
+        *response.status_mut() = http::StatusCode::NO_CONTENT;
+        super::respond::write_stack(&outcomes, response.headers_mut(), false);
+        response
+    }
+
+    /// A probe through the layer: the answer when `[[rules]]` apply to the
+    /// request (as [`Self::answer_probe`]), else `None` (the request goes on
+    /// to the inner service, which may answer it with its own limits).
+    pub(crate) fn probe_rules(&self, parts: &Parts) -> Option<http::Response<Bytes>> {
+        let config = self.config.load();
+        let rules: Vec<&RuleConfig> = crate::config::applying(&config.rules, &parts.method, parts.uri.path())
+            .take(MAX_STACK)
+            .collect();
+        if rules.is_empty() {
+            return None;
+        }
+        let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
+        let mut pending: Vec<Pending<'_>> = rules
+            .iter()
+            .zip(&specs)
+            .map(|(rule, spec)| {
+                self.prepare(
+                    parts,
+                    spec,
+                    RouteName::Shared(Arc::clone(&rule.name)),
+                    &rule.key,
+                    &rule.resolve,
+                )
+            })
+            .collect();
+        let admitted = self.peek_all(&mut pending);
+        let outcomes: Vec<Outcome> = pending.into_iter().map(|p| p.outcome).collect();
+        if !admitted {
+            let outer = parts.extensions.get::<OuterWait>().copied();
+            return Some(self.reject_rule(&outcomes, parts, outer));
+        }
+        let mut response = http::Response::new(Bytes::new());
+        *response.status_mut() = http::StatusCode::NO_CONTENT;
+        super::respond::write_stack(&outcomes, response.headers_mut(), false);
+        Some(response)
+    }
+
     /// Applies the `[[rules]]` entries that match the request, if any: the
     /// first matching one, and the next ones while a rule says `stack`.
     pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Decided> {
@@ -630,6 +739,7 @@ fn rule_spec(rule: &RuleConfig) -> RouteSpec<'_> {
         name: &rule.name,
         id: rule_route_id(&rule.name),
         cost: rule.cost,
+        bytes_per_unit: rule.bytes_per_unit,
         shadow: rule.shadow,
         wants_claims: rule.resolve.wants_claims(),
         wants_service: rule.resolve.wants_service(),

@@ -130,6 +130,7 @@ with!(GlobalConfig {
 with!(ResponseConfig {
     with_problem_type => problem_type: impl Into<String> as into,
     with_problem_title => problem_title: impl Into<String> as into,
+    with_probe_methods => probe_methods: Vec<http::Method>,
 });
 
 impl Profile {

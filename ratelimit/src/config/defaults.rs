@@ -102,6 +102,7 @@ impl Default for ResponseConfig {
         ResponseConfig {
             problem_type: Self::DEFAULT_PROBLEM_TYPE.to_owned(),
             problem_title: Self::DEFAULT_PROBLEM_TITLE.to_owned(),
+            probe_methods: Vec::new(),
         }
     }
 }

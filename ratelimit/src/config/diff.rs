@@ -122,7 +122,9 @@ fn rule(r: &RuleConfig) -> String {
         r.key_text(),
         resolve.join(", ")
     );
-    if r.cost != 1 {
+    if let Some(per) = r.bytes_per_unit {
+        s.push_str(&format!(" cost response_bytes:{per}"));
+    } else if r.cost != 1 {
         s.push_str(&format!(" cost {}", r.cost));
     }
     if r.shadow {

@@ -41,6 +41,9 @@ use std::time::Duration;
 pub use crate::limits::{JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig};
 pub use diff::ConfigChanges;
 pub use error::ConfigError;
+/// What a request costs, in the rule language both the attribute and
+/// `[[rules]]` speak: units, or the size of its response.
+pub use ratelimit_spec::Cost;
 pub use reload::ConfigHandle;
 #[cfg(feature = "axum")]
 pub(crate) use rules::applying;
@@ -298,6 +301,37 @@ pub struct ResponseConfig {
     /// [`DEFAULT_PROBLEM_TITLE`](Self::DEFAULT_PROBLEM_TITLE),
     /// `Quota Exceeded`).
     pub problem_title: String,
+    /// Methods answered as probes on limited routes (`HEAD`, `OPTIONS`;
+    /// default none): the limiter answers such a request itself, with the
+    /// status and rate-limit headers the request would get (204, or the
+    /// 429), charging nothing and never running the handler.
+    pub probe_methods: Vec<http::Method>,
+}
+
+impl ResponseConfig {
+    /// The methods `probe_methods` may list: a probe is never served, so a
+    /// method that reads or changes anything (`GET`, `POST`) would be a
+    /// route's limit turned off for it.
+    pub const PROBE_METHODS: [http::Method; 2] = [http::Method::HEAD, http::Method::OPTIONS];
+
+    /// Which of `HEAD` (bit 0) and `OPTIONS` (bit 1) are probes, or the
+    /// first method that cannot be one.
+    pub(crate) fn probe_mask(methods: &[http::Method]) -> Result<u8, String> {
+        let mut mask = 0;
+        for m in methods {
+            mask |= match *m {
+                http::Method::HEAD => 1,
+                http::Method::OPTIONS => 2,
+                _ => {
+                    return Err(format!(
+                        "{m} cannot be a probe method: a probe is answered without running the handler and charges \
+                         nothing, so only HEAD and OPTIONS may be"
+                    ))
+                }
+            };
+        }
+        Ok(mask)
+    }
 }
 
 /// The prefix of environment variables that override file values.

@@ -25,8 +25,12 @@ pub struct RuleConfig {
     /// How much: the same resolvers `#[rate_limit(resolve = [...])]` uses,
     /// tried in order; ends with `default`.
     pub resolve: AnyChain,
-    /// Units each request costs.
+    /// Units each request is charged before it is served.
     pub cost: u32,
+    /// `cost = "response_bytes:<n>"`: the request is settled at one unit
+    /// per `n` bytes of its response body (at least one) once the body has
+    /// been sent; `cost` is then the one unit reserved up front.
+    pub bytes_per_unit: Option<u32>,
     /// Decide, send headers and count, but never reject.
     pub shadow: bool,
     /// The next matching rule applies too, in the same decision: the
@@ -38,6 +42,14 @@ pub struct RuleConfig {
 }
 
 impl RuleConfig {
+    /// The rule's cost in the rule language: units, or the response's size.
+    pub fn cost_kind(&self) -> crate::config::Cost {
+        match self.bytes_per_unit {
+            Some(per) => crate::config::Cost::ResponseBytes { per },
+            None => crate::config::Cost::Units(self.cost),
+        }
+    }
+
     /// The rule's `key` as the configuration spells it: `"ip"`,
     /// `"header:x-api-key"`, `"jwt_claim:sub"`.
     pub fn key_text(&self) -> &str {

@@ -275,6 +275,12 @@ fn numbers(config: &Config, rule: &RuleConfig, a: &Applied) -> String {
         None => "the token's numbers".to_owned(),
     };
     let (_, cost_override) = rule_cost(config, rule);
+    // A rule charged by its response's size reserves one unit; an override
+    // in [routes] replaces the metering with its number.
+    let metered = match rule.bytes_per_unit {
+        Some(per) if !cost_override => format!(" (reserved; settled at 1 per {per} response bytes)"),
+        _ => String::new(),
+    };
     let (_, shadow_override) = rule_shadow(config, rule);
     let from_routes = |o: bool| {
         if o {
@@ -284,10 +290,11 @@ fn numbers(config: &Config, rule: &RuleConfig, a: &Applied) -> String {
         }
     };
     format!(
-        "{who}: rate {}, burst {}, cost {}{}, window {}, {}{}",
+        "{who}: rate {}, burst {}, cost {}{}{}, window {}, {}{}",
         rate(&a.quota),
         a.quota.burst(),
         a.cost,
+        metered,
         from_routes(cost_override),
         duration(window(&a.quota)),
         if a.shadow {

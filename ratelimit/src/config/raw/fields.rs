@@ -61,6 +61,40 @@ pub(super) fn new_keys_budget<'de, D: Deserializer<'de>>(d: D) -> Result<Option<
     })
 }
 
+/// A rule's `cost`: a whole number of units (`cost = 5`), or a cost kind
+/// of the rule language as a string (`cost = "response_bytes:1024"`).
+pub(super) fn opt_cost<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ratelimit_spec::Cost>, D::Error> {
+    struct CostVisitor;
+    impl<'de> serde::de::Visitor<'de> for CostVisitor {
+        type Value = ratelimit_spec::Cost;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a whole number of units, or \"response_bytes:<bytes per unit>\"")
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Self::Value, E> {
+            match u32::try_from(n) {
+                Ok(units) if units >= 1 => Ok(ratelimit_spec::Cost::Units(units)),
+                _ => Err(fresh(format!(
+                    "expected a whole number from 1 to {}, got {n}",
+                    u32::MAX
+                ))),
+            }
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Self::Value, E> {
+            match u32::try_from(n) {
+                Ok(units) if units >= 1 => Ok(ratelimit_spec::Cost::Units(units)),
+                _ => Err(fresh(format!(
+                    "expected a whole number from 1 to {}, got {n}",
+                    u32::MAX
+                ))),
+            }
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            ratelimit_spec::cost_text(text).map_err(fresh)
+        }
+    }
+    d.deserialize_any(CostVisitor).map(Some)
+}
+
 pub(super) fn positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     ranged(d, i64::from(u32::MAX), "a whole number").map(|n| n as u32)
 }

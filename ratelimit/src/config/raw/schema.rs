@@ -12,7 +12,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use super::fields::{
-    cidrs, claim_name, duration, forwarded_header, header_style, max_keys, new_keys_budget, opt_algorithm,
+    cidrs, claim_name, duration, forwarded_header, header_style, max_keys, new_keys_budget, opt_algorithm, opt_cost,
     opt_http_url, opt_positive_u32, opt_prefix, overflow, positive_u32, quota,
 };
 use crate::config::{
@@ -254,8 +254,8 @@ pub(super) struct RawRule {
     pub(super) methods: Vec<String>,
     pub(super) key: String,
     pub(super) resolve: Vec<String>,
-    #[serde(default, deserialize_with = "opt_positive_u32")]
-    pub(super) cost: Option<u32>,
+    #[serde(default, deserialize_with = "opt_cost")]
+    pub(super) cost: Option<ratelimit_spec::Cost>,
     #[serde(default)]
     pub(super) shadow: bool,
     #[serde(default)]
@@ -309,6 +309,7 @@ fn global_max_keys() -> usize {
 pub(super) struct RawResponses {
     pub(super) problem_type: String,
     pub(super) problem_title: String,
+    pub(super) probe_methods: Vec<String>,
 }
 
 impl Default for RawResponses {
@@ -317,6 +318,7 @@ impl Default for RawResponses {
         RawResponses {
             problem_type: d.problem_type,
             problem_title: d.problem_title,
+            probe_methods: Vec::new(),
         }
     }
 }

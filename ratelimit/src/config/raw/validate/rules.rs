@@ -91,9 +91,10 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
         }
         // The cost in force: a `[routes."<name>"] cost` replaces the rule's.
         let route = known.routes.get(&r.name);
-        let cost = route
-            .and_then(|rc| rc.cost)
-            .unwrap_or(r.cost.unwrap_or(ratelimit_spec::DEFAULT_COST));
+        let own = r
+            .cost
+            .unwrap_or(ratelimit_spec::Cost::Units(ratelimit_spec::DEFAULT_COST));
+        let cost = route.and_then(|rc| rc.cost).unwrap_or(own.reserved());
         // Every profile the chain can name must admit the cost, or every
         // request would be refused (token and service limits are checked
         // when they arrive, and logged).
@@ -122,7 +123,8 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
             methods,
             key,
             resolve,
-            cost: r.cost.unwrap_or(ratelimit_spec::DEFAULT_COST),
+            cost: own.reserved(),
+            bytes_per_unit: own.bytes_per_unit(),
             shadow: r.shadow,
             stack: r.stack,
             key_text: Arc::from(r.key.trim()),

@@ -56,8 +56,19 @@ pub(in crate::config::raw) fn responses(raw: RawResponses, ctx: &Ctx<'_>) -> Res
     if raw.problem_title.trim().is_empty() {
         return Err(ctx.error(&field("responses").key("problem_title"), "empty title"));
     }
+    let at = field("responses").key("probe_methods");
+    let probe_methods = raw
+        .probe_methods
+        .iter()
+        .map(|m| {
+            http::Method::from_bytes(m.trim().to_ascii_uppercase().as_bytes())
+                .map_err(|_| ctx.error(&at, format!("invalid method {m:?}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    ResponseConfig::probe_mask(&probe_methods).map_err(|e| ctx.error(&at, e))?;
     Ok(ResponseConfig {
         problem_type: raw.problem_type,
         problem_title: raw.problem_title,
+        probe_methods,
     })
 }
