@@ -25,8 +25,30 @@ struct Rule {
     key: Call,
     steps: Vec<Call>,
     name: String,
-    cost: i128,
+    cost: CostGen,
     shadow: bool,
+}
+
+/// A cost as generated: units, or `response_bytes` with bytes per unit.
+#[derive(Debug, Clone, Copy)]
+enum CostGen {
+    Units(i128),
+    Bytes(i128),
+}
+
+impl CostGen {
+    fn attribute(self) -> String {
+        match self {
+            CostGen::Units(n) => n.to_string(),
+            CostGen::Bytes(per) => format!("response_bytes(per = {per})"),
+        }
+    }
+    fn config(self) -> String {
+        match self {
+            CostGen::Units(n) => n.to_string(),
+            CostGen::Bytes(per) => format!("\"response_bytes:{per}\""),
+        }
+    }
 }
 
 fn text() -> impl Strategy<Value = String> {
@@ -142,7 +164,16 @@ fn rule() -> impl Strategy<Value = (Rule, Option<Part>)> {
         0..5,
     );
     let wild_name = prop_oneof![Just(String::new()), "[a-zA-Z0-9._:/ \"\\,é-]{1,10}"];
-    let wild_cost = prop_oneof![Just(-1i128), Just(0), Just(i128::from(u32::MAX) + 1), -3i128..12];
+    let wild_number = prop_oneof![Just(-1i128), Just(0), Just(i128::from(u32::MAX) + 1), -3i128..12];
+    let wild_cost = prop_oneof![
+        3 => wild_number.clone().prop_map(CostGen::Units),
+        1 => wild_number.prop_map(CostGen::Bytes),
+    ];
+    let valid_cost = prop_oneof![
+        4 => (1i128..10).prop_map(CostGen::Units),
+        1 => Just(CostGen::Units(i128::from(u32::MAX))),
+        2 => prop_oneof![Just(1i128), Just(1024), Just(i128::from(u32::MAX))].prop_map(CostGen::Bytes),
+    ];
     let part = proptest::option::weighted(
         0.7,
         proptest::sample::select(vec![Part::Key, Part::Resolve, Part::Name, Part::Cost]),
@@ -152,7 +183,7 @@ fn rule() -> impl Strategy<Value = (Rule, Option<Part>)> {
         (valid_key(), wild_key),
         (valid_chain(), wild_steps),
         ("[a-zA-Z0-9._:/-]{1,12}", wild_name),
-        (prop_oneof![4 => 1i128..10, 1 => Just(i128::from(u32::MAX))], wild_cost),
+        (valid_cost, wild_cost),
         any::<bool>(),
     )
         .prop_map(|(part, keys, chains, names, costs, shadow)| {
@@ -205,7 +236,7 @@ fn attribute(r: &Rule) -> String {
         attr_call(&r.key),
         steps.join(", "),
         r.name,
-        r.cost
+        r.cost.attribute()
     );
     if r.shadow {
         args.push_str(", shadow");
@@ -240,7 +271,7 @@ fn config(r: &Rule) -> String {
         toml_string(&r.name),
         config_call(&r.key),
         steps.join(", "),
-        r.cost,
+        r.cost.config(),
         r.shadow
     ));
     text
