@@ -88,6 +88,53 @@
 //! `tonic::transport::Server::builder().layer(rate_limit.layer())` puts it
 //! in front of every service of a tonic server (`docs/http.md`, gRPC).
 //!
+//! # Charging by size, and probes
+//!
+//! `cost = response_bytes(per = N)` (`cost = "response_bytes:N"` in a
+//! `[[rules]]` entry) reserves one unit before the handler runs and settles
+//! the request at one unit per started `N` bytes once the response body has
+//! been sent (or dropped part way: a client that hangs up pays for what was
+//! sent). `[responses] probe_methods = ["HEAD"]` makes the limiter answer a
+//! `HEAD` on a limited route itself, with what a request would get (204 and
+//! the headers, or the 429), charging nothing:
+//!
+//! ```
+//! use axum::{body::Body, http::{Method, Request, StatusCode}, routing::get, Router};
+//! use ratelimit::{axum::RateLimit, config::Config, key::PeerAddr, rate_limit};
+//! use tower_service::Service;
+//!
+//! #[rate_limit(key = ip, resolve = [default], cost = response_bytes(per = 1024))]
+//! async fn download() -> Vec<u8> {
+//!     vec![0; 10 * 1024] // settled at 10 units once sent
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = Config::from_toml_str(r#"
+//!     default_profile = "kib"
+//!     [profiles.kib]
+//!     rate = "100/h"
+//!     [responses]
+//!     probe_methods = ["HEAD"]
+//! "#)?;
+//! let rate_limit = RateLimit::from_config(config).await?;
+//! let app = Router::new().route("/download", get(download)).with_state(rate_limit);
+//! let request = |method: Method| {
+//!     let mut r = Request::builder().method(method).uri("/download").body(Body::empty()).unwrap();
+//!     r.extensions_mut().insert(PeerAddr("192.0.2.1:1".parse().unwrap()));
+//!     r
+//! };
+//! // Reading the body to its end settles it.
+//! let served = app.clone().call(request(Method::GET)).await?;
+//! assert_eq!(served.headers()["ratelimit-remaining"], "99", "one unit reserved");
+//! axum::body::to_bytes(served.into_body(), usize::MAX).await?;
+//! // The probe: 100 - 10 = 90 left, 89 after a request; nothing spent.
+//! let probe = app.clone().call(request(Method::HEAD)).await?;
+//! assert_eq!(probe.status(), StatusCode::NO_CONTENT);
+//! assert_eq!(probe.headers()["ratelimit-remaining"], "89");
+//! # Ok(()) }
+//! ```
+//!
 //! # Observability
 //!
 //! `tracing` events (target `ratelimit`) for rejections and
