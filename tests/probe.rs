@@ -200,3 +200,44 @@ async fn a_code_built_config_with_a_get_probe_is_refused_at_startup() {
     let e = RateLimit::builder(config).build().await.unwrap_err().to_string();
     assert!(e.contains("probe_methods") && e.contains("GET"), "{e}");
 }
+
+#[tokio::test]
+async fn probes_follow_a_reload_and_a_bad_one_changes_nothing() {
+    let without = CONFIG.replace("probe_methods = [\"HEAD\", \"OPTIONS\"]", "");
+    let rl = RateLimit::builder(Config::from_toml_str(&without).unwrap())
+        .clock(ManualClock::new())
+        .build()
+        .await
+        .unwrap();
+    let app = Router::new()
+        .route("/item", get(item))
+        .with_state(rl.clone())
+        .into_service();
+    let peer = "192.0.2.5:1";
+    assert_eq!(send(&app, Method::HEAD, "/item", peer).await.status(), StatusCode::OK);
+    rl.reload(Config::from_toml_str(CONFIG).unwrap()).unwrap();
+    let r = send(&app, Method::HEAD, "/item", peer).await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT, "probes on after the reload");
+    assert_eq!(header(&r, "cache-control"), "no-store");
+    assert_eq!(
+        header(&r, "ratelimit-remaining"),
+        "1",
+        "the HEAD before the reload was a charged request"
+    );
+    // A configuration with a GET probe is refused; the probes in force stay.
+    let mut bad = Config::from_toml_str(CONFIG).unwrap();
+    bad.responses = bad.responses.clone().with_probe_methods(vec![Method::GET]);
+    let e = rl.reload(bad).unwrap_err().to_string();
+    assert!(e.contains("GET") && e.contains("running configuration stays"), "{e}");
+    assert_eq!(
+        send(&app, Method::HEAD, "/item", peer).await.status(),
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(send(&app, Method::GET, "/item", peer).await.status(), StatusCode::OK);
+    rl.reload(Config::from_toml_str(&without).unwrap()).unwrap();
+    // Probes off: a HEAD is a request again, charged (the third of 3) ...
+    assert_eq!(send(&app, Method::HEAD, "/item", peer).await.status(), StatusCode::OK);
+    // ... and refused like one.
+    let r = send(&app, Method::HEAD, "/item", peer).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+}

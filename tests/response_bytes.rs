@@ -10,6 +10,8 @@
 
 #[path = "support/redis.rs"]
 mod redis_support;
+#[path = "support/sf.rs"]
+mod sf;
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -42,6 +44,9 @@ path = "/files/{*file}"
 key = "ip"
 resolve = ["default"]
 cost = "response_bytes:1024"
+
+[headers]
+style = "both"
 "#;
 
 #[derive(Deserialize)]
@@ -51,6 +56,12 @@ struct Size {
     /// Chunks to stream them in (0: one body).
     #[serde(default)]
     chunks: usize,
+    /// The stream fails after this many chunks.
+    #[serde(default)]
+    fail_after: Option<usize>,
+    /// Stream the chunks with their total size known up front.
+    #[serde(default)]
+    sized: bool,
 }
 
 fn body_of(size: &Size) -> Body {
@@ -58,8 +69,65 @@ fn body_of(size: &Size) -> Body {
         return Body::from(vec![b'x'; size.bytes]);
     }
     let chunk = size.bytes / size.chunks;
+    if size.sized {
+        return Body::new(SizedChunks {
+            left: size.chunks,
+            len: chunk,
+        });
+    }
+    if let Some(after) = size.fail_after {
+        return Body::from_stream(Failing {
+            left: after,
+            len: chunk,
+        });
+    }
     let stream = futures_stream(size.chunks, chunk);
     Body::from_stream(stream)
+}
+
+/// Chunks whose total is known up front (`size_hint` exact), as a file
+/// with a length is.
+struct SizedChunks {
+    left: usize,
+    len: usize,
+}
+
+impl http_body::Body for SizedChunks {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        if self.left == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        self.left -= 1;
+        std::task::Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from(vec![b's'; self.len])))))
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact((self.left * self.len) as u64)
+    }
+}
+
+/// `left` chunks, then an error (an upstream that broke mid-stream).
+struct Failing {
+    left: usize,
+    len: usize,
+}
+
+impl futures_core::Stream for Failing {
+    type Item = Result<Bytes, std::io::Error>;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.left == 0 {
+            return std::task::Poll::Ready(Some(Err(std::io::Error::other("upstream broke"))));
+        }
+        self.left -= 1;
+        std::task::Poll::Ready(Some(Ok(Bytes::from(vec![b'f'; self.len]))))
+    }
 }
 
 /// `n` chunks of `len` bytes, one at a time (a real stream: the body is not
@@ -231,9 +299,114 @@ async fn stacked_only_the_metered_limit_is_settled_by_size() {
     assert_eq!(r.status(), StatusCode::OK);
     r.into_body().collect().await.unwrap();
     let r = send(&app, "/export?bytes=0", peer).await;
-    // The structured List names both; the -06 triple reports the tightest:
-    // the byte limit, 100 - 5 - 1 = 94 (the request limit has 98).
+    // The -06 triple reports the tightest: the byte limit, 100 - 5 - 1 = 94.
     assert_eq!(remaining(&r), 94);
+    // The structured List names both: the request limit paid 1 a request.
+    let limits = sf::limit_triples(&r);
+    let r_of = |needle: &str| {
+        limits
+            .iter()
+            .find(|(name, _, _)| name.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle} in {limits:?}"))
+            .1
+    };
+    assert_eq!(r_of("export.bytes"), 94);
+    assert_eq!(
+        r_of("export.requests"),
+        98,
+        "the per-request limit is not settled by size"
+    );
+}
+
+#[tokio::test]
+async fn a_body_of_known_size_is_charged_before_it_is_sent() {
+    let clock = ManualClock::new();
+    let (_rl, app) = app(&clock).await;
+    let peer = "192.0.2.10:1";
+    // Two downloads of 10 KiB at once: the second is decided while the
+    // first body is still unread, and already sees its 10 units.
+    let first = send(&app, "/download?bytes=10240", peer).await;
+    assert_eq!(remaining(&first), 99);
+    let second = send(&app, "/download?bytes=10240", peer).await;
+    assert_eq!(
+        remaining(&second),
+        89,
+        "the first one's size was charged when its response was made"
+    );
+    drop((first, second));
+    // Neither body was polled (a HEAD's body is dropped so): they keep
+    // their charge, 20 units.
+    let (_, left, _) = fetch(&app, "/download?bytes=0", peer).await;
+    assert_eq!(left, 79);
+}
+
+#[tokio::test]
+async fn a_head_without_probes_pays_for_the_size_it_would_have_sent() {
+    let clock = ManualClock::new();
+    let (_rl, app) = app(&clock).await;
+    let peer = "192.0.2.11:1";
+    let mut r = Request::builder()
+        .method(http::Method::HEAD)
+        .uri("/download?bytes=20480")
+        .body(Body::empty())
+        .unwrap();
+    r.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
+    let r = app.clone().oneshot(r).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.into_body().collect().await.unwrap().to_bytes().is_empty(),
+        "a HEAD has no body"
+    );
+    let (_, left, _) = fetch(&app, "/download?bytes=0", peer).await;
+    assert_eq!(left, 79, "the handler made 20 KiB: 20 units, not 1");
+}
+
+#[tokio::test]
+async fn a_stream_is_charged_as_it_goes() {
+    let clock = ManualClock::new();
+    let (_rl, app) = app(&clock).await;
+    let peer = "192.0.2.12:1";
+    let r = send(&app, "/download?bytes=10240&chunks=10", peer).await;
+    let mut body = r.into_body();
+    for _ in 0..5 {
+        body.frame().await.unwrap().unwrap();
+    }
+    // Half-way through the first download, the next request already sees
+    // the 5 KiB sent.
+    let (_, left, _) = fetch(&app, "/download?bytes=0", peer).await;
+    assert_eq!(left, 94);
+    while body.frame().await.is_some() {}
+    let (_, left, _) = fetch(&app, "/download?bytes=0", peer).await;
+    assert_eq!(left, 88, "10 for the download, 1 each for the two empty ones");
+}
+
+#[tokio::test]
+async fn a_stream_that_fails_pays_for_what_was_sent() {
+    let clock = ManualClock::new();
+    let (_rl, app) = app(&clock).await;
+    let peer = "192.0.2.13:1";
+    let r = send(&app, "/download?bytes=10240&chunks=10&fail_after=4", peer).await;
+    assert!(r.into_body().collect().await.is_err(), "the body ends in an error");
+    let (_, left, _) = fetch(&app, "/download?bytes=0", peer).await;
+    assert_eq!(left, 95, "4 KiB sent before the error: 4 units");
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_a_sized_body_early_gets_the_unsent_part_back() {
+    let clock = ManualClock::new();
+    let (_rl, app) = app(&clock).await;
+    let peer = "192.0.2.14:1";
+    let r = send(&app, "/download?bytes=10240&chunks=10&sized=true", peer).await;
+    let mut body = r.into_body();
+    // Charged its 10 units up front ...
+    let (_, left, _) = fetch(&app, "/download?bytes=0", peer).await;
+    assert_eq!(left, 89);
+    body.frame().await.unwrap().unwrap();
+    body.frame().await.unwrap().unwrap();
+    drop(body);
+    // ... and settled at the 2 KiB sent when the client left.
+    let (_, left, _) = fetch(&app, "/download?bytes=0", peer).await;
+    assert_eq!(left, 96, "2 for the download, 1 each for the two empty ones");
 }
 
 #[tokio::test]

@@ -197,6 +197,7 @@ enum ErrorKind {
     BytesPerUnitZero,
     BytesPerUnitNegative,
     BytesPerUnitTooLarge,
+    BytesPerUnitNotANumber(String),
 }
 
 impl Error {
@@ -319,6 +320,9 @@ impl Error {
                     .to_owned()
             }
             K::BytesPerUnitTooLarge => format!("bytes per unit must fit in a u32 (at most {})", u32::MAX),
+            K::BytesPerUnitNotANumber(arg) => format!(
+                "bytes per unit {arg:?} is not a whole number; write the digits alone, e.g. \"response_bytes:1024\""
+            ),
         }
     }
 }
@@ -542,6 +546,7 @@ pub fn cost(value: i128) -> Result<u32, Error> {
 
 /// What a request costs: a fixed number of units, or its response's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Cost {
     /// `cost = 5`: this many units, charged before the handler runs.
     Units(u32),
@@ -604,14 +609,20 @@ pub fn cost_text(text: &str) -> Result<Cost, Error> {
     let text = text.trim();
     let (kind, arg) = text.split_once(':').unwrap_or((text, ""));
     match kind.trim() {
-        "response_bytes" => match arg.trim().parse::<i128>() {
-            Ok(per) => response_bytes(per),
-            Err(_) if arg.trim().starts_with('-') => Err(Error::new(ErrorKind::BytesPerUnitNegative)),
-            Err(_) if arg.trim().chars().all(|c| c.is_ascii_digit()) && !arg.trim().is_empty() => {
-                Err(Error::new(ErrorKind::BytesPerUnitTooLarge))
+        "response_bytes" => {
+            let arg = arg.trim();
+            let digits = arg.strip_prefix('-').unwrap_or(arg);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(Error::new(ErrorKind::BytesPerUnitNotANumber(arg.to_owned())));
             }
-            Err(_) => Err(Error::new(ErrorKind::BytesPerUnitZero)),
-        },
+            if arg.starts_with('-') {
+                return Err(Error::new(ErrorKind::BytesPerUnitNegative));
+            }
+            match arg.parse::<i128>() {
+                Ok(per) => response_bytes(per),
+                Err(_) => Err(Error::new(ErrorKind::BytesPerUnitTooLarge)),
+            }
+        }
         _ => Err(Error::new(ErrorKind::UnknownCost(text.to_owned()))),
     }
 }
@@ -633,6 +644,12 @@ mod tests {
         assert!(cost_text("response_bytes:-5").is_err());
         assert!(cost_text("response_bytes:99999999999").is_err());
         assert!(cost_text("response_bytes:").is_err());
+        assert!(cost_text("response_bytes:+5").is_err());
+        assert!(cost_text("response_bytes:1_024")
+            .unwrap_err()
+            .to_string()
+            .contains("not a whole number"));
+        assert!(cost_text("response_bytes:0x10").is_err());
         assert!(cost_text("response_bytes").is_err());
         assert!(cost_text("bytes:5").is_err());
         assert_eq!(Cost::units_for(0, 1024), 1);

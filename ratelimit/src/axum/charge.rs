@@ -56,6 +56,9 @@ struct Reserved {
     cost: u32,
     /// Charged by the response's size: bytes per unit.
     bytes_per_unit: Option<u32>,
+    /// What this limit has been charged so far (the reservation, then what
+    /// a metered body has added).
+    so_far: u32,
     /// The admitted decision: where the store placed the charge.
     decision: crate::Decision,
 }
@@ -86,6 +89,7 @@ impl Charge {
                 quota: o.quota,
                 cost: o.cost,
                 bytes_per_unit: o.bytes_per_unit,
+                so_far: o.cost,
                 decision: o.decision,
             })
             .collect();
@@ -113,25 +117,52 @@ impl Charge {
         self.limits.iter().any(|l| l.bytes_per_unit.is_some())
     }
 
-    /// Settles the limits charged by the response's size, once `bytes` of
-    /// the body have been sent: `max(1, ceil(bytes / per))` units each.
-    /// The other limits of a stack keep their charge.
-    pub(crate) fn settle_response(self, bytes: u64) {
-        for l in &self.limits {
-            if let Some(per) = l.bytes_per_unit {
-                self.settle_one(l, crate::config::Cost::units_for(bytes, per));
+    /// Charges the limits metered by the response's size up to what
+    /// `bytes` of it cost (`max(1, ceil(bytes / per))` units each), as the
+    /// body goes out: a client's debt shows in its next decision while a
+    /// long download is still running. Never hands anything back.
+    pub(crate) fn meter_to(&mut self, bytes: u64) {
+        for i in 0..self.limits.len() {
+            let l = self.limits[i];
+            let Some(per) = l.bytes_per_unit else { continue };
+            let due = crate::config::Cost::units_for(bytes, per);
+            if due > l.so_far {
+                self.charge_extra(&l, due - l.so_far);
+                self.limits[i].so_far = due;
             }
+        }
+    }
+
+    /// Settles the limits metered by the response's size once `bytes` of
+    /// the body have been sent: charges what is still due, or hands back
+    /// what was charged beyond it (a body whose size was charged up front
+    /// and that the client left part way). The other limits of a stack
+    /// keep their charge.
+    pub(crate) fn settle_response(mut self, bytes: u64) {
+        self.meter_to(bytes);
+        for l in &self.limits {
+            let Some(per) = l.bytes_per_unit else { continue };
+            let due = crate::config::Cost::units_for(bytes, per);
+            if due < l.so_far {
+                self.rt.inner.refund(&l.held, &l.quota, l.so_far - due, &l.decision);
+            }
+        }
+    }
+
+    /// Charges `units` more to a limit, unchecked, unless the charge went to
+    /// a shared cell (a full store's overflow, a network past its budget of
+    /// new keys): the extra is not put on everyone who shares it.
+    fn charge_extra(&self, l: &Reserved, units: u32) {
+        if !(l.decision.is_overflow() || l.decision.is_grouped()) {
+            self.rt.inner.charge_more(&l.held, &l.quota, units);
         }
     }
 
     fn settle_one(&self, l: &Reserved, actual: u32) {
         if actual < l.cost {
             self.rt.inner.refund(&l.held, &l.quota, l.cost - actual, &l.decision);
-        } else if actual > l.cost && !(l.decision.is_overflow() || l.decision.is_grouped()) {
-            // Charged to a shared cell (a full store, a network past
-            // its budget of new keys): the extra is not put on
-            // everyone who shares it.
-            self.rt.inner.charge_more(&l.held, &l.quota, actual - l.cost);
+        } else if actual > l.cost {
+            self.charge_extra(l, actual - l.cost);
         }
     }
 

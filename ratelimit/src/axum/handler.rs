@@ -94,6 +94,9 @@ pub trait Rules: Send + Sync + 'static {
     const NAME: &'static str;
     /// The handler takes a [`Charge`](super::Charge).
     const WANTS_CHARGE: bool;
+    /// A limit is charged by the response's size (a `[routes]` override
+    /// can turn that off at run time, never on).
+    const METERED: bool = false;
     /// Decides the request with `rt`: the outcomes when admitted (or only
     /// shadow limits refused), else the 429.
     #[doc(hidden)]
@@ -160,6 +163,7 @@ impl<R: Rule> Rules for R {
     type Outcomes = Outcome;
     const NAME: &'static str = R::NAME;
     const WANTS_CHARGE: bool = R::WANTS_CHARGE;
+    const METERED: bool = R::BYTES_PER_UNIT.is_some();
 
     fn decide(parts: &Parts, rt: &RateLimit) -> Result<Outcome, Response> {
         let outcome = rt
@@ -190,6 +194,7 @@ macro_rules! stacked {
             type Outcomes = [Outcome; $n];
             const NAME: &'static str = $first::NAME;
             const WANTS_CHARGE: bool = $first::WANTS_CHARGE $(|| $rule::WANTS_CHARGE)*;
+            const METERED: bool = $first::BYTES_PER_UNIT.is_some() $(|| $rule::BYTES_PER_UNIT.is_some())*;
 
             fn decide(parts: &Parts, rt: &RateLimit) -> Result<[Outcome; $n], Response> {
                 let specs = [spec::<$first>(), $(spec::<$rule>()),*];
@@ -284,7 +289,7 @@ pub(crate) fn admit<R: Rules>(
             return Err(R::probe(parts, rt));
         }
         R::decide(parts, rt).map(|outcomes| {
-            let metered = outcomes.outcomes().iter().any(|o| o.bytes_per_unit.is_some());
+            let metered = R::METERED && outcomes.outcomes().iter().any(|o| o.bytes_per_unit.is_some());
             let charge = (R::WANTS_CHARGE || metered).then(|| super::Charge::reserve(rt, outcomes.outcomes()));
             (outcomes, charge)
         })

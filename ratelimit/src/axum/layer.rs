@@ -45,6 +45,7 @@ pub struct RateLimitService<S> {
 impl<S, B, ResBody> Service<Request<B>> for RateLimitService<S>
 where
     S: Service<Request<B>, Response = Response<ResBody>>,
+    ResBody: Body,
 {
     type Response = Response<LimitBody<ResBody>>;
     type Error = S::Error;
@@ -156,6 +157,7 @@ impl<F: Future> std::fmt::Debug for ResponseFuture<F> {
 impl<F, ResBody, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<ResBody>, E>>,
+    ResBody: Body,
 {
     type Output = Result<Response<LimitBody<ResBody>>, E>;
 
@@ -210,17 +212,20 @@ impl<B> std::fmt::Debug for LimitBody<B> {
     }
 }
 
-impl<B> LimitBody<B> {
-    fn inner(body: B) -> Self {
-        LimitBody {
-            kind: Kind::Inner { body },
-        }
-    }
+impl<B: Body> LimitBody<B> {
     fn metered(body: B, charge: super::Charge) -> Self {
         LimitBody {
             kind: Kind::Metered {
                 body: super::meter::Metered::new(body, charge),
             },
+        }
+    }
+}
+
+impl<B> LimitBody<B> {
+    fn inner(body: B) -> Self {
+        LimitBody {
+            kind: Kind::Inner { body },
         }
     }
     fn rejected(data: Bytes) -> Self {

@@ -1,8 +1,19 @@
 //! Charging by the response's size (`cost = response_bytes(per = N)`): the
 //! response body is wrapped in a [`Metered`] body that counts the bytes the
-//! server took from it, and settles the reservation once the body has
-//! ended, failed or been dropped (a client gone part way pays for what was
-//! sent, streamed bodies included).
+//! server takes from it.
+//!
+//! * A body whose size is known up front (`size_hint` exact: a `Vec`, a
+//!   `String`, a file with a length) is charged its whole size when the
+//!   response is made, before a byte is sent: a client cannot run many such
+//!   downloads at once on one unit each.
+//! * A streamed body is charged as it goes, each time the bytes sent cross
+//!   into a new unit: a long download's cost shows in the client's next
+//!   decision while it is still running.
+//! * When the body ends, fails or is dropped after the server started
+//!   sending it, the request is settled at what was sent: a client that
+//!   hangs up part way pays for what it got (a surplus charged up front is
+//!   handed back). A body dropped before the server took anything from it
+//!   (axum drops the body of a `HEAD` response) keeps what was charged.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -20,6 +31,9 @@ pin_project! {
         #[pin]
         body: B,
         bytes: u64,
+        // The server has polled the body: from then on the request pays for
+        // what was sent.
+        polled: bool,
         charge: Option<Charge>,
     }
 
@@ -27,17 +41,23 @@ pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(charge) = this.charge.take() {
-                charge.settle_response(*this.bytes);
+                if *this.polled {
+                    charge.settle_response(*this.bytes);
+                }
             }
         }
     }
 }
 
-impl<B> Metered<B> {
-    pub(crate) fn new(body: B, charge: Charge) -> Self {
+impl<B: Body> Metered<B> {
+    pub(crate) fn new(body: B, mut charge: Charge) -> Self {
+        if let Some(size) = body.size_hint().exact() {
+            charge.meter_to(size);
+        }
         Metered {
             body,
             bytes: 0,
+            polled: false,
             charge: Some(charge),
         }
     }
@@ -49,11 +69,15 @@ impl<B: Body> Body for Metered<B> {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let mut this = self.project();
+        *this.polled = true;
         let polled = this.body.as_mut().poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     *this.bytes = this.bytes.saturating_add(data.remaining() as u64);
+                    if let Some(charge) = this.charge.as_mut() {
+                        charge.meter_to(*this.bytes);
+                    }
                 }
                 // The last frame: settle now rather than when the server
                 // gets round to dropping the body.

@@ -48,6 +48,9 @@ pub(crate) struct Runtime {
     /// `[responses] probe_methods`: bit 0 `HEAD`, bit 1 `OPTIONS` (read on
     /// every request, so a bit mask, not a look into the configuration).
     probes: std::sync::atomic::AtomicU8,
+    /// Held while a reload swaps the configuration and `probes`, so two
+    /// reloads cannot leave one's mask with the other's configuration.
+    reloading: std::sync::Mutex<()>,
     /// What the telemetry task last published of this runtime's counters.
     pub(crate) published: super::telemetry::Published,
     /// The fleet-wide gate, when `[global]` is configured.
@@ -271,6 +274,7 @@ impl Runtime {
             reject_hook,
             observer: Observer::default(),
             probes: std::sync::atomic::AtomicU8::new(probes),
+            reloading: std::sync::Mutex::new(()),
             published: super::telemetry::Published::default(),
             #[cfg(feature = "redis")]
             gate,
@@ -295,6 +299,8 @@ impl Runtime {
             ConfigError::new(source, format!("{e}; the running configuration stays"))
                 .with_field("responses.probe_methods")
         })?;
+        // A panic elsewhere while holding it poisons nothing that matters.
+        let _one_at_a_time = self.reloading.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let changes = self.config.replace(config);
         self.probes.store(probes, std::sync::atomic::Ordering::Relaxed);
         Ok(changes)
@@ -649,8 +655,7 @@ impl Runtime {
             return self.reject_route(&outcomes, parts, outer, hook);
         }
         let mut response = Response::new(axum::body::Body::empty());
-        *response.status_mut() = http::StatusCode::NO_CONTENT;
-        super::respond::write_stack(&outcomes, response.headers_mut(), false);
+        probe_answer(&outcomes, &mut response);
         response
     }
 
@@ -686,8 +691,7 @@ impl Runtime {
             return Some(self.reject_rule(&outcomes, parts, outer));
         }
         let mut response = http::Response::new(Bytes::new());
-        *response.status_mut() = http::StatusCode::NO_CONTENT;
-        super::respond::write_stack(&outcomes, response.headers_mut(), false);
+        probe_answer(&outcomes, &mut response);
         Some(response)
     }
 
@@ -726,6 +730,16 @@ impl Runtime {
         self.decide_all(&mut pending);
         Some(Decided::Many(pending.into_iter().map(|p| p.outcome).collect()))
     }
+}
+
+/// A probe that would be admitted: 204 with the headers the request would
+/// get. `no-store`: the answer is this client's room now, which no cache may
+/// hand to another client or to this one later.
+fn probe_answer<B>(outcomes: &[Outcome], response: &mut http::Response<B>) {
+    *response.status_mut() = http::StatusCode::NO_CONTENT;
+    let headers = response.headers_mut();
+    super::respond::write_stack(outcomes, headers, false);
+    headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
 }
 
 /// The most limits one decision stacks (attributes on a handler, or

@@ -645,12 +645,28 @@ impl FleetGate {
         if table.epoch.load(Ordering::Acquire) != epoch {
             return;
         }
-        if let Some(slot) = table.find(fleet_id) {
-            touch(slot, route, self.round.load(Ordering::Relaxed));
-            // At most what one request may cost the gate (the pending
-            // word's headroom): a settlement beyond it is local only past
-            // that.
-            add_pending(slot, slice, cost.min(MAX_FLEET_BURST));
+        let round = self.round.load(Ordering::Relaxed);
+        // The key's slot of this epoch; a settlement that ends after the
+        // epoch turned (a long download) claims one as a check would, so
+        // the units still reach the fleet's count.
+        let slot = table.find(fleet_id).or_else(|| {
+            let previous = self.previous_slot(epoch, fleet_id);
+            let claimed = table.slot(fleet_id, |fresh| {
+                fresh.touched.store(touched(route, round), Ordering::Relaxed);
+                if let Some(p) = previous {
+                    carry_over(p, fresh, slice, &self.window);
+                }
+            });
+            if claimed.is_none() {
+                self.untracked.fetch_add(1, Ordering::Relaxed);
+            }
+            claimed
+        });
+        if let Some(slot) = slot {
+            touch(slot, route, round);
+            // At most one bucket per settlement (the local charge is capped
+            // too), well within the pending word's headroom.
+            add_pending(slot, slice, cost.min(quota.burst()).min(MAX_FLEET_BURST));
         }
     }
 

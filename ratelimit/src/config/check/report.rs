@@ -260,7 +260,10 @@ impl CheckReport {
                         format!("{} {}", methods_label(rule), rule.path.as_str()),
                         key_label(rule),
                         chain_label(rule),
-                        format!("{cost}{}", mark(cost_override)),
+                        match rule.bytes_per_unit {
+                            Some(per) if !cost_override => format!("response_bytes:{per}"),
+                            _ => format!("{cost}{}", mark(cost_override)),
+                        },
                         format!("{shadow}{}", mark(shadow_override)),
                     ]
                 })
