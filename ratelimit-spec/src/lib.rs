@@ -583,7 +583,7 @@ impl Cost {
     /// `u32::MAX`.
     pub fn units_for(bytes: u64, per: u32) -> u32 {
         let per = u64::from(per.max(1));
-        let units = bytes / per + u64::from(bytes % per != 0);
+        let units = bytes.div_ceil(per);
         u32::try_from(units.max(1)).unwrap_or(u32::MAX)
     }
 }
