@@ -102,12 +102,45 @@ async fn annotated_from_state() -> &'static str {
     "hello"
 }
 
+/// Limited per verified `sub`: the token's signature is checked once, then
+/// found in the verifier's cache; a forged token is anonymous traffic (its
+/// failure is cached too), limited per address.
+#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, default])]
+async fn annotated_jwt() -> &'static str {
+    "hello"
+}
+
 type App = axum::routing::RouterIntoService<Body>;
+
+const JWT_SECRET: &[u8] = b"http bench secret, long enough for HS256";
+
+/// A token minted by `jsonwebtoken` (not the verifier's own code), valid
+/// for a day.
+fn valid_token() -> String {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        + 86_400;
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &serde_json::json!({ "sub": "user-42", "exp": exp }),
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET).expect("hmac key"),
+    )
+    .expect("token")
+}
 
 fn request() -> Request<Body> {
     let mut r = Request::get("/hello").body(Body::empty()).unwrap_or_default();
     r.extensions_mut()
         .insert(ConnectInfo(SocketAddr::from(([192, 0, 2, 7], 40000))));
+    r
+}
+
+/// A request with `Authorization: Bearer <token>` (the header value built
+/// once: a client sends the same bytes every time).
+fn request_with(bearer: &http::HeaderValue) -> Request<Body> {
+    let mut r = request();
+    r.headers_mut().insert(http::header::AUTHORIZATION, bearer.clone());
     r
 }
 
@@ -119,6 +152,11 @@ struct Apps {
     governor_headers: App,
     state: App,
     app_state: App,
+    jwt: App,
+    /// The same app as `jwt` (the same runtime), for the forged-token rows.
+    jwt_forged: App,
+    valid: http::HeaderValue,
+    forged: http::HeaderValue,
 }
 
 fn apps() -> Apps {
@@ -129,6 +167,27 @@ fn apps() -> Apps {
     let limiter = rt
         .block_on(RateLimit::from_config(Config::from_toml_str(CONFIG).expect("config")))
         .expect("runtime");
+    let verifier = ratelimit::jwt::JwtVerifier::hmac(JWT_SECRET, jsonwebtoken::Algorithm::HS256).expect("verifier");
+    let jwt_config = format!("{CONFIG}\n[jwt]\n");
+    let jwt_limiter = rt
+        .block_on(
+            RateLimit::builder(Config::from_toml_str(&jwt_config).expect("config"))
+                .jwt_verifier(verifier)
+                .build(),
+        )
+        .expect("runtime");
+    let jwt = Router::new()
+        .route("/hello", get(annotated_jwt))
+        .with_state(jwt_limiter)
+        .into_service();
+    let valid = http::HeaderValue::from_str(&format!("Bearer {}", valid_token())).expect("header");
+    // The same claims signed with another key.
+    let forged = {
+        let mut t = valid_token();
+        t.truncate(t.rfind('.').map_or(0, |i| i + 1));
+        t.push_str("c2lnbmVkIGJ5IHNvbWVvbmUgZWxzZSwgbm90IHRoZSBpc3N1ZXI");
+        http::HeaderValue::from_str(&format!("Bearer {t}")).expect("header")
+    };
     let plain = Router::new().route("/hello", get(unannotated)).into_service();
     let attribute = Router::new()
         .route("/hello", get(annotated))
@@ -172,14 +231,30 @@ fn apps() -> Apps {
         governor_headers,
         state,
         app_state,
+        jwt_forged: jwt.clone(),
+        jwt,
+        valid,
+        forged,
     }
 }
 
 fn call(rt: &tokio::runtime::Runtime, app: &mut App) -> Response<Body> {
+    call_with(rt, app, request())
+}
+
+fn call_with(rt: &tokio::runtime::Runtime, app: &mut App, request: Request<Body>) -> Response<Body> {
     rt.block_on(async {
         let svc = app.ready().await.unwrap_or_else(|e: Infallible| match e {});
-        svc.call(request()).await.unwrap_or_else(|e: Infallible| match e {})
+        svc.call(request).await.unwrap_or_else(|e: Infallible| match e {})
     })
+}
+
+/// One request to `app`, with `bearer` as its `Authorization` if given.
+fn send(rt: &tokio::runtime::Runtime, app: &mut App, bearer: Option<&http::HeaderValue>) -> Response<Body> {
+    match bearer {
+        Some(b) => call_with(rt, app, request_with(b)),
+        None => call(rt, app),
+    }
 }
 
 fn bench(c: &mut Criterion) {
@@ -195,6 +270,9 @@ fn bench(c: &mut Criterion) {
     assert!(call(&a.rt, &mut a.governor_headers)
         .headers()
         .contains_key("x-ratelimit-remaining"));
+    let (valid, forged) = (a.valid.clone(), a.forged.clone());
+    let r = call_with(&a.rt, &mut a.jwt, request_with(&valid));
+    assert_eq!(r.headers()["ratelimit-limit"], "100", "a verified token: its own bucket");
     let mut g = c.benchmark_group("http");
     g.bench_function("unannotated", |b| b.iter(|| black_box(call(&a.rt, &mut a.plain))));
     g.bench_function("rate_limit attribute, RateLimitLayer", |b| {
@@ -205,6 +283,12 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("rate_limit attribute, app state via FromRef", |b| {
         b.iter(|| black_box(call(&a.rt, &mut a.app_state)))
+    });
+    g.bench_function("rate_limit jwt_claim(sub), valid cached token", |b| {
+        b.iter(|| black_box(call_with(&a.rt, &mut a.jwt, request_with(&valid))))
+    });
+    g.bench_function("rate_limit jwt_claim(sub), forged token", |b| {
+        b.iter(|| black_box(call_with(&a.rt, &mut a.jwt, request_with(&forged))))
     });
     g.bench_function("tower_governor", |b| b.iter(|| black_box(call(&a.rt, &mut a.governor))));
     g.bench_function("tower_governor, use_headers", |b| {
@@ -221,22 +305,25 @@ fn summary() {
     const BLOCK: u32 = 20_000;
     let mut a = apps();
     let rt = &a.rt;
-    let mut apps: Vec<(&str, &mut App)> = vec![
-        ("unannotated handler", &mut a.plain),
-        ("#[rate_limit], runtime as router state", &mut a.state),
-        ("#[rate_limit], RateLimitLayer", &mut a.attribute),
-        ("#[rate_limit], app state via FromRef", &mut a.app_state),
-        ("tower_governor layer, no headers", &mut a.governor),
-        ("tower_governor layer, use_headers()", &mut a.governor_headers),
+    let (valid, forged) = (Some(a.valid.clone()), Some(a.forged.clone()));
+    let mut apps: Vec<(&str, &mut App, Option<http::HeaderValue>)> = vec![
+        ("unannotated handler", &mut a.plain, None),
+        ("#[rate_limit], runtime as router state", &mut a.state, None),
+        ("#[rate_limit], RateLimitLayer", &mut a.attribute, None),
+        ("#[rate_limit], app state via FromRef", &mut a.app_state, None),
+        ("tower_governor layer, no headers", &mut a.governor, None),
+        ("tower_governor layer, use_headers()", &mut a.governor_headers, None),
+        ("jwt_claim(sub), valid cached token", &mut a.jwt, valid),
+        ("jwt_claim(sub), forged token", &mut a.jwt_forged, forged),
     ];
     let mut times = vec![Vec::new(); apps.len()];
     let mut ratios = vec![Vec::new(); apps.len()];
     for _ in 0..ROUNDS {
         let mut round = Vec::new();
-        for (_, app) in apps.iter_mut() {
+        for (_, app, bearer) in apps.iter_mut() {
             let start = Instant::now();
             for _ in 0..BLOCK {
-                black_box(call(rt, app));
+                black_box(send(rt, app, bearer.as_ref()));
             }
             round.push(start.elapsed().as_nanos() as f64 / f64::from(BLOCK));
         }
@@ -250,18 +337,18 @@ fn summary() {
         v[v.len() / 2]
     };
     let mut allocs = Vec::new();
-    for (_, app) in apps.iter_mut() {
+    for (_, app, bearer) in apps.iter_mut() {
         const N: u64 = 1000;
         let before = ALLOCATIONS.load(Ordering::Relaxed);
         for _ in 0..N {
-            black_box(call(rt, app));
+            black_box(send(rt, app, bearer.as_ref()));
         }
         allocs.push((ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / N as f64);
     }
     println!();
     println!("=== interleaved A/B, {ROUNDS} alternating blocks of {BLOCK} requests (allowed, key = ip) ===");
     println!("{:<42}{:>12}{:>10}{:>16}", "", "ns/request", "ratio", "allocs/request");
-    for (i, (name, _)) in apps.iter().enumerate() {
+    for (i, (name, _, _)) in apps.iter().enumerate() {
         println!(
             "{:<42}{:>12.0}{:>9.2}x{:>16.2}",
             name,
