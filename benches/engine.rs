@@ -662,7 +662,10 @@ fn floor_summary() {
     run_floor::<str, String>(&floor, &keys, 0, N as u64);
     let ours_1 = |p, i| run_ours::<str, String>(&ours, &keys, p, i);
     let (a, g, r) = interleaved(AB_ROUNDS, AB_BLOCK, ours_1, |p, i| run_governor(&gov, &keys, p, i));
-    println!("{:<28} {:>10} {:>10} {:>7} {:>8}  verdict", "A vs B", "A", "B", "A/B", "target");
+    println!(
+        "{:<28} {:>10} {:>10} {:>7} {:>8}  verdict",
+        "A vs B", "A", "B", "A/B", "target"
+    );
     ab_row("ratelimit vs governor", 0.55, a, g, r);
     let (a, f, r) = interleaved(AB_ROUNDS, AB_BLOCK, ours_1, |p, i| {
         run_floor::<str, String>(&floor, &keys, p, i)
