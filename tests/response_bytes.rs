@@ -654,3 +654,37 @@ mod fleet {
         );
     }
 }
+
+/// A request charged to a shared cell (here the full store's overflow
+/// cell) pays its reserved unit only, and a settlement never hands back
+/// units that were not taken from that cell.
+#[tokio::test]
+async fn a_shared_cell_is_neither_charged_the_size_nor_refunded_it() {
+    let text = format!("{CONFIG}\n[store]\nmax_keys = 1\n");
+    let rl = RateLimit::builder(Config::from_toml_str(&text).unwrap())
+        .clock(ManualClock::new())
+        .build()
+        .await
+        .unwrap();
+    let app = Router::new()
+        .route("/download", get(download))
+        .with_state(rl)
+        .into_service();
+    // The first client takes the store's one cell.
+    let (status, left, _) = fetch(&app, "/download?bytes=0", "192.0.2.20:1").await;
+    assert_eq!((status, left), (StatusCode::OK, 99));
+    // The second, from another network, is charged to an overflow cell: a
+    // sized 10 KiB body it leaves after 2 KiB.
+    let peer = "198.51.100.20:1";
+    let r = send(&app, "/download?bytes=10240&chunks=10&sized=true", peer).await;
+    assert_eq!(remaining(&r), 99);
+    let mut body = r.into_body();
+    body.frame().await.unwrap().unwrap();
+    body.frame().await.unwrap().unwrap();
+    drop(body);
+    // The overflow cell kept the one unit reserved (not the size, shared as
+    // it is; nor less: nothing of the size was taken, so nothing is handed
+    // back): 98 after this request.
+    let (status, left, _) = fetch(&app, "/download?bytes=0", peer).await;
+    assert_eq!((status, left), (StatusCode::OK, 98));
+}

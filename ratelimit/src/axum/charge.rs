@@ -126,8 +126,10 @@ impl Charge {
             let l = self.limits[i];
             let Some(per) = l.bytes_per_unit else { continue };
             let due = crate::config::Cost::units_for(bytes, per);
-            if due > l.so_far {
-                self.charge_extra(&l, due - l.so_far);
+            // Only what was really charged counts: a shared cell's limit
+            // stays at its reservation, so a settlement never hands back
+            // units that were not taken.
+            if due > l.so_far && self.charge_extra(&l, due - l.so_far) {
                 self.limits[i].so_far = due;
             }
         }
@@ -152,10 +154,13 @@ impl Charge {
     /// Charges `units` more to a limit, unchecked, unless the charge went to
     /// a shared cell (a full store's overflow, a network past its budget of
     /// new keys): the extra is not put on everyone who shares it.
-    fn charge_extra(&self, l: &Reserved, units: u32) {
-        if !(l.decision.is_overflow() || l.decision.is_grouped()) {
+    /// Returns whether it charged.
+    fn charge_extra(&self, l: &Reserved, units: u32) -> bool {
+        let own = !(l.decision.is_overflow() || l.decision.is_grouped());
+        if own {
             self.rt.inner.charge_more(&l.held, &l.quota, units);
         }
+        own
     }
 
     fn settle_one(&self, l: &Reserved, actual: u32) {
