@@ -688,3 +688,28 @@ async fn a_shared_cell_is_neither_charged_the_size_nor_refunded_it() {
     let (status, left, _) = fetch(&app, "/download?bytes=0", peer).await;
     assert_eq!((status, left), (StatusCode::OK, 98));
 }
+
+/// The size charged up front is capped (one bucket of debt beyond a spent
+/// bucket); a client that leaves early gets back only what was really
+/// taken, never its earlier debt with it.
+#[tokio::test]
+async fn leaving_a_huge_sized_body_early_hands_back_only_what_was_taken() {
+    let clock = ManualClock::new();
+    let (_rl, app) = app(&clock).await;
+    let peer = "192.0.2.30:1";
+    // 99 units spent: 1 left.
+    let (status, _, _) = fetch(&app, &format!("/download?bytes={}", 99 * 1024), peer).await;
+    assert_eq!(status, StatusCode::OK);
+    // A 10 MB body of known size (10000 units, far past the debt cap),
+    // left after its first KiB: this request costs 1 unit.
+    let r = send(&app, "/download?bytes=10240000&chunks=10000&sized=true", peer).await;
+    assert_eq!((r.status(), remaining(&r)), (StatusCode::OK, 0));
+    let mut body = r.into_body();
+    body.frame().await.unwrap().unwrap();
+    drop(body);
+    // 100 spent in all: the next request is refused (a refund of the
+    // uncapped size would have handed the whole bucket back).
+    let r = send(&app, "/download?bytes=1", peer).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.headers()["retry-after"], "36");
+}

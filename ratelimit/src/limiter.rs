@@ -317,13 +317,21 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         self.charge_cell_at(cell, quota, cost, now);
     }
 
-    pub(crate) fn charge_cell_at(&self, cell: CellKey, quota: &Quota, cost: u32, now: u64) {
+    /// [`charge_cell`](Self::charge_cell) at `now`: the whole units it
+    /// really charged (fewer than `cost` when the debt cap stopped it), so a
+    /// later refund hands back no more than was taken.
+    pub(crate) fn charge_cell_at(&self, cell: CellKey, quota: &Quota, cost: u32, now: u64) -> u32 {
         if cost == 0 {
-            return;
+            return 0;
         }
-        let _ = self
-            .store
-            .update(cell, now, |stored| ((), gcra::force(stored, now, quota, cost)));
+        let t = quota.interval_ns().max(1);
+        self.store
+            .update(cell, now, |stored| {
+                let write = gcra::force(stored, now, quota, cost);
+                let charged = write.map_or(0, |tat| (tat.saturating_sub(stored.max(now)) / t).min(u64::from(cost)));
+                (charged as u32, write)
+            })
+            .map_or(0, |(charged, _)| charged)
     }
 
     /// Hands back `cost` units of the charge that `charged` (the admitted

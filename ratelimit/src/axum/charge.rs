@@ -56,9 +56,12 @@ struct Reserved {
     cost: u32,
     /// Charged by the response's size: bytes per unit.
     bytes_per_unit: Option<u32>,
-    /// What this limit has been charged so far (the reservation, then what
-    /// a metered body has added).
+    /// What this limit has really been charged so far (the reservation,
+    /// then what a metered body has added): the most a settlement hands back.
     so_far: u32,
+    /// The units the response's size has come to so far (the reservation
+    /// until the body is metered).
+    seen: u32,
     /// The admitted decision: where the store placed the charge.
     decision: crate::Decision,
 }
@@ -90,6 +93,7 @@ impl Charge {
                 cost: o.cost,
                 bytes_per_unit: o.bytes_per_unit,
                 so_far: o.cost,
+                seen: o.cost,
                 decision: o.decision,
             })
             .collect();
@@ -126,11 +130,14 @@ impl Charge {
             let l = self.limits[i];
             let Some(per) = l.bytes_per_unit else { continue };
             let due = crate::config::Cost::units_for(bytes, per);
-            // Only what was really charged counts: a shared cell's limit
-            // stays at its reservation, so a settlement never hands back
-            // units that were not taken.
-            if due > l.so_far && self.charge_extra(&l, due - l.so_far) {
-                self.limits[i].so_far = due;
+            // Only what was really charged counts (a shared cell's limit
+            // stays at its reservation; the debt cap stops a huge size
+            // short), so a settlement never hands back units not taken.
+            // `seen` is how far the size has been metered.
+            if due > l.seen {
+                let charged = self.charge_extra(&l, due - l.seen);
+                self.limits[i].seen = due;
+                self.limits[i].so_far = l.so_far.saturating_add(charged);
             }
         }
     }
@@ -154,13 +161,12 @@ impl Charge {
     /// Charges `units` more to a limit, unchecked, unless the charge went to
     /// a shared cell (a full store's overflow, a network past its budget of
     /// new keys): the extra is not put on everyone who shares it.
-    /// Returns whether it charged.
-    fn charge_extra(&self, l: &Reserved, units: u32) -> bool {
-        let own = !(l.decision.is_overflow() || l.decision.is_grouped());
-        if own {
-            self.rt.inner.charge_more(&l.held, &l.quota, units);
+    /// Returns the units really charged.
+    fn charge_extra(&self, l: &Reserved, units: u32) -> u32 {
+        if l.decision.is_overflow() || l.decision.is_grouped() {
+            return 0;
         }
-        own
+        self.rt.inner.charge_more(&l.held, &l.quota, units)
     }
 
     fn settle_one(&self, l: &Reserved, actual: u32) {

@@ -106,6 +106,6 @@ pub(crate) fn charge_more(
     held: &super::respond::Held,
     quota: &crate::Quota,
     cost: u32,
-) {
-    gate.charge_more_id(limiter, held.route_id, held.cell, held.fleet_id, quota, cost);
+) -> u32 {
+    gate.charge_more_counted(limiter, held.route_id, held.cell, held.fleet_id, quota, cost)
 }

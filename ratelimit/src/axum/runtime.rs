@@ -586,14 +586,15 @@ impl Runtime {
         self.limiter.refund_placed(held.cell, quota, cost, charged);
     }
 
-    /// Charges `cost` more units of a settled charge, unchecked.
-    pub(crate) fn charge_more(&self, held: &super::respond::Held, quota: &crate::Quota, cost: u32) {
+    /// Charges `cost` more units of a settled charge, unchecked: the units
+    /// really charged (the debt cap may stop it short).
+    pub(crate) fn charge_more(&self, held: &super::respond::Held, quota: &crate::Quota, cost: u32) -> u32 {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
-            super::gate::charge_more(gate, &self.limiter, held, quota, cost);
-            return;
+            return super::gate::charge_more(gate, &self.limiter, held, quota, cost);
         }
-        self.limiter.charge_cell(held.cell, quota, cost);
+        self.limiter
+            .charge_cell_at(held.cell, quota, cost, self.limiter.clock().now())
     }
 
     /// One limit's check, through the fleet gate when there is one.

@@ -604,8 +604,10 @@ impl FleetGate {
     /// check (a settlement after the work: see `ratelimit::axum::Charge`):
     /// locally (into debt if need be) and in this instance's fleet count of
     /// the key, pushed with the next round. A key with no slot in the
-    /// current epoch's table (the epoch turned since its request, or the
-    /// table was full) is charged locally only, as is anything above
+    /// current epoch's table (the epoch turned since its request) claims one
+    /// as a check would; a full table leaves it local only (and counted as
+    /// untracked). The fleet counts what was charged locally (the local
+    /// charge stops at one bucket of debt beyond a spent bucket), at most
     /// [`MAX_FLEET_BURST`] units. No I/O, no lock, no allocation.
     ///
     /// ```
@@ -631,19 +633,33 @@ impl FleetGate {
         quota: &Quota,
         cost: u32,
     ) {
+        self.charge_more_counted(limiter, route, cell, fleet_id, quota, cost);
+    }
+
+    /// [`charge_more_id`](Self::charge_more_id), returning the units charged
+    /// locally (what a later refund may hand back).
+    pub(crate) fn charge_more_counted<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        route: u32,
+        cell: CellKey,
+        fleet_id: u64,
+        quota: &Quota,
+        cost: u32,
+    ) -> u32 {
         if cost == 0 {
-            return;
+            return 0;
         }
         let now = limiter.clock().now();
-        limiter.charge_cell_at(cell, quota, cost, now);
-        if quota.burst() > MAX_FLEET_BURST || self.limits_locally(quota) {
-            return;
+        let charged = limiter.charge_cell_at(cell, quota, cost, now);
+        if charged == 0 || quota.burst() > MAX_FLEET_BURST || self.limits_locally(quota) {
+            return charged;
         }
         let fleet_id = fleet_id | NONZERO;
         let (slice, _, epoch) = self.locate(self.wall(now));
         let table = &self.tables[(epoch % 3) as usize];
         if table.epoch.load(Ordering::Acquire) != epoch {
-            return;
+            return charged;
         }
         let round = self.round.load(Ordering::Relaxed);
         // The key's slot of this epoch; a settlement that ends after the
@@ -664,10 +680,11 @@ impl FleetGate {
         });
         if let Some(slot) = slot {
             touch(slot, route, round);
-            // At most one bucket per settlement (the local charge is capped
-            // too), well within the pending word's headroom.
-            add_pending(slot, slice, cost.min(quota.burst()).min(MAX_FLEET_BURST));
+            // What was charged locally (at most two buckets), within the
+            // pending word's headroom.
+            add_pending(slot, slice, charged.min(MAX_FLEET_BURST));
         }
+        charged
     }
 
     /// Several limits as one all-or-nothing decision, each also held to its
