@@ -23,12 +23,15 @@ use std::time::Duration;
 /// assert!(!third.is_allowed());
 /// assert_eq!(third.retry_after(), Duration::from_millis(100));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
-    /// Always `denial.is_none()`: kept as its own field so `is_allowed` is
-    /// one load.
-    allowed: bool,
     limit: u32,
+    /// The denial (low bits: 0 when admitted, else a [`Denial`]'s code) and
+    /// the [`OVERFLOW`] and [`GROUPED`] bits. One word, not a `bool`, an
+    /// `Option` and two more `bool`s: a decision of word-sized fields moves
+    /// through the store's update in registers, where byte fields and
+    /// their niches made the compiler copy it field by field.
+    flags: u32,
     /// Unused capacity after this decision, in nanoseconds. `remaining()`
     /// divides it by the emission interval only when asked, keeping a
     /// division off the path of callers that never read it.
@@ -38,10 +41,6 @@ pub struct Decision {
     reset_after_ns: u64,
     /// 0 when admitted.
     retry_after_ns: u64,
-    /// `Some` exactly when refused.
-    denial: Option<Denial>,
-    overflow: bool,
-    grouped: bool,
     /// No unit is available sooner than this (the fleet's next unit, when
     /// the fleet is the tighter limit); 0: the local bucket's word.
     next_floor_ns: u64,
@@ -68,6 +67,52 @@ pub enum Denial {
     FleetLimited,
 }
 
+/// The bits of [`Decision::flags`] that hold the denial's code.
+const DENIAL_BITS: u32 = 0b111;
+/// Charged to (or refused by) a shared overflow cell.
+const OVERFLOW: u32 = 1 << 3;
+/// Charged to (or refused by) the key's group's shared cell.
+const GROUPED: u32 = 1 << 4;
+
+impl Denial {
+    /// Never 0 (0 is "admitted"), and within [`DENIAL_BITS`].
+    const fn code(self) -> u32 {
+        match self {
+            Denial::RateLimited => 1,
+            Denial::CostExceedsBurst => 2,
+            Denial::StoreFull => 3,
+            Denial::FleetLimited => 4,
+        }
+    }
+
+    const fn from_code(code: u32) -> Option<Denial> {
+        match code {
+            1 => Some(Denial::RateLimited),
+            2 => Some(Denial::CostExceedsBurst),
+            3 => Some(Denial::StoreFull),
+            4 => Some(Denial::FleetLimited),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decision")
+            .field("allowed", &self.is_allowed())
+            .field("denial", &self.denial())
+            .field("limit", &self.limit)
+            .field("slack_ns", &self.slack_ns)
+            .field("interval_ns", &self.interval_ns)
+            .field("reset_after_ns", &self.reset_after_ns)
+            .field("retry_after_ns", &self.retry_after_ns)
+            .field("overflow", &self.is_overflow())
+            .field("grouped", &self.is_grouped())
+            .field("next_floor_ns", &self.next_floor_ns)
+            .finish()
+    }
+}
+
 impl Decision {
     /// An admitted request: charged, no denial, nothing to wait for.
     /// `limit` is the quota's burst, `slack_ns` the room left after it (in
@@ -76,15 +121,12 @@ impl Decision {
     #[inline(always)]
     pub(crate) fn admitted(limit: u32, slack_ns: u64, interval_ns: u64, reset_after_ns: u64) -> Decision {
         let d = Decision {
-            allowed: true,
             limit,
+            flags: 0,
             slack_ns,
             interval_ns,
             reset_after_ns,
             retry_after_ns: 0,
-            denial: None,
-            overflow: false,
-            grouped: false,
             next_floor_ns: 0,
         };
         d.debug_check();
@@ -103,15 +145,12 @@ impl Decision {
         retry_after_ns: u64,
     ) -> Decision {
         let d = Decision {
-            allowed: false,
             limit,
+            flags: denial.code(),
             slack_ns,
             interval_ns,
             reset_after_ns,
             retry_after_ns,
-            denial: Some(denial),
-            overflow: false,
-            grouped: false,
             next_floor_ns: 0,
         };
         d.debug_check();
@@ -122,15 +161,12 @@ impl Decision {
     #[inline]
     pub(crate) const fn placeholder() -> Decision {
         Decision {
-            allowed: true,
             limit: 1,
+            flags: 0,
             slack_ns: 0,
             interval_ns: 1,
             reset_after_ns: 0,
             retry_after_ns: 0,
-            denial: None,
-            overflow: false,
-            grouped: false,
             next_floor_ns: 0,
         }
     }
@@ -139,7 +175,7 @@ impl Decision {
     /// overflow bucket because the store was full of live keys.
     #[inline]
     pub(crate) fn overflowed(mut self) -> Decision {
-        self.overflow = true;
+        self.flags |= OVERFLOW;
         self
     }
 
@@ -147,42 +183,41 @@ impl Decision {
     /// shared cell because the group had brought in its budget of new keys.
     #[inline]
     pub(crate) fn grouped(mut self) -> Decision {
-        self.grouped = true;
+        self.flags |= GROUPED;
         self
     }
 
     /// The invariants every constructor and change keeps (debug builds).
     #[inline(always)]
     fn debug_check(&self) {
-        debug_assert_eq!(
-            self.allowed,
-            self.denial.is_none(),
-            "refused exactly when there is a denial: {self:?}"
+        debug_assert!(
+            self.flags & !(DENIAL_BITS | OVERFLOW | GROUPED) == 0 && self.flags & DENIAL_BITS <= 4,
+            "no such flags: {self:?}"
         );
         debug_assert!(
-            !self.allowed || self.retry_after_ns == 0,
+            !self.is_allowed() || self.retry_after_ns == 0,
             "admitted with a retry: {self:?}"
         );
         debug_assert!(self.interval_ns > 0, "no emission interval: {self:?}");
         debug_assert!(
-            self.denial != Some(Denial::CostExceedsBurst) || self.retry_after_ns == u64::MAX,
+            self.denial() != Some(Denial::CostExceedsBurst) || self.retry_after_ns == u64::MAX,
             "a cost above the burst never conforms: {self:?}"
         );
     }
 
     /// Whether the request was admitted (and charged).
     pub const fn is_allowed(&self) -> bool {
-        self.allowed
+        self.flags & DENIAL_BITS == 0
     }
 
     /// Whether the request was refused.
     pub const fn is_denied(&self) -> bool {
-        !self.allowed
+        !self.is_allowed()
     }
 
     /// Why the request was refused; `None` when it was admitted.
     pub const fn denial(&self) -> Option<Denial> {
-        self.denial
+        Denial::from_code(self.flags & DENIAL_BITS)
     }
 
     /// The quota's burst: the most a client can have in hand.
@@ -242,7 +277,7 @@ impl Decision {
     /// assert_eq!(d.next_unit_after(), Duration::from_millis(100)); // one more
     /// ```
     pub fn next_unit_after(&self) -> Duration {
-        if matches!(self.denial, Some(Denial::StoreFull | Denial::FleetLimited)) {
+        if matches!(self.denial(), Some(Denial::StoreFull | Denial::FleetLimited)) {
             return self.retry_after();
         }
         if self.reset_after_ns == 0 {
@@ -266,7 +301,7 @@ impl Decision {
     /// refuse the client's next).
     #[cfg(feature = "axum")]
     pub(crate) fn wait_for(&self, cost: u32) -> Duration {
-        if !self.allowed {
+        if self.is_denied() {
             return self.retry_after();
         }
         let need = u128::from(self.interval_ns) * u128::from(cost);
@@ -303,8 +338,7 @@ impl Decision {
         let local = (u128::from(self.reset_after_ns) + u128::from(cost) * u128::from(self.interval_ns))
             .saturating_sub(capacity);
         let local = u64::try_from(local).unwrap_or(u64::MAX);
-        self.allowed = false;
-        self.denial = Some(Denial::FleetLimited);
+        self.flags = (self.flags & !DENIAL_BITS) | Denial::FleetLimited.code();
         self.slack_ns = 0;
         self.retry_after_ns = self.retry_after_ns.max(retry_ns).max(local);
         self.debug_check();
@@ -333,14 +367,14 @@ impl Decision {
     /// Whether this key was charged to the shared overflow bucket because the
     /// store was full of live keys (see [`MemoryStore`](crate::MemoryStore)).
     pub const fn is_overflow(&self) -> bool {
-        self.overflow
+        self.flags & OVERFLOW != 0
     }
 
     /// Whether this new key was charged to its group's shared cell because
     /// its group (its network) had already brought its budget of new keys
     /// into the store (see [`MemoryStoreBuilder::new_keys_per_group`](crate::MemoryStoreBuilder::new_keys_per_group)).
     pub const fn is_grouped(&self) -> bool {
-        self.grouped
+        self.flags & GROUPED != 0
     }
 }
 

@@ -39,8 +39,102 @@ pub(crate) enum Write {
 
 /// Decides a request of `cost` at `now` against a cell whose stored TAT is
 /// `stored` (0 for a cell that does not exist yet: fully recovered).
-#[inline]
+#[inline(always)]
 pub(crate) fn decide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decision, Write) {
+    let (seen, write) = judge(stored, now, quota, cost);
+    let write = match write {
+        Some(tat) => Write::Store(tat),
+        None => Write::Keep,
+    };
+    (decision(seen, now, quota, cost), write)
+}
+
+/// What a decision needs to know of the cell it was made on: the debt the
+/// cell carried, or (for the rare inputs near the end of `u64`) the stored
+/// TAT itself. Two words: it leaves a store's update in registers, where
+/// a whole [`Decision`] was copied through the stack several times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// `max(stored, now) - now`, and every value of the decision fits in
+    /// `u64` ([`judge`] checked).
+    Debt(u64),
+    /// The stored TAT, for [`decide_wide`].
+    Wide(u64),
+}
+
+/// The half of [`decide`] that runs inside the store's update: what to
+/// write (`None`: nothing), and what [`decision`] needs to describe it
+/// afterwards.
+///
+/// In 64-bit arithmetic when nothing can overflow (every real quota, clock
+/// and cost: a bucket's capacity under 584 years), else in 128-bit
+/// ([`decide_wide`]); the two agree exactly (tested below).
+#[inline(always)]
+pub(crate) fn judge(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Seen, Option<u64>) {
+    match judge_narrow(stored, now, quota, cost) {
+        Some((debt, write)) => (Seen::Debt(debt), write),
+        None => {
+            let write = match decide_wide(stored, now, quota, cost).1 {
+                Write::Store(tat) => Some(tat),
+                Write::Keep => None,
+            };
+            (Seen::Wide(stored), write)
+        }
+    }
+}
+
+/// [`judge`] in `u64`: the debt and the write, or `None` where a value
+/// would not fit (or the cost can never conform: the rare answers stay in
+/// one place, [`decide_wide`]).
+#[inline(always)]
+fn judge_narrow(stored: u64, now: u64, quota: &Quota, cost: u32) -> Option<(u64, Option<u64>)> {
+    let t = quota.interval_ns();
+    let burst = quota.burst();
+    if cost > burst {
+        return None;
+    }
+    let capacity = t.checked_mul(u64::from(burst))?;
+    let debt = stored.max(now) - now;
+    // `cost * t <= burst * t = capacity`: fits.
+    let new_debt = debt.checked_add(u64::from(cost) * t)?;
+    if new_debt > capacity {
+        return Some((debt, None));
+    }
+    let new = now.checked_add(new_debt).filter(|&new| new <= MAX_TAT)?;
+    Some((debt, (cost != 0).then_some(new)))
+}
+
+/// The [`Decision`] a [`judge`] of the same `now`, quota and cost made.
+#[inline(always)]
+pub(crate) fn decision(seen: Seen, now: u64, quota: &Quota, cost: u32) -> Decision {
+    let debt = match seen {
+        Seen::Debt(debt) => debt,
+        Seen::Wide(stored) => return decide_wide(stored, now, quota, cost).0,
+    };
+    let t = quota.interval_ns();
+    let burst = quota.burst();
+    // `judge_narrow` checked that these fit.
+    let capacity = t * u64::from(burst);
+    let new_debt = debt + u64::from(cost) * t;
+    if new_debt > capacity {
+        Decision::refused(
+            Denial::RateLimited,
+            burst,
+            capacity.saturating_sub(debt),
+            t,
+            debt,
+            new_debt - capacity,
+        )
+    } else {
+        Decision::admitted(burst, capacity - new_debt, t, new_debt)
+    }
+}
+
+/// [`decide`] in `u128`: every input, including the ones near the end of
+/// `u64` that [`decide_narrow`] hands over.
+#[cold]
+#[inline(never)]
+fn decide_wide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decision, Write) {
     let t = u128::from(quota.interval_ns());
     let burst = quota.burst();
     let now128 = u128::from(now);
@@ -135,6 +229,72 @@ fn saturate(v: u128) -> u64 {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// The 64-bit path answers exactly as the 128-bit one wherever it
+    /// answers, over values at every edge (0, 1, the end of `u64`, the
+    /// largest TAT) and random ones.
+    #[test]
+    fn narrow_and_wide_decisions_agree() {
+        let edges = [
+            0,
+            1,
+            2,
+            999,
+            1_000_000_000,
+            u64::MAX / 3,
+            MAX_TAT - 1,
+            MAX_TAT,
+            u64::MAX,
+        ];
+        let quotas = [
+            Quota::per_second(1),
+            Quota::per_second(10).with_burst(5),
+            Quota::per_second(u32::MAX).with_burst(u32::MAX),
+            Quota::new(1, Duration::from_secs(u64::MAX / 2_000_000_000)).expect("quota"),
+            Quota::new(3, Duration::from_secs(u64::MAX / 2_000_000_000))
+                .expect("quota")
+                .with_burst(u32::MAX),
+        ];
+        let costs = [0, 1, 2, 5, u32::MAX];
+        let mut narrow = 0;
+        let mut check = |stored: u64, now: u64, quota: &Quota, cost: u32| {
+            let wide = decide_wide(stored, now, quota, cost);
+            let (seen, _) = judge(stored, now, quota, cost);
+            if matches!(seen, Seen::Debt(_)) {
+                narrow += 1;
+            }
+            assert_eq!(
+                decide(stored, now, quota, cost),
+                wide,
+                "stored {stored}, now {now}, {quota:?}, cost {cost}"
+            );
+        };
+        for &stored in &edges {
+            for &now in &edges {
+                for quota in &quotas {
+                    for &cost in &costs {
+                        check(stored, now, quota, cost);
+                    }
+                }
+            }
+        }
+        // Random values near a random now, as a live cell sees them.
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..200_000 {
+            let now = next() >> (next() % 64);
+            let stored = now.wrapping_add(next() >> (next() % 64)).wrapping_sub(next() >> 8);
+            let quota = &quotas[(next() % quotas.len() as u64) as usize];
+            let cost = (next() % 7) as u32;
+            check(stored, now, quota, cost);
+        }
+        assert!(narrow > 50_000, "the 64-bit path answered only {narrow} times");
+    }
 
     const S: u64 = 1_000_000_000;
 

@@ -166,6 +166,13 @@ pub(super) struct ShardCounters {
     repaired: std::sync::atomic::AtomicU64,
 }
 
+impl ShardCounters {
+    /// A misplaced write handed back (see "Refunds").
+    pub(super) fn count_repaired(&self) {
+        self.repaired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Whole sweeps, counted by the sweeper (one writer).
 #[derive(Default)]
 struct Counters {
@@ -576,7 +583,15 @@ impl MemoryStore {
     /// `overflow`'s cell when given, else `None` when the key finds no room.
     /// (A group's shared cell overflows into the cell of the group's key,
     /// not into the route's cell of ungrouped keys.)
-    #[inline]
+    ///
+    /// Split in two: the common case (the key sits in its home bucket and
+    /// its cell is not changing hands) is a straight line inlined into the
+    /// caller, the rest ([`place_slow`](Self::place_slow)) a call. At a
+    /// million keys a decision waits on two cache misses (the key's bytes
+    /// and its bucket); fewer instructions between them let the CPU start
+    /// the next request's miss while this one's is outstanding, which is
+    /// what the bench's floor does (`docs/engine.md`, "Against the floor").
+    #[inline(always)]
     fn place<T, F>(&self, key: CellKey, now: u64, overflow: Option<CellKey>, mut f: F) -> Option<(T, Placement)>
     where
         F: FnMut(u64) -> (T, Option<u64>),
@@ -584,6 +599,29 @@ impl MemoryStore {
         let hash = key.hash(); // never 0: `CellKey::new` guarantees it
         let shard = self.shard(hash);
         let home = shard.home(hash);
+        if let Some(out) = shard.update_at_home(home, hash, &mut f) {
+            return Some((out, Placement::Own));
+        }
+        self.place_slow(key, now, overflow, shard, home, f)
+    }
+
+    /// [`place`](Self::place) after the home bucket's fast path found
+    /// nothing it could settle: the whole probe window, new keys, the
+    /// group budget, the bound and overflow.
+    #[inline(never)]
+    fn place_slow<T, F>(
+        &self,
+        key: CellKey,
+        now: u64,
+        overflow: Option<CellKey>,
+        shard: &Shard,
+        home: usize,
+        mut f: F,
+    ) -> Option<(T, Placement)>
+    where
+        F: FnMut(u64) -> (T, Option<u64>),
+    {
+        let hash = key.hash();
         let mut swept = false;
         let mut budgeted = false;
         let mut spins = 0;
@@ -622,10 +660,7 @@ impl MemoryStore {
                             // already moved on from our value, the CAS fails
                             // and the value stays: see the module docs.)
                             let _ = bucket.tats[i].compare_exchange(tat, current, Ordering::AcqRel, Ordering::Relaxed);
-                            shard
-                                .counters
-                                .repaired
-                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            shard.counters.count_repaired();
                             continue 'lookup;
                         }
                         Err(_) => continue,
@@ -710,7 +745,7 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
-    #[inline]
+    #[inline(always)]
     fn prefetch(&self, key: CellKey) {
         // A plain load of the home bucket's line; its result is not used,
         // only the cache fill it starts (stable Rust has no prefetch
@@ -720,7 +755,7 @@ impl Store for MemoryStore {
         std::hint::black_box(bucket.keys[0].load(Ordering::Relaxed));
     }
 
-    #[inline]
+    #[inline(always)]
     fn update<T, F>(&self, key: CellKey, now: u64, f: F) -> Option<(T, Placement)>
     where
         F: FnMut(u64) -> (T, Option<u64>),

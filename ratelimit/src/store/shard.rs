@@ -128,6 +128,45 @@ impl Shard {
         None
     }
 
+    /// The hit path of an update, straight-line: `hash` in its home
+    /// bucket, its cell not changing hands, the CAS not raced. Same
+    /// protocol as the general loop in `MemoryStore::place_slow` (read the
+    /// TAT, re-check the key, CAS, re-check the key after it); `None`
+    /// whenever any step does not go the plain way, and the caller starts
+    /// over on the general path, which calls `f` again (the `Store`
+    /// contract allows it: only the last call's result counts). A write
+    /// that landed on another key's cell has been handed back by then.
+    #[inline(always)]
+    pub(super) fn update_at_home<T>(
+        &self,
+        home: usize,
+        hash: u64,
+        f: &mut impl FnMut(u64) -> (T, Option<u64>),
+    ) -> Option<T> {
+        let bucket = &self.buckets[home];
+        let i = bucket.keys.iter().position(|k| k.load(Ordering::Acquire) == hash)?;
+        let current = bucket.tats[i].load(Ordering::Acquire);
+        if current == BUSY || bucket.keys[i].load(Ordering::Acquire) != hash {
+            return None;
+        }
+        let (out, write) = f(current);
+        let Some(tat) = write else {
+            return Some(out);
+        };
+        let tat = tat.min(MAX_TAT);
+        bucket.tats[i]
+            .compare_exchange(current, tat, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        if bucket.keys[i].load(Ordering::Acquire) == hash {
+            return Some(out);
+        }
+        // Our write landed on another key's cell, which held exactly
+        // `current`: hand it back (see "Refunds" in `memory.rs`).
+        let _ = bucket.tats[i].compare_exchange(tat, current, Ordering::AcqRel, Ordering::Relaxed);
+        self.counters.count_repaired();
+        None
+    }
+
     fn lock(&self, home: usize) -> InsertGuard<'_> {
         let lock = &self.insert_locks[home];
         let mut spins = 0;
