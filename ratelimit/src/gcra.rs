@@ -113,7 +113,12 @@ pub(crate) fn decision(seen: Seen, now: u64, quota: &Quota, cost: u32) -> Decisi
     };
     let t = quota.interval_ns();
     let burst = quota.burst();
-    // `judge_narrow` checked that these fit.
+    // `judge_narrow` checked that these fit (for this quota and cost: every
+    // caller passes the ones its `judge` had).
+    debug_assert!(
+        cost <= burst && t.checked_mul(u64::from(burst)).is_some(),
+        "decision() without the judge_narrow that vouched for {quota:?}, cost {cost}"
+    );
     let capacity = t * u64::from(burst);
     let new_debt = debt + u64::from(cost) * t;
     if new_debt > capacity {
@@ -131,7 +136,7 @@ pub(crate) fn decision(seen: Seen, now: u64, quota: &Quota, cost: u32) -> Decisi
 }
 
 /// [`decide`] in `u128`: every input, including the ones near the end of
-/// `u64` that [`decide_narrow`] hands over.
+/// `u64` that [`judge_narrow`] hands over.
 #[cold]
 #[inline(never)]
 fn decide_wide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decision, Write) {
@@ -290,7 +295,12 @@ mod tests {
             let now = next() >> (next() % 64);
             let stored = now.wrapping_add(next() >> (next() % 64)).wrapping_sub(next() >> 8);
             let quota = &quotas[(next() % quotas.len() as u64) as usize];
-            let cost = (next() % 7) as u32;
+            // Small costs, and costs at and just past the burst.
+            let cost = match next() % 4 {
+                0 => quota.burst(),
+                1 => quota.burst().saturating_add(1),
+                _ => (next() % 7) as u32,
+            };
             check(stored, now, quota, cost);
         }
         assert!(narrow > 50_000, "the 64-bit path answered only {narrow} times");

@@ -423,6 +423,7 @@ impl Runtime {
     /// Everything about one limit of a request but the check: the key's
     /// cell, its fleet id and the quota, cost and route that apply. Its
     /// outcome's decision is a placeholder until [`Self::decide_all`].
+    #[inline]
     pub(crate) fn prepare<'r, K: KeySource, R: FinalResolver>(
         &self,
         parts: &Parts,

@@ -7,8 +7,10 @@
 //! A hand-over (sweep, takeover, claim) publishes the new owner's TAT above
 //! the one it evicted, so without refunds a slot's TAT only grows and a
 //! stale CAS cannot land on the next owner's cell. A refund lowers a TAT,
-//! so the hit path (`MemoryStore::place`) also checks the key after its CAS
-//! and hands a misplaced write back: see "Refunds" in `memory.rs`.
+//! so every update (the home-bucket fast path, [`Shard::update_at_home`],
+//! and the general loop, `MemoryStore::place_slow`) also checks the key
+//! after its CAS and hands a misplaced write back: see "Refunds" in
+//! `memory.rs`.
 
 use crate::gcra::MAX_TAT;
 use crate::sync::{spin_loop, yield_now, AtomicBool, AtomicU64, AtomicUsize, Ordering};
