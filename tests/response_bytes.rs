@@ -185,6 +185,19 @@ async fn app(clock: &ManualClock) -> (RateLimit, axum::routing::RouterIntoServic
     (rl, app)
 }
 
+/// `/download` alone, with the runtime of `config` as its state.
+async fn download_app(config: &str) -> axum::routing::RouterIntoService<Body> {
+    let rl = RateLimit::builder(Config::from_toml_str(config).unwrap())
+        .clock(ManualClock::new())
+        .build()
+        .await
+        .unwrap();
+    Router::new()
+        .route("/download", get(download))
+        .with_state(rl)
+        .into_service()
+}
+
 async fn send(app: &axum::routing::RouterIntoService<Body>, uri: &str, peer: &str) -> Response<Body> {
     let mut r = Request::builder().uri(uri).body(Body::empty()).unwrap();
     r.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
@@ -426,15 +439,7 @@ async fn a_rule_settles_by_size_through_the_layer() {
 #[tokio::test]
 async fn a_route_override_of_the_cost_replaces_the_metering() {
     let text = format!("{CONFIG}\n[routes.download]\ncost = 2\n");
-    let rl = RateLimit::builder(Config::from_toml_str(&text).unwrap())
-        .clock(ManualClock::new())
-        .build()
-        .await
-        .unwrap();
-    let app = Router::new()
-        .route("/download", get(download))
-        .with_state(rl)
-        .into_service();
+    let app = download_app(&text).await;
     let peer = "192.0.2.9:1";
     let (_, left, _) = fetch(&app, "/download?bytes=50000", peer).await;
     assert_eq!(left, 98);
@@ -661,15 +666,7 @@ mod fleet {
 #[tokio::test]
 async fn a_shared_cell_is_neither_charged_the_size_nor_refunded_it() {
     let text = format!("{CONFIG}\n[store]\nmax_keys = 1\n");
-    let rl = RateLimit::builder(Config::from_toml_str(&text).unwrap())
-        .clock(ManualClock::new())
-        .build()
-        .await
-        .unwrap();
-    let app = Router::new()
-        .route("/download", get(download))
-        .with_state(rl)
-        .into_service();
+    let app = download_app(&text).await;
     // The first client takes the store's one cell.
     let (status, left, _) = fetch(&app, "/download?bytes=0", "192.0.2.20:1").await;
     assert_eq!((status, left), (StatusCode::OK, 99));

@@ -450,23 +450,9 @@ impl FleetGate {
         if d.is_denied() {
             return d;
         }
-        let claimed = table.slot(fleet_id, |fresh| {
-            fresh.touched.store(touched(route, round), Ordering::Relaxed);
-            if let Some(p) = previous {
-                carry_over(p, fresh, slice, &self.window);
-            }
-        });
-        match claimed {
-            Some(slot) => {
-                touch(slot, route, round);
-                add_pending(slot, slice, cost);
-            }
-            None => {
-                // Table full: limited locally only, and counted.
-                // (The sync loop exports the count: no metrics call per
-                // request.)
-                self.untracked.fetch_add(1, Ordering::Relaxed);
-            }
+        if let Some(slot) = self.claim(table, fleet_id, previous, route, round, slice) {
+            touch(slot, route, round);
+            add_pending(slot, slice, cost);
         }
         match (fit, used) {
             (Some(Fit::Fits { slack_ns }), Some(used)) => self.within_fleet(d, used, cost, slack_ns, quota, into),
@@ -662,28 +648,11 @@ impl FleetGate {
             return charged;
         }
         let round = self.round.load(Ordering::Relaxed);
-        // The key's slot of this epoch; a settlement that ends after the
-        // epoch turned (a long download) claims one as a check would, so
-        // the units still reach the fleet's count.
-        let slot = table.find(fleet_id).or_else(|| {
-            let previous = self.previous_slot(epoch, fleet_id);
-            let claimed = table.slot(fleet_id, |fresh| {
-                fresh.touched.store(touched(route, round), Ordering::Relaxed);
-                if let Some(p) = previous {
-                    carry_over(p, fresh, slice, &self.window);
-                }
-            });
-            if claimed.is_none() {
-                self.untracked.fetch_add(1, Ordering::Relaxed);
-            }
-            claimed
-        });
-        if let Some(slot) = slot {
-            touch(slot, route, round);
-            // What was charged locally (at most two buckets), within the
-            // pending word's headroom.
-            add_pending(slot, slice, charged.min(MAX_FLEET_BURST));
-        }
+        // Into the key's slot of this epoch; a settlement that ends after
+        // the epoch turned (a long download) claims one as a check would,
+        // so the units still reach the fleet's count. What was charged
+        // locally (at most two buckets), within the pending word's headroom.
+        self.count(route, fleet_id, slice, epoch, round, charged.min(MAX_FLEET_BURST));
         charged
     }
 
@@ -854,21 +823,35 @@ impl FleetGate {
             return;
         }
         let previous = self.previous_slot(epoch, fleet_id);
+        if let Some(slot) = self.claim(table, fleet_id, previous, route, round, slice) {
+            touch(slot, route, round);
+            add_pending(slot, slice, cost);
+        }
+    }
+
+    /// Claims `fleet_id`'s slot in `table` for its first request of the
+    /// epoch, carrying over what the previous epoch's slot knew. `None`
+    /// when the table is full: the key is limited locally only, and counted
+    /// (the sync loop exports the count: no metrics call per request).
+    fn claim<'t>(
+        &self,
+        table: &'t Table,
+        fleet_id: u64,
+        previous: Option<&Slot>,
+        route: u32,
+        round: u64,
+        slice: u64,
+    ) -> Option<&'t Slot> {
         let claimed = table.slot(fleet_id, |fresh| {
             fresh.touched.store(touched(route, round), Ordering::Relaxed);
             if let Some(p) = previous {
                 carry_over(p, fresh, slice, &self.window);
             }
         });
-        match claimed {
-            Some(slot) => {
-                touch(slot, route, round);
-                add_pending(slot, slice, cost);
-            }
-            None => {
-                self.untracked.fetch_add(1, Ordering::Relaxed);
-            }
+        if claimed.is_none() {
+            self.untracked.fetch_add(1, Ordering::Relaxed);
         }
+        claimed
     }
 
     /// An admitted decision reporting the fleet's room when it is tighter;
