@@ -432,13 +432,14 @@ impl Runtime {
         key: &K,
         chain: &R,
     ) -> Pending<'r> {
-        let config = self.config.load();
+        let config = self.config.local();
+        let config: &Config = &config;
         if let Some(series) = route.series {
-            if series.needs_check(Arc::as_ptr(&config) as usize) {
-                self.observer.check_route(&config, route, self.has_service());
+            if series.needs_check(std::ptr::from_ref(config) as usize) {
+                self.observer.check_route(config, route, self.has_service());
             }
         }
-        let address = self.address(&config, parts, route.name);
+        let address = self.address(config, parts, route.name);
         let cx = KeyContext::with_address(parts, address, &self.key_hasher);
         #[cfg(feature = "jwt")]
         let cx = cx.verifier(self.jwt.as_ref());
@@ -449,7 +450,7 @@ impl Runtime {
         if !cx.claims_checked() && route.wants_claims {
             cx.claims();
         }
-        let ctx = ResolveContext::new(&*config, route.name, cx.found_claims());
+        let ctx = ResolveContext::new(config, route.name, cx.found_claims());
         #[cfg(feature = "service")]
         let ctx = match (route.wants_service, &self.service_ids) {
             (true, Some(ids)) => ctx.with_client(ids.client_id(key, &cx, &client)),
@@ -700,10 +701,11 @@ impl Runtime {
     /// Applies the `[[rules]]` entries that match the request, if any: the
     /// first matching one, and the next ones while a rule says `stack`.
     pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Decided> {
-        let config = self.config.load();
-        if config.rules.is_empty() {
+        // Most layers carry no rules: one cached read says so.
+        if self.config.local().rules.is_empty() {
             return None;
         }
+        let config = self.config.load();
         let mut applying = crate::config::applying(&config.rules, &parts.method, parts.uri.path());
         let first: &RuleConfig = applying.next()?;
         // One rule (the common case, no allocation) unless it stacks and
