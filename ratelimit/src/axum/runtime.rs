@@ -396,28 +396,23 @@ impl Runtime {
         key: &K,
         chain: &R,
     ) -> Outcome {
-        let pending = self.prepare(parts, route, name, key, chain);
-        let mut outcome = pending.outcome;
+        let mut pending = self.prepare(parts, route, name, key, chain);
+        // Decided where it lies: the outcome is moved once, on return.
+        let (cell, quota, cost) = (pending.cell, pending.outcome.quota, pending.outcome.cost);
         #[cfg(feature = "redis")]
         {
-            outcome.decision = match &self.gate {
-                Some(gate) => gate.check_id(
-                    &self.limiter,
-                    route.id,
-                    pending.cell,
-                    pending.fleet_id,
-                    &outcome.quota,
-                    outcome.cost,
-                ),
-                None => self.limiter.check_cell(pending.cell, &outcome.quota, outcome.cost),
+            pending.outcome.decision = match &self.gate {
+                Some(gate) => gate.check_id(&self.limiter, route.id, cell, pending.fleet_id, &quota, cost),
+                None => self.limiter.check_cell(cell, &quota, cost),
             };
         }
         #[cfg(not(feature = "redis"))]
         {
-            outcome.decision = self.limiter.check_cell(pending.cell, &outcome.quota, outcome.cost);
+            pending.outcome.decision = self.limiter.check_cell(cell, &quota, cost);
         }
-        self.observer.record(route, &outcome, || self.limiter.clock().now());
-        outcome
+        self.observer
+            .record(route, &pending.outcome, || self.limiter.clock().now());
+        pending.outcome
     }
 
     /// Everything about one limit of a request but the check: the key's
