@@ -697,10 +697,10 @@ impl Runtime {
     /// first matching one, and the next ones while a rule says `stack`.
     pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Decided> {
         // Most layers carry no rules: one cached read says so.
-        if self.config.local().rules.is_empty() {
+        let config = self.config.local();
+        if config.rules.is_empty() {
             return None;
         }
-        let config = self.config.load();
         let mut applying = crate::config::applying(&config.rules, &parts.method, parts.uri.path());
         let first: &RuleConfig = applying.next()?;
         // One rule (the common case, no allocation) unless it stacks and

@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use arc_swap::ArcSwap;
 
@@ -41,7 +41,7 @@ pub struct ConfigHandle {
 struct Current {
     swap: ArcSwap<Config>,
     /// Bumped after every replacement: a thread's cached configuration
-    /// ([`ConfigHandle::with`]) is current while its generation is this.
+    /// ([`ConfigHandle::local`]) is current while its generation is this.
     generation: AtomicU64,
     /// This configuration's own number, never reused (a new handle at a
     /// freed one's address must not match the freed one's cache entry).
@@ -59,24 +59,39 @@ impl Current {
     }
 }
 
-/// A thread's last configuration: the request path reads it with one
-/// atomic load (the generation) and a thread-local reference count, where
-/// `ArcSwap::load` costs two locked instructions, the largest part of a
-/// decision's fixed cost.
+/// A thread's last configuration of one handle: the request path reads it
+/// with one atomic load (the generation) and a thread-local reference
+/// count, where `ArcSwap::load` costs two locked instructions, the largest
+/// part of a decision's fixed cost.
 #[derive(Debug)]
 pub(crate) struct Cached {
     id: u64,
     generation: u64,
     config: Arc<Config>,
+    /// The handle's shared state, to tell when every clone of the handle
+    /// is gone (its configuration is then dropped from the cache at the
+    /// thread's next refresh, not kept until the thread exits).
+    owner: Weak<Current>,
 }
 
-/// Slots of a thread's cache: a handle's configuration goes in slot
-/// `id % SLOTS`, so a thread serving a few runtimes in turn (two routers
-/// with their own limiters) keeps each one's.
+/// Configurations a thread caches, one per handle: a thread serving a few
+/// runtimes in turn (two routers with their own limiters) keeps each one's.
 const SLOTS: usize = 4;
 
+/// A thread's cache: the slots, and the next one to replace when all are
+/// taken by live handles.
+struct Slots {
+    slots: [Option<Rc<Cached>>; SLOTS],
+    next: usize,
+}
+
 thread_local! {
-    static CACHED: RefCell<[Option<Rc<Cached>>; SLOTS]> = const { RefCell::new([None, None, None, None]) };
+    static CACHED: RefCell<Slots> = const {
+        RefCell::new(Slots {
+            slots: [None, None, None, None],
+            next: 0,
+        })
+    };
 }
 
 /// The configuration as one request reads it ([`ConfigHandle::local`]):
@@ -130,45 +145,55 @@ impl ConfigHandle {
     /// atomic load, no locked instruction), else refreshed first. A
     /// replacement is seen by every read that starts after it returns.
     ///
-    /// A thread caches the last configuration it read of each of a few
+    /// A thread caches the last configuration it read of each of up to four
     /// handles, so a replaced configuration can stay alive in a thread until
-    /// that thread next reads through the handle (or the thread exits): the
-    /// memory of one configuration per thread, at most, held a while longer.
+    /// that thread reads through the handle again, another handle takes its
+    /// slot, or the thread exits; a handle whose every clone is gone has its
+    /// configuration released at the thread's next refresh. At most one
+    /// configuration per handle and thread, and four per thread.
     pub(crate) fn local(&self) -> LocalConfig {
         let current = &*self.current;
         // Acquire: pairs with the Release bump after a replacement, so a
         // read that sees the new generation loads the new configuration.
         let generation = current.generation.load(Ordering::Acquire);
+        // What a refresh replaces is dropped after the cache's borrow ends:
+        // a configuration's drop runs the application's code (its key
+        // sources), which must not find the cache borrowed.
+        let mut replaced: [Option<Rc<Cached>>; SLOTS + 1] = [const { None }; SLOTS + 1];
         let cached = CACHED.try_with(|cell| {
-            // Only this function borrows it, and never twice at once (a
-            // replaced configuration's drop does not read one); but if it
-            // did, the shared read below would serve it.
-            let mut slots = cell.try_borrow_mut().ok()?;
-            // `id % SLOTS` fits in a usize.
-            let slot = &mut slots[(current.id % SLOTS as u64) as usize];
-            match slot {
-                Some(c) if c.id == current.id && c.generation == generation => return Some(Rc::clone(c)),
-                // No request holds it: refreshed in place, no allocation.
-                Some(c) => {
-                    if let Some(c) = Rc::get_mut(c) {
-                        *c = Cached {
-                            id: current.id,
-                            generation,
-                            config: current.swap.load_full(),
-                        };
-                        return Some(Rc::clone(slot.as_ref()?));
+            // Only this function borrows it; were it borrowed (a reentrant
+            // read), the shared read below would serve the request.
+            let mut cache = cell.try_borrow_mut().ok()?;
+            let mine = cache.slots.iter().position(|s| s.as_ref().is_some_and(|c| c.id == current.id));
+            if let Some(i) = mine {
+                if let Some(c) = &cache.slots[i] {
+                    if c.generation == generation {
+                        return Some(Rc::clone(c));
                     }
                 }
-                None => {}
             }
+            // A miss: refresh this handle's slot, else take a free one or
+            // one of a handle that is gone, else the next in turn.
+            let i = mine
+                .or_else(|| cache.slots.iter().position(|s| s.as_ref().is_none_or(|c| c.owner.strong_count() == 0)))
+                .unwrap_or(cache.next);
+            cache.next = (i + 1) % SLOTS;
             let fresh = Rc::new(Cached {
                 id: current.id,
                 generation,
                 config: current.swap.load_full(),
+                owner: Arc::downgrade(&self.current),
             });
-            *slot = Some(Rc::clone(&fresh));
+            replaced[SLOTS] = cache.slots[i].replace(Rc::clone(&fresh));
+            // Release the configurations of handles that are gone.
+            for (slot, out) in cache.slots.iter_mut().zip(replaced.iter_mut()) {
+                if slot.as_ref().is_some_and(|c| c.owner.strong_count() == 0) {
+                    *out = slot.take();
+                }
+            }
             Some(fresh)
         });
+        drop(replaced);
         match cached {
             Ok(Some(c)) => LocalConfig::Cached(c),
             _ => LocalConfig::Shared(current.swap.load_full()),
@@ -256,6 +281,19 @@ mod tests {
             let h = ConfigHandle::new(config(&format!("{n}/s")));
             assert_eq!(count(&h), n);
         }
+    }
+
+    #[test]
+    fn a_dropped_handles_configuration_is_released_at_the_next_refresh() {
+        let gone = ConfigHandle::new(config("10/s"));
+        assert_eq!(count(&gone), 10);
+        let weak = Arc::downgrade(&*gone.load());
+        drop(gone);
+        assert!(weak.upgrade().is_some(), "this thread's cache still holds it");
+        // Another handle's first read on this thread is a refresh.
+        let other = ConfigHandle::new(config("20/s"));
+        assert_eq!(count(&other), 20);
+        assert!(weak.upgrade().is_none(), "released by the refresh");
     }
 
     #[test]
