@@ -164,7 +164,10 @@ impl ConfigHandle {
             // Only this function borrows it; were it borrowed (a reentrant
             // read), the shared read below would serve the request.
             let mut cache = cell.try_borrow_mut().ok()?;
-            let mine = cache.slots.iter().position(|s| s.as_ref().is_some_and(|c| c.id == current.id));
+            let mine = cache
+                .slots
+                .iter()
+                .position(|s| s.as_ref().is_some_and(|c| c.id == current.id));
             if let Some(i) = mine {
                 if let Some(c) = &cache.slots[i] {
                     if c.generation == generation {
@@ -175,7 +178,12 @@ impl ConfigHandle {
             // A miss: refresh this handle's slot, else take a free one or
             // one of a handle that is gone, else the next in turn.
             let i = mine
-                .or_else(|| cache.slots.iter().position(|s| s.as_ref().is_none_or(|c| c.owner.strong_count() == 0)))
+                .or_else(|| {
+                    cache
+                        .slots
+                        .iter()
+                        .position(|s| s.as_ref().is_none_or(|c| c.owner.strong_count() == 0))
+                })
                 .unwrap_or(cache.next);
             cache.next = (i + 1) % SLOTS;
             let fresh = Rc::new(Cached {
