@@ -1,10 +1,14 @@
 //! `ConfigHandle`: the current configuration, swappable at run time.
 
+#[cfg(feature = "axum")]
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
+#[cfg(feature = "axum")]
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
+#[cfg(feature = "axum")]
+use std::sync::Weak;
 
 use arc_swap::ArcSwap;
 
@@ -45,6 +49,7 @@ struct Current {
     generation: AtomicU64,
     /// This configuration's own number, never reused (a new handle at a
     /// freed one's address must not match the freed one's cache entry).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     id: u64,
 }
 
@@ -59,6 +64,7 @@ impl Current {
     }
 }
 
+#[cfg(feature = "axum")]
 /// A thread's last configuration of one handle: the request path reads it
 /// with one atomic load (the generation) and a thread-local reference
 /// count, where `ArcSwap::load` costs two locked instructions, the largest
@@ -74,10 +80,12 @@ pub(crate) struct Cached {
     owner: Weak<Current>,
 }
 
+#[cfg(feature = "axum")]
 /// Configurations a thread caches, one per handle: a thread serving a few
 /// runtimes in turn (two routers with their own limiters) keeps each one's.
 const SLOTS: usize = 4;
 
+#[cfg(feature = "axum")]
 /// A thread's cache: the slots, and the next one to replace when all are
 /// taken by live handles.
 struct Slots {
@@ -85,6 +93,7 @@ struct Slots {
     next: usize,
 }
 
+#[cfg(feature = "axum")]
 thread_local! {
     static CACHED: RefCell<Slots> = const {
         RefCell::new(Slots {
@@ -94,6 +103,7 @@ thread_local! {
     };
 }
 
+#[cfg(feature = "axum")]
 /// The configuration as one request reads it ([`ConfigHandle::local`]):
 /// a snapshot that stays whole while it is held. Not `Send`: it is for the
 /// synchronous part of a request on one thread.
@@ -104,6 +114,7 @@ pub(crate) enum LocalConfig {
     Shared(Arc<Config>),
 }
 
+#[cfg(feature = "axum")]
 impl std::ops::Deref for LocalConfig {
     type Target = Config;
     fn deref(&self) -> &Config {
@@ -140,6 +151,7 @@ impl ConfigHandle {
         self.current.swap.load()
     }
 
+    #[cfg(feature = "axum")]
     /// The current configuration, as the request path reads it: this
     /// thread's cached copy while no replacement has happened since (one
     /// atomic load, no locked instruction), else refreshed first. A
@@ -160,6 +172,7 @@ impl ConfigHandle {
         // a configuration's drop runs the application's code (its key
         // sources), which must not find the cache borrowed.
         let mut replaced: [Option<Rc<Cached>>; SLOTS + 1] = [const { None }; SLOTS + 1];
+        let mut old: Option<Cached> = None;
         let cached = CACHED.try_with(|cell| {
             // Only this function borrows it; were it borrowed (a reentrant
             // read), the shared read below would serve the request.
@@ -186,13 +199,25 @@ impl ConfigHandle {
                 })
                 .unwrap_or(cache.next);
             cache.next = (i + 1) % SLOTS;
-            let fresh = Rc::new(Cached {
+            let entry = Cached {
                 id: current.id,
                 generation,
                 config: current.swap.load_full(),
                 owner: Arc::downgrade(&self.current),
-            });
-            replaced[SLOTS] = cache.slots[i].replace(Rc::clone(&fresh));
+            };
+            // Refreshed in place when no read holds the slot's snapshot (no
+            // allocation), else a new one beside the held one.
+            let fresh = match cache.slots[i].as_mut().and_then(Rc::get_mut) {
+                Some(held) => {
+                    old = Some(std::mem::replace(held, entry));
+                    Rc::clone(cache.slots[i].as_ref()?)
+                }
+                None => {
+                    let fresh = Rc::new(entry);
+                    replaced[SLOTS] = cache.slots[i].replace(Rc::clone(&fresh));
+                    fresh
+                }
+            };
             // Release the configurations of handles that are gone.
             for (slot, out) in cache.slots.iter_mut().zip(replaced.iter_mut()) {
                 if slot.as_ref().is_some_and(|c| c.owner.strong_count() == 0) {
@@ -201,7 +226,7 @@ impl ConfigHandle {
             }
             Some(fresh)
         });
-        drop(replaced);
+        drop((replaced, old));
         match cached {
             Ok(Some(c)) => LocalConfig::Cached(c),
             _ => LocalConfig::Shared(current.swap.load_full()),
@@ -236,7 +261,7 @@ impl ConfigHandle {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "axum"))]
 mod tests {
     use super::*;
 
