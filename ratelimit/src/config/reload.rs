@@ -168,6 +168,26 @@ impl ConfigHandle {
         // Acquire: pairs with the Release bump after a replacement, so a
         // read that sees the new generation loads the new configuration.
         let generation = current.generation.load(Ordering::Acquire);
+        let hit = CACHED.try_with(|cell| {
+            let cache = cell.try_borrow().ok()?;
+            let mut slots = cache.slots.iter().flatten();
+            slots
+                .find(|c| c.id == current.id && c.generation == generation)
+                .map(Rc::clone)
+        });
+        match hit {
+            Ok(Some(c)) => LocalConfig::Cached(c),
+            _ => self.refresh(generation),
+        }
+    }
+
+    /// [`Self::local`]'s miss: this handle's snapshot is not in the
+    /// thread's cache, or a replacement has happened since it was read.
+    #[cfg(feature = "axum")]
+    #[cold]
+    #[inline(never)]
+    fn refresh(&self, generation: u64) -> LocalConfig {
+        let current = &*self.current;
         // What a refresh replaces is dropped after the cache's borrow ends:
         // a configuration's drop runs the application's code (its key
         // sources), which must not find the cache borrowed.
@@ -181,15 +201,8 @@ impl ConfigHandle {
                 .slots
                 .iter()
                 .position(|s| s.as_ref().is_some_and(|c| c.id == current.id));
-            if let Some(i) = mine {
-                if let Some(c) = &cache.slots[i] {
-                    if c.generation == generation {
-                        return Some(Rc::clone(c));
-                    }
-                }
-            }
-            // A miss: refresh this handle's slot, else take a free one or
-            // one of a handle that is gone, else the next in turn.
+            // Refresh this handle's slot, else take a free one or one of a
+            // handle that is gone, else the next in turn.
             let i = mine
                 .or_else(|| {
                     cache
