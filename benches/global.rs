@@ -5,6 +5,8 @@
 //!
 //! `cargo bench --bench global`
 
+// The bench uses only part of the suites' Redis fixture.
+#[allow(dead_code)]
 #[path = "../tests/support/redis.rs"]
 mod redis_support;
 

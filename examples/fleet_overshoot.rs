@@ -9,7 +9,7 @@
 //! Each instance has its own limiter, gate and sync loop (run by hand here,
 //! every 100 ms, staggered), on one manual clock, sharing an in-process
 //! counter store (Redis adds its round trip to the sync interval: see
-//! `tests/global.rs` for the same run against `redis-server`). Together the
+//! `tests/fleet/gate.rs` for the same run against `redis-server`). Together the
 //! instances offer twice the fleet budget on one key: 20 requests per second
 //! against `600/min` (burst 10) over a 10 s window, a budget of 100.
 

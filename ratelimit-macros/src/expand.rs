@@ -1,69 +1,33 @@
-//! Checks the handler and expands it: a zero-sized rule type per route, and
-//! the handler rewritten to take `Admit<Rule>` first (so the decision runs
-//! before any other extractor and before the body) and to wrap its response
-//! in `Limited` (which adds the headers).
+//! Runs the attribute (parse, check, expand) and expands a handler: a
+//! zero-sized rule type per route, and the handler rewritten to take
+//! `Admit<Rule>` first (so the decision runs before any other extractor and
+//! before the body) and to wrap its response in `Limited` (which adds the
+//! headers).
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn, ReturnType};
 
-use crate::parse::{parse_args, Args, Cost, KeyKind, Step};
+use crate::check;
+use crate::parse::{parse_args, take_stacked, Args, Cost, KeyKind, Step};
 
+/// The attribute: its arguments parsed, the handler and the attributes
+/// stacked below it checked, then either the expansion or, when there is
+/// any error, the item unchanged and every error after it.
 pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
     let (first, mut errors) = parse_args(args);
     let mut function = match syn::parse2::<ItemFn>(item.clone()) {
         Ok(f) => f,
         Err(_) => {
-            errors.push(syn::Error::new(
-                first_span(&item),
-                "`#[rate_limit]` goes on an async handler function, e.g. `async fn get_user(...) -> ...`",
-            ));
+            errors.push(check::not_a_function(&item));
             return with_errors(item, errors);
         }
     };
-    check_function(&function, &mut errors);
-    // Further `#[rate_limit(...)]` attributes below this one stack with
-    // it: one all-or-nothing decision. This expansion takes them all (an
-    // attribute macro sees the attributes after its own on the item).
+    check::function(&function, &mut errors);
     let mut all = vec![(first, Span::call_site())];
-    let mut kept = Vec::new();
-    for attr in std::mem::take(&mut function.attrs) {
-        if !is_rate_limit(&attr) {
-            kept.push(attr);
-            continue;
-        }
-        let span = attr.path().span();
-        match &attr.meta {
-            syn::Meta::List(list) => {
-                let (args, more) = parse_args(list.tokens.clone());
-                errors.extend(more);
-                all.push((args, span));
-            }
-            _ => errors.push(syn::Error::new(
-                attr.span(),
-                "a stacked `#[rate_limit]` needs its arguments: `#[rate_limit(key = ..., resolve = [...])]`",
-            )),
-        }
-    }
-    function.attrs = kept;
-    for (args, span) in &all {
-        if !args.given.iter().any(|g| g == "key") {
-            errors.push(syn::Error::new(
-                *span,
-                "missing `key`: say who is limited, e.g. `key = ip`, `key = header(\"x-api-key\")` or \
-                 `key = jwt_claim(\"sub\")`",
-            ));
-        }
-        if !args.given.iter().any(|g| g == "resolve") {
-            errors.push(syn::Error::new(
-                *span,
-                "missing `resolve`: say how much, e.g. `resolve = [jwt, profile(\"standard\"), default]`",
-            ));
-        }
-    }
-    check_stack(&all, &mut errors);
-    check_charge(&all, &function, &mut errors);
+    all.extend(take_stacked(&mut function, &mut errors));
+    check::attributes(&all, &function, &mut errors);
     if !errors.is_empty() {
         // The function without the stacked attributes this expansion took:
         // they would expand again and report their errors twice.
@@ -71,91 +35,6 @@ pub(crate) fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
     }
     let all: Vec<Args> = all.into_iter().map(|(args, _)| args).collect();
     expand(&all, function)
-}
-
-/// The most attributes one handler stacks (the runtime's tuples go to 8).
-const MAX_STACK: usize = 8;
-
-/// What stacked attributes must agree on: distinct route names (each limit
-/// is its own bucket), at most [`MAX_STACK`] of them, and the handler-wide
-/// options (`state`, `crate`) written once.
-fn check_stack(all: &[(Args, Span)], errors: &mut Vec<syn::Error>) {
-    if all.len() > MAX_STACK {
-        errors.push(syn::Error::new(
-            all[MAX_STACK].1,
-            format!("at most {MAX_STACK} `#[rate_limit]` attributes can stack on one handler"),
-        ));
-    }
-    let mut names: Vec<String> = Vec::new();
-    for (args, _) in all {
-        if let Some(name) = &args.name {
-            if names.contains(&name.value()) {
-                errors.push(syn::Error::new(
-                    name.span(),
-                    format!(
-                        "two stacked limits named {:?}: each `#[rate_limit]` is its own bucket, give each its own \
-                         `name`",
-                        name.value()
-                    ),
-                ));
-            }
-            names.push(name.value());
-        }
-    }
-    if all.len() > 1 {
-        for (args, span) in &all[1..] {
-            for (given, what) in [(args.state, "state"), (args.krate.is_some(), "crate")] {
-                if given {
-                    errors.push(syn::Error::new(
-                        *span,
-                        format!("`{what}` applies to the whole handler: write it on the first `#[rate_limit]` only"),
-                    ));
-                }
-            }
-        }
-    }
-}
-
-/// A `Charge` argument (`ratelimit::axum::Charge`, by any path ending in
-/// `Charge`), if the handler takes one.
-fn charge_argument(f: &ItemFn) -> Option<&syn::Type> {
-    f.sig.inputs.iter().find_map(|input| match input {
-        FnArg::Typed(t) => match &*t.ty {
-            syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Charge") => Some(&*t.ty),
-            _ => None,
-        },
-        FnArg::Receiver(_) => None,
-    })
-}
-
-/// A route charged by its response's size settles itself when the body has
-/// been sent: a `Charge` argument would settle the same reservation twice.
-fn check_charge(all: &[(Args, Span)], f: &ItemFn, errors: &mut Vec<syn::Error>) {
-    let Some(charge) = charge_argument(f) else { return };
-    for (args, span) in all {
-        if matches!(args.cost, Some(Cost::ResponseBytes { .. })) {
-            let mut e = syn::Error::new(
-                args.cost_span.unwrap_or(*span),
-                "a route charged by `response_bytes` settles when its body has been sent: it cannot also take a \
-                 `Charge` (use `cost = N` with the `Charge`, or drop the `Charge` argument)",
-            );
-            e.combine(syn::Error::new(charge.span(), "the `Charge` argument"));
-            errors.push(e);
-        }
-    }
-}
-
-/// `#[rate_limit(...)]`, `#[ratelimit::rate_limit(...)]` or any path ending
-/// in `rate_limit` (a renamed crate).
-fn is_rate_limit(attr: &syn::Attribute) -> bool {
-    attr.path().segments.last().is_some_and(|s| s.ident == "rate_limit")
-}
-
-fn first_span(item: &TokenStream) -> Span {
-    item.clone()
-        .into_iter()
-        .next()
-        .map_or_else(Span::call_site, |t| t.span())
 }
 
 /// The original item, unchanged, then every error.
@@ -171,35 +50,9 @@ fn with_errors(item: TokenStream, errors: Vec<syn::Error>) -> TokenStream {
     quote! { #item #errors }
 }
 
-fn check_function(f: &ItemFn, errors: &mut Vec<syn::Error>) {
-    if f.sig.asyncness.is_none() {
-        errors.push(syn::Error::new(
-            f.sig.fn_token.span,
-            "`#[rate_limit]` handlers must be `async fn` (axum handlers are async)",
-        ));
-    }
-    for input in &f.sig.inputs {
-        if let FnArg::Receiver(r) = input {
-            errors.push(syn::Error::new(
-                r.span(),
-                "`#[rate_limit]` does not support methods: use a free async function as the handler",
-            ));
-        }
-    }
-    if let Some(c) = &f.sig.constness {
-        errors.push(syn::Error::new(c.span, "a handler cannot be a `const fn`"));
-    }
-    if let Some(u) = &f.sig.unsafety {
-        errors.push(syn::Error::new(u.span, "a handler cannot be an `unsafe fn`"));
-    }
-    if let Some(v) = &f.sig.variadic {
-        errors.push(syn::Error::new(v.span(), "a handler cannot be variadic"));
-    }
-}
-
 fn expand(all: &[Args], f: ItemFn) -> TokenStream {
     // A `Charge` argument: the route keeps the reservation for it.
-    let wants_charge = charge_argument(&f).is_some();
+    let wants_charge = check::charge_argument(&f).is_some();
     let ItemFn { attrs, vis, sig, block } = f;
     let ident = &sig.ident;
     let fn_name = ident.to_string();

@@ -3,13 +3,17 @@
 //! only parses, checks and expands.
 //!
 //! Parsing (`parse.rs`) collects every error in the arguments, each on the
-//! offending token; checks of the function (`expand.rs`) add theirs; when
-//! there is any, the function is emitted unchanged after the errors, so the
-//! rest of the crate and the IDE keep working.
+//! offending token; checks of the function and of stacked attributes
+//! (`check.rs`) add theirs; when there is any, the function is emitted
+//! unchanged after the errors, so the rest of the crate and the IDE keep
+//! working. Otherwise `expand.rs` writes the rule types and the wrapper.
 
+mod check;
 #[cfg(test)]
 mod differential;
 mod expand;
+#[cfg(test)]
+mod messages;
 mod parse;
 
 use proc_macro::TokenStream;

@@ -1,14 +1,33 @@
 //! The attribute's arguments: `key = ...`, `resolve = [...]`, `name = "..."`,
-//! `cost = N`, `shadow`, `state`, `reject = path`, `crate = "path"`. Every
-//! error is collected, on its own token.
+//! `cost = N`, `shadow`, `state`, `reject = path`, `crate = "path"`.
+//!
+//! Each option is a keyword (`syn::custom_keyword!`, and `Token![crate]`)
+//! and each value a type with its own `Parse`. The arguments are split at
+//! their top-level commas and each segment is parsed on its own, so that
+//! every error is collected, each on its own token, rather than the first
+//! one ending the parse.
 
-use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
-use syn::parse::{ParseStream, Parser};
+use proc_macro2::{Span, TokenStream, TokenTree};
+use syn::parse::{Parse, ParseStream, Parser};
 use syn::spanned::Spanned;
-use syn::{Ident, LitStr, Token};
+use syn::{ItemFn, LitStr, Token};
 
 use ratelimit_spec::Surface;
 pub(crate) use ratelimit_spec::{Cost, KeyKind, Step};
+
+mod values;
+
+use values::{CostValue, CratePath, Flag, FnPath, KeyValue, RouteName, Steps};
+
+mod kw {
+    syn::custom_keyword!(key);
+    syn::custom_keyword!(resolve);
+    syn::custom_keyword!(name);
+    syn::custom_keyword!(cost);
+    syn::custom_keyword!(shadow);
+    syn::custom_keyword!(state);
+    syn::custom_keyword!(reject);
+}
 
 /// Parsed arguments; options left out are `None`.
 #[derive(Default)]
@@ -32,13 +51,168 @@ pub(crate) struct Args {
     /// dependency, a re-export).
     pub(crate) krate: Option<syn::Path>,
     /// Options written, valid or not (so a bad one is not also "missing").
-    pub(crate) given: Vec<String>,
+    pub(crate) given: Vec<OptionName>,
 }
 
-const OPTIONS: &str = "`key`, `resolve`, `name`, `cost`, `shadow`, `state`, `reject` or `crate`";
-const OPTION_NAMES: [&str; 8] = ["key", "resolve", "name", "cost", "shadow", "state", "reject", "crate"];
-const KEY_KINDS: &str = "`ip`, `header(\"x-api-key\")`, `jwt_claim(\"sub\")`, `global` or `custom(path::To::KeyType)`";
-const RESOLVERS: &str = "`jwt`, `service`, `profile(\"name\")` or `default`";
+/// The options, by keyword.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OptionName {
+    Key,
+    Resolve,
+    Name,
+    Cost,
+    Shadow,
+    State,
+    Reject,
+    Crate,
+}
+
+impl OptionName {
+    /// Every option, in the order messages list them.
+    const ALL: [OptionName; 8] = [
+        OptionName::Key,
+        OptionName::Resolve,
+        OptionName::Name,
+        OptionName::Cost,
+        OptionName::Shadow,
+        OptionName::State,
+        OptionName::Reject,
+        OptionName::Crate,
+    ];
+
+    fn keyword(self) -> &'static str {
+        match self {
+            OptionName::Key => "key",
+            OptionName::Resolve => "resolve",
+            OptionName::Name => "name",
+            OptionName::Cost => "cost",
+            OptionName::Shadow => "shadow",
+            OptionName::State => "state",
+            OptionName::Reject => "reject",
+            OptionName::Crate => "crate",
+        }
+    }
+
+    /// The option written out, for messages; `None` for a flag (it has no
+    /// value).
+    fn example(self) -> Option<&'static str> {
+        match self {
+            OptionName::Key => Some("`key = ip`"),
+            OptionName::Resolve => Some("`resolve = [jwt, default]`"),
+            OptionName::Name => Some("`name = \"users.get\"`"),
+            OptionName::Cost => Some("`cost = 5` or `cost = response_bytes(per = 1024)`"),
+            OptionName::Reject => Some("`reject = errors::too_many_requests`"),
+            OptionName::Crate => Some("`crate = \"my_ratelimit\"`"),
+            OptionName::Shadow | OptionName::State => None,
+        }
+    }
+}
+
+/// `` `key`, `resolve`, ... or `crate` ``.
+fn expected_options() -> String {
+    let names: Vec<String> = OptionName::ALL.iter().map(|o| format!("`{}`", o.keyword())).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
+    }
+}
+
+/// The keyword a segment starts with, and its span.
+struct Head {
+    option: OptionName,
+    span: Span,
+}
+
+impl Parse for Head {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        // The token as written (`crate` is a keyword, and an identifier
+        // token all the same), not looked into when it is an invisible group.
+        let ident = match input.cursor().token_tree() {
+            Some((TokenTree::Ident(ident), _)) => ident,
+            Some((other, _)) => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    format!("expected an option: {}", expected_options()),
+                ))
+            }
+            None => return Err(input.error(format!("expected an option: {}", expected_options()))),
+        };
+        let lookahead = input.lookahead1();
+        let (option, span) = if lookahead.peek(kw::key) {
+            (OptionName::Key, input.parse::<kw::key>()?.span)
+        } else if lookahead.peek(kw::resolve) {
+            (OptionName::Resolve, input.parse::<kw::resolve>()?.span)
+        } else if lookahead.peek(kw::name) {
+            (OptionName::Name, input.parse::<kw::name>()?.span)
+        } else if lookahead.peek(kw::cost) {
+            (OptionName::Cost, input.parse::<kw::cost>()?.span)
+        } else if lookahead.peek(kw::shadow) {
+            (OptionName::Shadow, input.parse::<kw::shadow>()?.span)
+        } else if lookahead.peek(kw::state) {
+            (OptionName::State, input.parse::<kw::state>()?.span)
+        } else if lookahead.peek(kw::reject) {
+            (OptionName::Reject, input.parse::<kw::reject>()?.span)
+        } else if lookahead.peek(Token![crate]) {
+            (OptionName::Crate, input.parse::<Token![crate]>()?.span)
+        } else {
+            // The lookahead's own message ("expected one of: ...") is
+            // replaced by the attribute's, which names the option written.
+            return Err(syn::Error::new(
+                ident.span(),
+                format!("unknown option `{ident}`; expected {}", expected_options()),
+            ));
+        };
+        Ok(Head { option, span })
+    }
+}
+
+/// One option and its value.
+enum Opt {
+    Key(KeyValue),
+    Resolve(Steps),
+    Name(RouteName),
+    Cost(CostValue),
+    Shadow(Flag),
+    State(Flag),
+    Reject(FnPath),
+    Crate(CratePath),
+}
+
+impl Opt {
+    /// The option's value, after its keyword: `= value`, or nothing for a
+    /// flag.
+    fn parse_value(head: &Head, input: ParseStream<'_>) -> syn::Result<Opt> {
+        if let Some(example) = head.option.example() {
+            let name = head.option.keyword();
+            let needs_value = || syn::Error::new(head.span, format!("`{name}` needs a value, e.g. {example}"));
+            if input.is_empty() {
+                return Err(needs_value());
+            }
+            match input.parse::<TokenTree>()? {
+                TokenTree::Punct(p) if p.as_char() == '=' => {}
+                other => {
+                    return Err(syn::Error::new(
+                        other.span(),
+                        format!("expected `=` after `{name}`, e.g. {example}"),
+                    ))
+                }
+            }
+            if input.is_empty() {
+                return Err(needs_value());
+            }
+        }
+        Ok(match head.option {
+            OptionName::Key => Opt::Key(input.parse()?),
+            OptionName::Resolve => Opt::Resolve(input.parse()?),
+            OptionName::Name => Opt::Name(input.parse()?),
+            OptionName::Cost => Opt::Cost(input.parse()?),
+            OptionName::Shadow => Opt::Shadow(Flag::parse(head, input)?),
+            OptionName::State => Opt::State(Flag::parse(head, input)?),
+            OptionName::Reject => Opt::Reject(input.parse()?),
+            OptionName::Crate => Opt::Crate(input.parse()?),
+        })
+    }
+}
 
 /// A spec error, on `span`, in the attribute's spelling.
 fn spec_error(span: Span, e: &ratelimit_spec::Error) -> syn::Error {
@@ -49,118 +223,52 @@ fn spec_error(span: Span, e: &ratelimit_spec::Error) -> syn::Error {
 pub(crate) fn parse_args(args: TokenStream) -> (Args, Vec<syn::Error>) {
     let mut out = Args::default();
     let mut errors = Vec::new();
-    let mut seen: Vec<String> = Vec::new();
     for segment in split_top_level(args) {
-        let mut tokens = segment.into_iter().peekable();
-        let option = match tokens.next() {
-            // (`crate` is a keyword, and an identifier token all the same.)
-            Some(TokenTree::Ident(i)) => i,
-            Some(other) => {
-                errors.push(syn::Error::new(other.span(), format!("expected an option: {OPTIONS}")));
-                continue;
-            }
-            None => continue,
-        };
-        let name = option.to_string();
-        if !OPTION_NAMES.contains(&name.as_str()) {
-            errors.push(syn::Error::new(
-                option.span(),
-                format!("unknown option `{name}`; expected {OPTIONS}"),
-            ));
-            continue;
-        }
-        if seen.contains(&name) {
-            errors.push(syn::Error::new(option.span(), format!("duplicate option `{name}`")));
-            continue;
-        }
-        seen.push(name.clone());
-        out.given.push(name.clone());
-        let rest: TokenStream = tokens.collect();
-        if name == "shadow" || name == "state" {
-            if let Some(t) = rest.into_iter().next() {
-                errors.push(syn::Error::new(
-                    t.span(),
-                    format!("`{name}` is a flag and takes no value: write `{name}`"),
+        let given = &mut out.given;
+        let parsed = (|input: ParseStream<'_>| {
+            let head: Head = input.parse()?;
+            if given.contains(&head.option) {
+                return Err(syn::Error::new(
+                    head.span,
+                    format!("duplicate option `{}`", head.option.keyword()),
                 ));
             }
-            if name == "shadow" {
-                out.shadow = true;
-            } else {
-                out.state = true;
-            }
-            continue;
-        }
-        let mut rest = rest.into_iter();
-        match rest.next() {
-            Some(TokenTree::Punct(p)) if p.as_char() == '=' => {}
-            Some(other) => {
-                errors.push(syn::Error::new(
-                    other.span(),
-                    format!("expected `=` after `{name}`, e.g. {}", example(&name)),
-                ));
-                continue;
-            }
-            None => {
-                errors.push(syn::Error::new(
-                    option.span(),
-                    format!("`{name}` needs a value, e.g. {}", example(&name)),
-                ));
-                continue;
-            }
-        }
-        let value: TokenStream = rest.collect();
-        if value.is_empty() {
-            errors.push(syn::Error::new(
-                option.span(),
-                format!("`{name}` needs a value, e.g. {}", example(&name)),
-            ));
-            continue;
-        }
-        match name.as_str() {
-            "key" => match parse_key.parse2(value) {
-                Ok((k, custom)) => {
-                    out.key = Some(k);
-                    out.custom_key = custom;
-                }
-                Err(e) => errors.push(e),
-            },
-            "reject" => match parse_fn_path.parse2(value) {
-                Ok(p) => out.reject = Some(p),
-                Err(e) => errors.push(e),
-            },
-            "crate" => match parse_crate.parse2(value) {
-                Ok(p) => out.krate = Some(p),
-                Err(e) => errors.push(e),
-            },
-            "resolve" => {
-                let (steps, errs) = parse_resolve(value, option.span());
-                errors.extend(errs);
-                out.resolve = steps;
-            }
-            "name" => match parse_name.parse2(value) {
-                Ok(n) => out.name = Some(n),
-                Err(e) => errors.push(e),
-            },
-            _ => match parse_cost.parse2(value.clone()) {
-                Ok(c) => {
-                    out.cost = Some(c);
-                    out.cost_span = Some(value.span());
-                }
-                Err(e) => errors.push(e),
-            },
+            given.push(head.option);
+            Opt::parse_value(&head, input)
+        })
+        .parse2(segment.into_iter().collect());
+        match parsed {
+            Ok(option) => out.set(option, &mut errors),
+            Err(e) => errors.extend(e),
         }
     }
     (out, errors)
 }
 
-fn example(option: &str) -> &'static str {
-    match option {
-        "key" => "`key = ip`",
-        "resolve" => "`resolve = [jwt, default]`",
-        "name" => "`name = \"users.get\"`",
-        "reject" => "`reject = errors::too_many_requests`",
-        "crate" => "`crate = \"my_ratelimit\"`",
-        _ => "`cost = 5` or `cost = response_bytes(per = 1024)`",
+impl Args {
+    fn set(&mut self, option: Opt, errors: &mut Vec<syn::Error>) {
+        match option {
+            Opt::Key(KeyValue { kind, custom }) => {
+                self.key = Some(kind);
+                self.custom_key = custom;
+            }
+            Opt::Resolve(Steps(steps)) => self.resolve = Some(steps),
+            Opt::Name(RouteName(name)) => self.name = Some(name),
+            Opt::Cost(CostValue { cost, span }) => {
+                self.cost = Some(cost);
+                self.cost_span = Some(span);
+            }
+            Opt::Shadow(Flag(error)) => {
+                self.shadow = true;
+                errors.extend(error);
+            }
+            Opt::State(Flag(error)) => {
+                self.state = true;
+                errors.extend(error);
+            }
+            Opt::Reject(FnPath(path)) => self.reject = Some(path),
+            Opt::Crate(CratePath(path)) => self.krate = Some(path),
+        }
     }
 }
 
@@ -181,316 +289,38 @@ fn split_top_level(args: TokenStream) -> Vec<Vec<TokenTree>> {
     segments
 }
 
-/// The surface syntax of keys and steps: `kind` or `kind("argument")`.
-/// Which kinds exist, which take an argument and what it may hold is the
-/// spec's: `takes_arg` (`None`: no such kind) and `check` decide, and their
-/// errors are reported on the token they are about.
-fn parse_call<T>(
-    input: ParseStream<'_>,
-    takes_arg: impl Fn(&str) -> Option<bool>,
-    check: impl Fn(&str, Option<&str>) -> Result<T, ratelimit_spec::Error>,
-    example: &str,
-    what: &str,
-) -> syn::Result<T> {
-    let ident: Ident = input.parse()?;
-    let name = ident.to_string();
-    let on = |span: Span| move |e: ratelimit_spec::Error| spec_error(span, &e);
-    match takes_arg(&name) {
-        // Unknown: the spec's error names the kinds there are.
-        None => return check(&name, None).map_err(on(ident.span())),
-        Some(false) if !input.is_empty() => {
-            let message = match check(&name, Some("")) {
-                Err(e) => e.describe(Surface::Attribute),
-                Ok(_) => format!("`{name}` takes no arguments"),
-            };
-            return Err(input.error(message));
+/// `#[rate_limit(...)]`, `#[ratelimit::rate_limit(...)]` or any path ending
+/// in `rate_limit` (a renamed crate).
+fn is_rate_limit(attr: &syn::Attribute) -> bool {
+    attr.path().segments.last().is_some_and(|s| s.ident == "rate_limit")
+}
+
+/// Further `#[rate_limit(...)]` attributes below this one stack with it:
+/// one all-or-nothing decision. The expansion of the first takes them all
+/// (an attribute macro sees the attributes after its own on the item): they
+/// are taken off the function and parsed, each with the span its
+/// attribute-wide errors go on.
+pub(crate) fn take_stacked(function: &mut ItemFn, errors: &mut Vec<syn::Error>) -> Vec<(Args, Span)> {
+    let mut stacked = Vec::new();
+    let mut kept = Vec::new();
+    for attr in std::mem::take(&mut function.attrs) {
+        if !is_rate_limit(&attr) {
+            kept.push(attr);
+            continue;
         }
-        Some(false) => return check(&name, None).map_err(on(ident.span())),
-        Some(true) if !input.peek(syn::token::Paren) => return check(&name, None).map_err(on(ident.span())),
-        Some(true) => {}
-    }
-    let content;
-    syn::parenthesized!(content in input);
-    let lit: LitStr = content
-        .parse()
-        .map_err(|e| syn::Error::new(e.span(), format!("expected a string literal: `{example}`")))?;
-    if !content.is_empty() {
-        return Err(content.error(format!("expected one string literal: `{example}`")));
-    }
-    // The argument's own mistake first (it is the likelier one), then what
-    // follows it.
-    let value = check(&name, Some(&lit.value())).map_err(on(lit.span()))?;
-    if !input.is_empty() {
-        return Err(input.error(format!("unexpected tokens after the {what}")));
-    }
-    Ok(value)
-}
-
-/// A key, and for `custom(path::To::Type)` the type as written (the one
-/// kind whose argument is a path rather than a string).
-fn parse_key(input: ParseStream<'_>) -> syn::Result<(KeyKind, Option<syn::Path>)> {
-    if !input.peek(Ident) {
-        return Err(input.error(format!("expected a key kind: {KEY_KINDS}")));
-    }
-    if input.fork().parse::<Ident>().is_ok_and(|i| i == "custom") {
-        return parse_custom_key(input).map(|(k, p)| (k, Some(p)));
-    }
-    parse_builtin_key(input).map(|k| (k, None))
-}
-
-/// `custom(path::To::Type)`: a path to a type implementing
-/// `ratelimit::key::KeySource + Default`.
-fn parse_custom_key(input: ParseStream<'_>) -> syn::Result<(KeyKind, syn::Path)> {
-    let ident: Ident = input.parse()?;
-    if !input.peek(syn::token::Paren) {
-        let e = ratelimit_spec::key("custom", None).err();
-        let message = e.map_or_else(
-            || "`custom` needs the key type's path: `custom(tenant::ByTenant)`".to_owned(),
-            |e| e.describe(Surface::Attribute),
-        );
-        return Err(syn::Error::new(ident.span(), message));
-    }
-    let content;
-    syn::parenthesized!(content in input);
-    if content.peek(LitStr) {
-        let lit: LitStr = content.parse()?;
-        return Err(syn::Error::new(
-            lit.span(),
-            "`custom` takes the key type's path, not a string: `custom(tenant::ByTenant)` (the configuration's \
-             \"custom:<name>\" names an extractor registered on the builder)",
-        ));
-    }
-    let path: syn::Path = content.parse().map_err(|e| {
-        syn::Error::new(
-            e.span(),
-            "expected the path of a type implementing `ratelimit::key::KeySource`: `custom(tenant::ByTenant)`",
-        )
-    })?;
-    if !content.is_empty() {
-        return Err(content.error("expected one type path: `custom(tenant::ByTenant)`"));
-    }
-    if !input.is_empty() {
-        return Err(input.error("unexpected tokens after the key"));
-    }
-    // The spec names the kind; the path's segments are its name (in
-    // messages; generic arguments, `ByExt<Tenant>`, are the type's own).
-    let text = path
-        .segments
-        .iter()
-        .map(|s| s.ident.to_string())
-        .collect::<Vec<_>>()
-        .join("::");
-    let kind = ratelimit_spec::key("custom", Some(&text)).map_err(|e| spec_error(path.span(), &e))?;
-    Ok((kind, path))
-}
-
-/// `reject = path::to::function`.
-fn parse_fn_path(input: ParseStream<'_>) -> syn::Result<syn::Path> {
-    let path: syn::Path = input.parse().map_err(|e| {
-        syn::Error::new(
-            e.span(),
-            "expected the path of a function `fn(&ratelimit::axum::Rejection<'_>) -> impl IntoResponse`: \
-             `reject = errors::too_many_requests`",
-        )
-    })?;
-    if !input.is_empty() {
-        return Err(input.error("unexpected tokens after the function's path"));
-    }
-    Ok(path)
-}
-
-/// `crate = "path"`, as tokio's attribute takes it.
-fn parse_crate(input: ParseStream<'_>) -> syn::Result<syn::Path> {
-    let lit: LitStr = input
-        .parse()
-        .map_err(|e| syn::Error::new(e.span(), "expected a string literal: `crate = \"my_ratelimit\"`"))?;
-    if !input.is_empty() {
-        return Err(input.error("unexpected tokens after the crate's path"));
-    }
-    lit.parse_with(syn::Path::parse_mod_style).map_err(|_| {
-        syn::Error::new(
-            lit.span(),
-            format!("{:?} is not a path: `crate = \"my_ratelimit\"`", lit.value()),
-        )
-    })
-}
-
-fn parse_builtin_key(input: ParseStream<'_>) -> syn::Result<KeyKind> {
-    let example = if input.fork().parse::<Ident>().is_ok_and(|i| i == "header") {
-        "header(\"x-api-key\")"
-    } else {
-        "jwt_claim(\"sub\")"
-    };
-    parse_call(
-        input,
-        ratelimit_spec::key_takes_argument,
-        ratelimit_spec::key,
-        example,
-        "key",
-    )
-}
-
-/// Parses `[step, ...]`, reporting every bad step.
-fn parse_resolve(value: TokenStream, option: Span) -> (Option<Vec<Step>>, Vec<syn::Error>) {
-    let mut errors = Vec::new();
-    let mut tokens = value.into_iter();
-    let group = match (tokens.next(), tokens.next()) {
-        (Some(TokenTree::Group(g)), None) if g.delimiter() == Delimiter::Bracket => g,
-        (Some(first), _) => {
-            errors.push(syn::Error::new(
-                first.span(),
-                format!("expected a list in brackets: `resolve = [jwt, default]`, with steps {RESOLVERS}"),
-            ));
-            return (None, errors);
-        }
-        (None, _) => return (None, errors),
-    };
-    let items = split_top_level(group.stream());
-    if items.is_empty() {
-        errors.push(spec_error(group.span(), &ratelimit_spec::empty_chain()));
-        return (None, errors);
-    }
-    // Steps that did not parse stay in place as `None`, so the chain's
-    // checks report the steps that did at their own positions.
-    let mut steps: Vec<Option<Step>> = Vec::new();
-    let mut spans = Vec::new();
-    for item in items {
-        let stream: TokenStream = item.into_iter().collect();
-        spans.push(stream.span());
-        match parse_step.parse2(stream) {
-            Ok(step) => steps.push(Some(step)),
-            Err(e) => {
-                errors.push(e);
-                steps.push(None);
+        let span = attr.path().span();
+        match &attr.meta {
+            syn::Meta::List(list) => {
+                let (args, more) = parse_args(list.tokens.clone());
+                errors.extend(more);
+                stacked.push((args, span));
             }
+            _ => errors.push(syn::Error::new(
+                attr.span(),
+                "a stacked `#[rate_limit]` needs its arguments: `#[rate_limit(key = ..., resolve = [...])]`",
+            )),
         }
     }
-    let partial: Vec<Option<&Step>> = steps.iter().map(Option::as_ref).collect();
-    for (i, problem) in ratelimit_spec::check_partial_chain(&partial) {
-        errors.push(spec_error(spans.get(i).copied().unwrap_or(option), &problem));
-    }
-    let steps = if errors.is_empty() {
-        steps.into_iter().collect::<Option<Vec<Step>>>()
-    } else {
-        None
-    };
-    (steps, errors)
-}
-
-fn parse_step(input: ParseStream<'_>) -> syn::Result<Step> {
-    if !input.peek(Ident) {
-        return Err(input.error(format!("expected a resolver: {RESOLVERS}")));
-    }
-    parse_call(
-        input,
-        ratelimit_spec::step_takes_argument,
-        ratelimit_spec::step,
-        "profile(\"standard\")",
-        "resolver",
-    )
-}
-
-fn parse_name(input: ParseStream<'_>) -> syn::Result<LitStr> {
-    let lit: LitStr = input
-        .parse()
-        .map_err(|e| syn::Error::new(e.span(), "expected a string literal: `name = \"users.get\"`"))?;
-    ratelimit_spec::route_name(&lit.value()).map_err(|e| spec_error(lit.span(), &e))?;
-    if !input.is_empty() {
-        return Err(input.error("unexpected tokens after the name"));
-    }
-    Ok(lit)
-}
-
-fn parse_cost(input: ParseStream<'_>) -> syn::Result<Cost> {
-    if input.peek(Ident) {
-        return parse_cost_kind(input);
-    }
-    if input.peek(Token![-]) {
-        let minus: Token![-] = input.parse()?;
-        let message = match ratelimit_spec::cost(-1) {
-            Err(e) => e.describe(Surface::Attribute),
-            Ok(_) => "cost must be a positive integer".to_owned(),
-        };
-        return Err(syn::Error::new(minus.span, message));
-    }
-    let lit: syn::Lit = input
-        .parse()
-        .map_err(|e| syn::Error::new(e.span(), "expected an integer literal: `cost = 5`"))?;
-    let cost = match &lit {
-        syn::Lit::Int(i) => {
-            let value: u64 = i
-                .base10_parse()
-                .map_err(|_| syn::Error::new(i.span(), "cost must be an integer that fits in a u32"))?;
-            ratelimit_spec::cost(i128::from(value)).map_err(|e| spec_error(i.span(), &e))?
-        }
-        syn::Lit::Float(f) => {
-            return Err(syn::Error::new(
-                f.span(),
-                "cost must be a whole number of units, e.g. `cost = 2`",
-            ))
-        }
-        other => return Err(syn::Error::new(other.span(), "expected an integer literal: `cost = 5`")),
-    };
-    if !input.is_empty() {
-        return Err(input.error("unexpected tokens after the cost"));
-    }
-    Ok(Cost::Units(cost))
-}
-
-/// `response_bytes(per = 1024)`: the cost is the response's size.
-fn parse_cost_kind(input: ParseStream<'_>) -> syn::Result<Cost> {
-    let kind: Ident = input.parse()?;
-    if kind != "response_bytes" {
-        return Err(spec_error(
-            kind.span(),
-            &ratelimit_spec::unknown_cost(&kind.to_string()),
-        ));
-    }
-    const EXAMPLE: &str = "`response_bytes(per = 1024)`: the response bytes one unit pays for";
-    if !input.peek(syn::token::Paren) {
-        return Err(syn::Error::new(
-            kind.span(),
-            format!("`response_bytes` needs `per`: {EXAMPLE}"),
-        ));
-    }
-    let content;
-    let parens = syn::parenthesized!(content in input);
-    if content.is_empty() {
-        return Err(syn::Error::new(
-            parens.span.join(),
-            format!("`response_bytes` needs `per`: {EXAMPLE}"),
-        ));
-    }
-    let per: Ident = content
-        .parse()
-        .map_err(|e| syn::Error::new(e.span(), format!("expected `per = N`: {EXAMPLE}")))?;
-    if per != "per" {
-        return Err(syn::Error::new(
-            per.span(),
-            format!("unknown argument `{per}`; expected {EXAMPLE}"),
-        ));
-    }
-    let _: Token![=] = content
-        .parse()
-        .map_err(|e| syn::Error::new(e.span(), format!("expected `per = N`: {EXAMPLE}")))?;
-    let cost = if content.peek(Token![-]) {
-        let minus: Token![-] = content.parse()?;
-        let e = ratelimit_spec::response_bytes(-1).expect_err("a negative size is refused");
-        return Err(spec_error(minus.span, &e));
-    } else {
-        let lit: syn::LitInt = content
-            .parse()
-            .map_err(|e| syn::Error::new(e.span(), format!("expected an integer literal: {EXAMPLE}")))?;
-        let value: u64 = lit
-            .base10_parse()
-            .map_err(|_| syn::Error::new(lit.span(), "bytes per unit must be an integer that fits in a u32"))?;
-        ratelimit_spec::response_bytes(i128::from(value)).map_err(|e| spec_error(lit.span(), &e))?
-    };
-    if !content.is_empty() {
-        return Err(content.error("unexpected tokens after `per = N`"));
-    }
-    if !input.is_empty() {
-        return Err(input.error("unexpected tokens after the cost"));
-    }
-    Ok(cost)
+    function.attrs = kept;
+    stacked
 }

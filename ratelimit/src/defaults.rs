@@ -5,6 +5,9 @@
 
 use std::time::Duration;
 
+/// New keys one client network may bring into the store per minute (also
+/// its burst).
+pub(crate) const NEW_KEYS_PER_NETWORK: u32 = 256;
 /// Clock skew tolerated on a token's `exp`.
 pub(crate) const JWT_LEEWAY: Duration = Duration::from_secs(30);
 /// Failed signature checks a client address may cause at once, and per

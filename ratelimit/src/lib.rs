@@ -377,8 +377,6 @@
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
-#[cfg(any(feature = "redis-tls", feature = "service"))]
-mod ca;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod claims;
@@ -406,6 +404,8 @@ pub mod limits;
 #[cfg(any(feature = "axum", feature = "redis", feature = "service"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "axum", feature = "redis", feature = "service"))))]
 pub mod metrics;
+#[cfg(feature = "config")]
+mod net;
 mod quota;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
@@ -413,10 +413,10 @@ pub mod resolve;
 #[cfg(feature = "service")]
 #[cfg_attr(docsrs, doc(cfg(feature = "service")))]
 pub mod service;
+#[cfg(feature = "config")]
+mod setters;
 mod store;
 mod sync;
-#[cfg(any(feature = "redis-tls", feature = "service"))]
-mod tls;
 mod units;
 pub mod window;
 

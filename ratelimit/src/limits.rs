@@ -48,6 +48,13 @@ pub enum JwtKeySource {
     JwksUrl(String),
 }
 
+/// What startup and the checker say of an HMAC secret or PEM key without an
+/// algorithm.
+#[cfg(feature = "jwt")]
+pub(crate) const MISSING_ALGORITHM: &str =
+    "no algorithm: an HMAC secret or a PEM key needs one named (algorithm = \"HS256\", \"RS256\", ...; in code \
+     JwtVerification::with_algorithm)";
+
 /// How tokens are verified (`[jwt]` with a key source).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

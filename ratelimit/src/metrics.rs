@@ -40,6 +40,9 @@
 //! The [`CATALOGUE`] lists every metric with its help text; the table in
 //! `docs/operations.md` is the same list for operators, with what to watch.
 
+#[cfg(feature = "axum")]
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use ::metrics::Unit;
 
 /// Decisions of the HTTP runtime (`#[rate_limit]` routes and `[[rules]]`).
@@ -401,6 +404,29 @@ pub fn describe() {
             Kind::Counter => ::metrics::describe_counter!(m.name, m.unit, m.help),
             Kind::Gauge => ::metrics::describe_gauge!(m.name, m.unit, m.help),
             Kind::Histogram => ::metrics::describe_histogram!(m.name, m.unit, m.help),
+        }
+    }
+}
+
+/// What this runtime last published of each counter: counters are
+/// process-wide series, so each runtime adds what it counted since (two
+/// runtimes in one process add up, and a runtime that replaces another
+/// keeps the series growing), never sets a total.
+#[cfg(feature = "axum")]
+#[derive(Debug, Default)]
+pub(crate) struct Published {
+    counters: [AtomicU64; 11],
+}
+
+#[cfg(feature = "axum")]
+impl Published {
+    /// Adds to `counter` what `total` (this runtime's own count) grew by
+    /// since the last call for `slot`. `fetch_max`: of two publishers that
+    /// race, the later total wins and nothing is added twice.
+    pub(crate) fn add(&self, slot: usize, total: u64, counter: ::metrics::Counter) {
+        let before = self.counters[slot].fetch_max(total, Ordering::Relaxed);
+        if total > before {
+            counter.increment(total - before);
         }
     }
 }

@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::config::TlsConfig;
+use crate::net::http::{http_client, http_get, is_http_or_https, HttpClient};
 
 /// The shortest secret [`ServiceIdKey`] accepts, in bytes.
 pub const MIN_ID_SECRET_LEN: usize = 32;
@@ -312,67 +313,6 @@ pub struct HttpLimitService {
     client: HttpClient,
 }
 
-/// The HTTP(S) client shared by the limit service and the JWKS fetcher, and
-/// what it trusts (for error messages).
-#[derive(Debug, Clone)]
-pub(crate) struct HttpClient {
-    client: hyper_util::client::legacy::Client<
-        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-        http_body_util::Empty<bytes::Bytes>,
-    >,
-    trust: Arc<str>,
-}
-
-/// A client of `http://` and `https://` URLs; `https://` trusts `tls`'s
-/// `ca_file` or the webpki roots (see `crate::tls`). Errors name the file.
-pub(crate) fn http_client(tls: &TlsConfig) -> Result<HttpClient, String> {
-    let ca_file = tls.ca_file.as_deref();
-    let config = crate::tls::client_config(ca_file)?.config;
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(config)
-        .https_or_http()
-        .enable_http1()
-        .build();
-    Ok(HttpClient {
-        client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector),
-        trust: crate::tls::trust_of(ca_file).into(),
-    })
-}
-
-/// Whether `url` names a scheme the client speaks.
-pub(crate) fn is_http_or_https(uri: &http::Uri) -> bool {
-    matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some_and(|h| !h.is_empty())
-}
-
-/// `GET uri`: the status and at most `max_body` bytes of body (a longer body
-/// is an error), the whole exchange within `timeout`. An error says why,
-/// with its causes (a refused certificate: which and why).
-pub(crate) async fn http_get(
-    client: &HttpClient,
-    uri: http::Uri,
-    max_body: usize,
-    timeout: std::time::Duration,
-) -> Result<(http::StatusCode, bytes::Bytes), String> {
-    use http_body_util::BodyExt;
-    let exchange = async {
-        let response = client
-            .client
-            .get(uri)
-            .await
-            .map_err(|e| format!("request failed: {}", crate::tls::describe(&e, &client.trust)))?;
-        let status = response.status();
-        let body = http_body_util::Limited::new(response.into_body(), max_body)
-            .collect()
-            .await
-            .map_err(|e| format!("body: {e}"))?
-            .to_bytes();
-        Ok((status, body))
-    };
-    tokio::time::timeout(timeout, exchange)
-        .await
-        .map_err(|_| "timed out".to_owned())?
-}
-
 /// The largest answer body read.
 const MAX_BODY: usize = 4096;
 
@@ -483,7 +423,7 @@ impl Default for CacheSettings {
     }
 }
 
-crate::config::builders::with!(CacheSettings {
+crate::setters::with!(CacheSettings {
     with_ttl => ttl: Duration,
     with_negative_ttl => negative_ttl: Duration,
     with_max_stale => max_stale: Duration,

@@ -2,9 +2,6 @@
 //! `https.rs`): the CA and the server certificates it signs, as PEM files
 //! in a temp dir removed on drop.
 
-// Each test binary that includes this module uses only part of it.
-#![allow(dead_code)]
-
 use std::path::PathBuf;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};

@@ -1,9 +1,6 @@
 //! The quickstart demo as a real process: where its binary is, and a check
 //! that it was built from the sources under test.
 
-// Each test binary that includes this module uses only part of it.
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 
 /// `target/<profile>/examples/quickstart`, next to this test's `deps` dir.

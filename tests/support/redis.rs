@@ -2,9 +2,6 @@
 //! (never the shared 6379), stopped when dropped. A test that cannot start
 //! one fails.
 
-// Each test binary uses only part of it.
-#![allow(dead_code)]
-
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

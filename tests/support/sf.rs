@@ -3,9 +3,6 @@
 //! List with `sfv`, and each member checked against
 //! draft-ietf-httpapi-ratelimit-headers-10.
 
-// Each test binary that includes this module uses only part of it.
-#![allow(dead_code)]
-
 use http::Response;
 
 /// One List member: the policy name (a String) and its Integer parameters,

@@ -22,7 +22,6 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Response, StatusCode};
 
-use super::reject::Rejection;
 use super::respond::{ceil_secs, Outcome};
 use crate::Denial;
 
@@ -80,38 +79,42 @@ fn is_grpc_refusal(headers: &HeaderMap) -> bool {
             .is_some_and(|code| code != 0)
 }
 
-/// The response to a refused gRPC request: `own` (a hook's answer) when it
-/// is a gRPC refusal, else the default one; then `retry-after` and the
+/// The response to a refused gRPC request on `route`, refused by `outcome`
+/// for `retry` seconds: `own` (a hook's answer) when it is a gRPC refusal,
+/// else the default one; then `retry-after` and the
 /// rate-limit headers, as on every refusal. A hook's answer that is not a
 /// gRPC refusal (an HTTP 429 written for browsers, a `grpc-status: 0`) is
 /// replaced, and the first such replacement is logged: a gRPC client can
 /// read neither, nor would it learn when to retry.
-pub(crate) fn refuse<B: From<Bytes>>(rejection: &Rejection<'_>, own: Option<Response<B>>) -> Response<B> {
-    let mut response = match own {
-        Some(own) if is_grpc_refusal(own.headers()) => normalised(rejection, own),
+pub(crate) fn refuse<B: From<Bytes>>(
+    route: &str,
+    outcome: &Outcome,
+    retry: u64,
+    own: Option<Response<B>>,
+) -> Response<B> {
+    let mut refusal = match own {
+        Some(own) if is_grpc_refusal(own.headers()) => normalised(outcome, retry, own),
         Some(own) => {
             if HOOK_LOGGED.first() {
                 tracing::warn!(
                     target: "ratelimit",
-                    route = rejection.route(),
+                    route,
                     status = own.status().as_u16(),
                     "a rejection hook answered a refused gRPC request with a response that is not a gRPC refusal \
                      (content-type application/grpc and a grpc-status other than 0); sending the default gRPC \
                      refusal instead (see Rejection::is_grpc and Rejection::grpc_response)"
                 );
             }
-            rejection.grpc_response().map(B::from)
+            response(outcome, retry).map(B::from)
         }
-        None => rejection.grpc_response().map(B::from),
+        None => response(outcome, retry).map(B::from),
     };
-    rejection
-        .outcome()
-        .finish_rejection(response.headers_mut(), rejection.retry_after_secs());
+    outcome.finish_rejection(refusal.headers_mut(), retry);
     // Never stored by a cache: a refusal is for this client, now.
-    response
+    refusal
         .headers_mut()
         .insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+    refusal
 }
 
 /// A hook's gRPC refusal, made well-formed: Trailers-Only (HTTP 200, no
@@ -121,7 +124,7 @@ pub(crate) fn refuse<B: From<Bytes>>(rejection: &Rejection<'_>, own: Option<Resp
 /// say (a hook that changed them in `grpc_response()`'s answer leaves the
 /// default details behind; clients that read the details would see code 8
 /// and the default message).
-fn normalised<B: From<Bytes>>(rejection: &Rejection<'_>, own: Response<B>) -> Response<B> {
+fn normalised<B: From<Bytes>>(outcome: &Outcome, retry: u64, own: Response<B>) -> Response<B> {
     let (mut parts, _body) = own.into_parts();
     parts.status = StatusCode::OK;
     let code = parts
@@ -135,8 +138,6 @@ fn normalised<B: From<Bytes>>(rejection: &Rejection<'_>, own: Response<B>) -> Re
         .and_then(|v| v.to_str().ok())
         .map(percent_decode)
         .unwrap_or_default();
-    let outcome = rejection.outcome();
-    let retry = rejection.retry_after_secs();
     let default_message = self::message(outcome, retry);
     if code != RESOURCE_EXHAUSTED || message != default_message {
         let details = status_details(code, &message, retry_delay(outcome, retry));

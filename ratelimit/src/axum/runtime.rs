@@ -52,7 +52,7 @@ pub(crate) struct Runtime {
     /// reloads cannot leave one's mask with the other's configuration.
     reloading: std::sync::Mutex<()>,
     /// What the telemetry task last published of this runtime's counters.
-    pub(crate) published: super::telemetry::Published,
+    pub(crate) published: crate::metrics::Published,
     /// The fleet-wide gate, when `[global]` is configured.
     #[cfg(feature = "redis")]
     pub(crate) gate: Option<Arc<crate::global::FleetGate>>,
@@ -207,10 +207,14 @@ impl Runtime {
         #[cfg(feature = "jwt")]
         let jwt = match jwt {
             Some(v) => Some(v),
-            None => config
-                .jwt_verifier()
-                .await
-                .map_err(|e| SetupError::caused_by("jwt", "[jwt]: ", e))?,
+            None => match config.jwt.as_ref().and_then(|j| j.verification.as_ref()) {
+                None => None,
+                Some(v) => Some(
+                    crate::jwt::JwtVerifier::from_settings(v, &config.tls, config.ip.network_prefixes())
+                        .await
+                        .map_err(|e| SetupError::caused_by("jwt", "[jwt]: ", e))?,
+                ),
+            },
         };
         #[cfg(feature = "service")]
         let own = own_service.is_some();
@@ -275,7 +279,7 @@ impl Runtime {
             observer: Observer::default(),
             probes: std::sync::atomic::AtomicU8::new(probes),
             reloading: std::sync::Mutex::new(()),
-            published: super::telemetry::Published::default(),
+            published: crate::metrics::Published::default(),
             #[cfg(feature = "redis")]
             gate,
         })
@@ -326,7 +330,12 @@ impl Runtime {
                     .as_ref()
                     .map(|hook| hook(&rejection).map(axum::body::Body::from))
             });
-            return super::grpc::refuse(&rejection, own);
+            return super::grpc::refuse(
+                rejection.route(),
+                rejection.outcome(),
+                rejection.retry_after_secs(),
+                own,
+            );
         }
         let mut response = match route_hook(&rejection) {
             Some(own) => own,
@@ -352,7 +361,12 @@ impl Runtime {
         };
         if rejection.is_grpc() {
             let own = self.reject_hook.as_ref().map(|hook| hook(&rejection));
-            return super::grpc::refuse(&rejection, own);
+            return super::grpc::refuse(
+                rejection.route(),
+                rejection.outcome(),
+                rejection.retry_after_secs(),
+                own,
+            );
         }
         let mut response = self.shaped(&rejection);
         settle(&rejection, &mut response);

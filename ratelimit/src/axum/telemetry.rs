@@ -4,7 +4,6 @@
 //! demand ([`RateLimit::publish_metrics`](super::RateLimit::publish_metrics)),
 //! so the request path never touches a metric for them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -20,27 +19,6 @@ use super::runtime::Runtime;
 
 /// How often the background task publishes.
 const EVERY: Duration = Duration::from_secs(1);
-
-/// What this runtime last published of each counter: counters are
-/// process-wide series, so each runtime adds what it counted since (two
-/// runtimes in one process add up, and a runtime that replaces another
-/// keeps the series growing), never sets a total.
-#[derive(Debug, Default)]
-pub(crate) struct Published {
-    counters: [AtomicU64; 11],
-}
-
-impl Published {
-    /// Adds to `counter` what `total` (this runtime's own count) grew by
-    /// since the last call for `slot`. `fetch_max`: of two publishers that
-    /// race, the later total wins and nothing is added twice.
-    fn add(&self, slot: usize, total: u64, counter: metrics::Counter) {
-        let before = self.counters[slot].fetch_max(total, Ordering::Relaxed);
-        if total > before {
-            counter.increment(total - before);
-        }
-    }
-}
 
 /// Sets every series from the parts' statistics now. Gauges are set (the
 /// last runtime to publish wins: run one runtime per process, as the

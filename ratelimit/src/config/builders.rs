@@ -21,29 +21,9 @@ use std::time::Duration;
 
 use super::{FleetSecret, GlobalConfig, ResponseConfig, ServiceConfig, ServiceSecret, StoreConfig};
 use crate::limits::{JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig};
+use crate::setters::with;
 use crate::store::OverflowPolicy;
 use crate::Quota;
-
-/// `with_<field>(value)` for each listed field: sets it, returns `self`.
-macro_rules! with {
-    ($ty:ty { $($method:ident => $field:ident: $arg:ty $(as $conv:ident)?),* $(,)? }) => {
-        impl $ty {
-            $(
-                #[doc = concat!("Sets `", stringify!($field), "`.")]
-                #[must_use]
-                pub fn $method(mut self, value: $arg) -> Self {
-                    self.$field = $crate::config::builders::with!(@conv value $(, $conv)?);
-                    self
-                }
-            )*
-        }
-    };
-    (@conv $v:ident) => { $v };
-    (@conv $v:ident, into) => { $v.into() };
-    (@conv $v:ident, some) => { Some($v) };
-    (@conv $v:ident, some_into) => { Some($v.into()) };
-}
-pub(crate) use with;
 
 with!(StoreConfig {
     with_max_keys => max_keys: usize,

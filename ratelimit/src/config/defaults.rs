@@ -17,7 +17,7 @@ impl StoreConfig {
     pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
     /// New keys one client network may bring into the store per minute
     /// (also its burst), by default.
-    pub const DEFAULT_NEW_KEYS_PER_NETWORK: u32 = 256;
+    pub const DEFAULT_NEW_KEYS_PER_NETWORK: u32 = crate::defaults::NEW_KEYS_PER_NETWORK;
 }
 
 impl Default for StoreConfig {

@@ -39,6 +39,7 @@ use std::path::Path;
 use std::time::Duration;
 
 pub use crate::limits::{JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig};
+pub use crate::net::TlsConfig;
 pub use diff::ConfigChanges;
 pub use error::ConfigError;
 /// What a request costs, in the rule language both the attribute and
@@ -152,13 +153,6 @@ impl std::fmt::Debug for ServiceSecret {
     }
 }
 
-/// What startup and the checker say of an HMAC secret or PEM key without an
-/// algorithm.
-#[cfg(feature = "jwt")]
-pub(crate) const MISSING_ALGORITHM: &str =
-    "no algorithm: an HMAC secret or a PEM key needs one named (algorithm = \"HS256\", \"RS256\", ...; in code \
-     JwtVerification::with_algorithm)";
-
 /// A validated configuration. Build it with [`Config::from_file`] or
 /// [`Config::from_toml_str`]; swap it at run time with [`ConfigHandle`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,55 +184,6 @@ pub struct Config {
     /// The runtime's outbound TLS clients (`[tls]`): HTTPS to a JWKS URL
     /// and to the limit service, `rediss://` to Redis.
     pub tls: TlsConfig,
-}
-
-/// `[tls]`: what every outbound TLS client of the runtime trusts: HTTPS to
-/// `[jwt] jwks_url` and to `[service] url` (feature `service`), and
-/// `rediss://` to `[global] redis_url` (feature `redis-tls`) unless
-/// `[global] ca_file` names its own CA (the more specific setting wins).
-///
-/// With `ca_file` set, the certificates of that PEM file are the roots, and
-/// the only ones (a private CA; concatenate a public bundle into the file to
-/// trust both). Unset, the webpki roots (Mozilla's, compiled in, the same on
-/// every host). Certificates are always verified, hostname included. The
-/// crypto provider is the application's process default if it installed
-/// one, else ring for these clients alone: the library never installs one.
-///
-/// ```
-/// use ratelimit::config::{Config, TlsConfig};
-///
-/// # let dir = std::env::temp_dir().join(format!("ratelimit-doc-tls-{}", std::process::id()));
-/// # std::fs::create_dir_all(&dir).unwrap();
-/// # let ca = dir.join("missing-ca.pem");
-/// // In the file: `[tls] ca_file = "ca.pem"`, checked when the file is read.
-/// let text = format!("[profiles.std]\nrate = \"10/s\"\n[tls]\nca_file = {:?}\n", ca.display().to_string());
-/// let err = Config::from_toml_str(&text).unwrap_err();
-/// assert_eq!(err.field(), Some("tls.ca_file"));
-/// assert_eq!(err.line(), Some(4));
-///
-/// // In code:
-/// let mut config = Config::from_toml_str("[profiles.std]\nrate = \"10/s\"\n").unwrap();
-/// assert_eq!(config.tls, TlsConfig::default()); // the webpki roots
-/// config.tls = TlsConfig::with_ca_file("/etc/ratelimit/private-ca.pem");
-/// assert!(config.tls.ca_file.is_some());
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct TlsConfig {
-    /// A PEM file of the CA certificates to trust instead of the webpki
-    /// roots. A relative path is from the working directory. Read and
-    /// checked when a configuration file is loaded, and again when a
-    /// client is built.
-    pub ca_file: Option<std::path::PathBuf>,
-}
-
-impl TlsConfig {
-    /// Trust the CAs of the PEM file at `path` (and only them).
-    pub fn with_ca_file(path: impl Into<std::path::PathBuf>) -> Self {
-        TlsConfig {
-            ca_file: Some(path.into()),
-        }
-    }
 }
 
 /// `[global]`: the fleet-wide gate reconciled through Redis (feature
@@ -338,43 +283,6 @@ impl ResponseConfig {
 pub const ENV_PREFIX: &str = "RATELIMIT__";
 
 impl Config {
-    /// Reads and validates a TOML file, then applies `RATELIMIT__*`
-    /// environment overrides (see [`Config::from_toml_str_with_env`]).
-    ///
-    /// Errors name the file, the line and column, and the field.
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, e))?;
-        raw::load(&text, Some(path), raw::env_overrides()?)
-    }
-
-    /// Parses and validates TOML text, without environment overrides.
-    pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
-        raw::load(text, None, std::iter::empty())
-    }
-
-    /// Parses TOML text, then applies overrides from `vars`: a variable named
-    /// `RATELIMIT__PROFILES__STANDARD__RATE` sets `profiles.standard.rate`
-    /// (path segments separated by `__`, matched case-insensitively). Values
-    /// are read as TOML (`100`, `true`, `["10.0.0.0/8"]`) and otherwise as
-    /// strings. An override can change an existing profile or route but not
-    /// create one (a typo would otherwise change nothing, silently).
-    ///
-    /// ```
-    /// use ratelimit::config::Config;
-    ///
-    /// let text = "default_profile = \"std\"\n[profiles.std]\nrate = \"10/s\"\n";
-    /// let vars = [("RATELIMIT__PROFILES__STD__BURST".to_string(), "3".to_string())];
-    /// let config = Config::from_toml_str_with_env(text, vars).unwrap();
-    /// assert_eq!(config.default_quota().burst(), 3);
-    /// ```
-    pub fn from_toml_str_with_env(
-        text: &str,
-        vars: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<Config, ConfigError> {
-        raw::load(text, None, vars)
-    }
-
     /// The default profile's name.
     pub fn default_profile(&self) -> &str {
         &self.default_profile
@@ -406,62 +314,6 @@ impl Config {
     /// All route overrides, by name.
     pub fn routes(&self) -> &BTreeMap<String, RouteConfig> {
         &self.routes
-    }
-
-    /// The token verifier described by `[jwt]`, if it names a key source.
-    /// Reads key files and the secret's environment variable now, and
-    /// fetches a JWKS URL (which needs the `service` feature and a tokio
-    /// runtime; `https://` trusts what [`Config::tls`] says).
-    #[cfg(feature = "jwt")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
-    pub async fn jwt_verifier(&self) -> Result<Option<crate::jwt::JwtVerifier>, crate::jwt::JwtConfigError> {
-        use crate::jwt::JwtVerifier;
-        let Some(v) = self.jwt.as_ref().and_then(|j| j.verification.as_ref()) else {
-            return Ok(None);
-        };
-        let alg = || -> Result<jsonwebtoken::Algorithm, crate::jwt::JwtConfigError> {
-            let Some(name) = v.algorithm.as_deref() else {
-                return Err(crate::jwt::JwtConfigError::new(MISSING_ALGORITHM.to_owned()));
-            };
-            name.parse()
-                .map_err(|_| crate::jwt::JwtConfigError::new(format!("unknown algorithm {name:?}")))
-        };
-        let verifier = match &v.keys {
-            JwtKeySource::HmacSecretEnv(var) => JwtVerifier::hmac_from_env(var, alg()?)?,
-            JwtKeySource::PemFile(path) => JwtVerifier::pem_file(path, alg()?)?,
-            JwtKeySource::JwksFile(path) => JwtVerifier::jwks_file(path)?,
-            #[cfg(feature = "service")]
-            JwtKeySource::JwksUrl(url) => {
-                let settings = crate::jwt::JwksSettings {
-                    refresh_every: v.jwks_refresh,
-                    cooldown: v.jwks_cooldown,
-                    ..crate::jwt::JwksSettings::default()
-                };
-                JwtVerifier::jwks_url_with_tls(url, settings, &self.tls).await?
-            }
-            #[cfg(not(feature = "service"))]
-            JwtKeySource::JwksUrl(_) => {
-                return Err(crate::jwt::JwtConfigError::new(
-                    "jwt.jwks_url needs the `service` feature of ratelimit",
-                ))
-            }
-        };
-        let mut verifier = verifier
-            .leeway(v.leeway)
-            .failed_checks_per_ip(v.max_failed_per_ip, v.failed_window, v.max_failed_tracked)
-            .failed_checks_per_network(
-                v.max_failed_per_network,
-                v.failed_window,
-                self.ip.network_prefixes().0,
-                self.ip.network_prefixes().1,
-            );
-        if !v.issuer.is_empty() {
-            verifier = verifier.issuer(&v.issuer.iter().map(String::as_str).collect::<Vec<_>>());
-        }
-        if !v.audience.is_empty() {
-            verifier = verifier.audience(&v.audience.iter().map(String::as_str).collect::<Vec<_>>());
-        }
-        Ok(Some(verifier))
     }
 
     /// The CA file the Redis client of `[global]` trusts: `[global]

@@ -54,7 +54,7 @@ impl Default for RedisSettings {
     }
 }
 
-crate::config::builders::with!(RedisSettings {
+crate::setters::with!(RedisSettings {
     with_prefix => prefix: impl Into<String> as into,
     with_cluster => cluster: bool,
     with_connect_timeout => connect_timeout: Duration,
@@ -162,7 +162,7 @@ impl RedisStore {
                 )
                 .await
                 .map_err(|_| GlobalError::unsent(format!("redis: no connection within {timeout:?}")).timed_out())?
-                .map_err(|e| timing(GlobalError::unsent(format!("redis: {e}")), &e))?;
+                .map_err(|e| GlobalError::unsent(format!("redis: {e}")).timed_out_if(&e))?;
                 Conn::Single(manager)
             }
             Client::Cluster(client) => {
@@ -171,7 +171,7 @@ impl RedisStore {
                     .map_err(|_| {
                         GlobalError::unsent(format!("redis cluster: no connection within {timeout:?}")).timed_out()
                     })?
-                    .map_err(|e| timing(GlobalError::unsent(format!("redis cluster: {e}")), &e))?;
+                    .map_err(|e| GlobalError::unsent(format!("redis cluster: {e}")).timed_out_if(&e))?;
                 Conn::Cluster(conn)
             }
             #[cfg(feature = "redis-tls")]
@@ -402,7 +402,7 @@ impl GlobalStore for RedisStore {
                 Ok(Ok(_)) => Ok(Vec::new()),
                 Ok(Err(e)) => {
                     self.forget().await;
-                    Err(timing(GlobalError::unsent(format!("redis: {e}")), &e))
+                    Err(GlobalError::unsent(format!("redis: {e}")).timed_out_if(&e))
                 }
                 Err(_) => {
                     self.forget().await;
@@ -461,7 +461,7 @@ impl GlobalStore for RedisStore {
                 // A refused connection (the manager reconnecting, a node
                 // down): this pipeline was not written.
                 Ok(Err(e)) if e.is_connection_refusal() => GlobalError::unsent(format!("redis: {e}")),
-                Ok(Err(e)) => timing(GlobalError::new(format!("redis: {e}")), &e),
+                Ok(Err(e)) => GlobalError::new(format!("redis: {e}")).timed_out_if(&e),
             };
             failed += 1;
             if failure.is_unsent() {
@@ -487,16 +487,6 @@ impl GlobalStore for RedisStore {
             .into_iter()
             .map(|r| r.unwrap_or_else(|| OpResult::Failed(GlobalError::new("redis: no reply for an operation"))))
             .collect())
-    }
-}
-
-/// `e`, marked as a timeout when redis-rs says the server was too slow
-/// (including a connect timeout, an I/O error of kind `TimedOut`).
-pub(super) fn timing(e: GlobalError, cause: &redis::RedisError) -> GlobalError {
-    if cause.is_timeout() {
-        e.timed_out()
-    } else {
-        e
     }
 }
 

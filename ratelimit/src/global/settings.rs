@@ -72,7 +72,7 @@ impl GateSettings {
     }
 }
 
-crate::config::builders::with!(GateSettings {
+crate::setters::with!(GateSettings {
     with_window => window: Duration,
     with_sub_epochs => sub_epochs: u32 as some,
     with_sync_interval => sync_interval: Duration,

@@ -126,6 +126,17 @@ impl GlobalError {
         self.timed_out
     }
 
+    /// The same error, marked as a timeout when redis-rs says the server
+    /// was too slow (including a connect timeout, an I/O error of kind
+    /// `TimedOut`).
+    pub(crate) fn timed_out_if(self, cause: &::redis::RedisError) -> GlobalError {
+        if cause.is_timeout() {
+            self.timed_out()
+        } else {
+            self
+        }
+    }
+
     /// The same error, as one after which work may have been applied.
     pub(crate) fn maybe_applied(self) -> GlobalError {
         GlobalError { unsent: false, ..self }

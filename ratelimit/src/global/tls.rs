@@ -71,7 +71,7 @@ impl Tls {
     fn new(ca_file: Option<&Path>, connect_timeout: Duration) -> Result<Tls, String> {
         // The runtime's one rustls setup (`crate::tls`): the application's
         // provider or ring, never installed; `ca_file` or the webpki roots.
-        let tls = crate::tls::client_config(ca_file)?;
+        let tls = crate::net::tls::client_config(ca_file)?;
         Ok(Tls {
             connector: TlsConnector::from(Arc::new(tls.config)),
             roots: tls.roots,
@@ -245,7 +245,7 @@ impl TlsClient {
             Target::Single(info) => {
                 let node = self.tls.connect(info.clone(), config).await;
                 node.map(TlsConn::Single)
-                    .map_err(|e| super::redis::timing(GlobalError::unsent(format!("redis: {e}")), &e))
+                    .map_err(|e| GlobalError::unsent(format!("redis: {e}")).timed_out_if(&e))
             }
             Target::Cluster(client) => {
                 let timeout = self.tls.connect_timeout;
@@ -255,7 +255,7 @@ impl TlsClient {
                         GlobalError::unsent(format!("redis cluster: no connection within {timeout:?}")).timed_out()
                     })?
                     .map(TlsConn::Cluster)
-                    .map_err(|e| super::redis::timing(GlobalError::unsent(format!("redis cluster: {e}")), &e))
+                    .map_err(|e| GlobalError::unsent(format!("redis cluster: {e}")).timed_out_if(&e))
             }
         }
     }

@@ -15,7 +15,7 @@ const BUDGET_ROUTE: u32 = 2;
 /// The network budget a standalone [`HeaderKey`]'s tracker uses: the
 /// `[store]` default.
 fn default_network_budget() -> Quota {
-    Quota::per_minute(crate::config::StoreConfig::DEFAULT_NEW_KEYS_PER_NETWORK)
+    Quota::per_minute(crate::defaults::NEW_KEYS_PER_NETWORK)
 }
 
 /// How many distinct header values a client address may introduce.

@@ -13,6 +13,8 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use ipnet::IpNet;
 
+use crate::net::{normalize, prefix_of};
+
 /// The most chain entries examined; a longer chain ends the walk (a real
 /// proxy chain is a handful of hops, an attacker's can be thousands).
 const MAX_HOPS: usize = 32;
@@ -301,33 +303,6 @@ impl ClientIpConfig {
     /// ```
     pub fn aggregate(&self, ip: IpAddr) -> IpAddr {
         prefix_of(ip, self.ipv6_prefix, self.ipv4_prefix)
-    }
-}
-
-/// The first `v6` (IPv6) or `v4` (IPv4) bits of `ip`, the rest zeroed;
-/// IPv4-mapped IPv6 is the IPv4 address it maps. A length of 0 keeps
-/// nothing; lengths above the family's width keep everything.
-pub(crate) fn prefix_of(ip: IpAddr, v6: u8, v4: u8) -> IpAddr {
-    match normalize(ip) {
-        IpAddr::V4(a) => {
-            let mask = u32::MAX.checked_shl(32u32.saturating_sub(u32::from(v4))).unwrap_or(0);
-            IpAddr::V4((u32::from(a) & mask).into())
-        }
-        IpAddr::V6(a) => {
-            let mask = u128::MAX.checked_shl(128u32.saturating_sub(u32::from(v6))).unwrap_or(0);
-            IpAddr::V6((u128::from(a) & mask).into())
-        }
-    }
-}
-
-/// IPv4-mapped IPv6 (`::ffff:192.0.2.1`) is the IPv4 client it maps.
-pub(crate) fn normalize(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        },
-        v4 => v4,
     }
 }
 

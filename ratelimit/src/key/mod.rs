@@ -17,8 +17,6 @@ pub(crate) use header::single_value;
 pub(crate) use header::HeaderBudget;
 pub use header::{HeaderCardinality, HeaderKey, HeaderKeyError};
 pub(crate) use ip::normalize_net;
-#[cfg(feature = "jwt")]
-pub(crate) use ip::prefix_of;
 pub use ip::{ClientIpConfig, ForwardedHeader, PrefixError};
 pub use source::{write_address_id, AnyKey, Claim, CustomKey, Global, Header, Ip, KeyContext, KeyHasher, KeySource};
 

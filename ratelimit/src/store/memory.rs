@@ -117,7 +117,7 @@ use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::Quota;
 use std::fmt;
 
-use super::shard::{backoff, Bucket, Insert, Shard, BUSY, PROBE_BUCKETS, SLOTS_PER_BUCKET};
+use super::shard::{backoff, Bucket, Insert, Shard, ShardCounters, BUSY, PROBE_BUCKETS, SLOTS_PER_BUCKET};
 use super::{CellKey, Placement, Store};
 
 /// Slots per key at the bound, as a ratio: the table is at most half full.
@@ -150,28 +150,6 @@ pub enum OverflowPolicy {
 /// A counter on a cache line of its own (written only by inserts and sweeps).
 #[repr(align(64))]
 struct Occupied(AtomicUsize);
-
-/// What a shard counts for operators ([`MemoryStore::stats`] sums them):
-/// per shard, on a cache line of their own, so a flood of new keys on every
-/// core (the path that overflows, charges a group's shared cell or sweeps)
-/// does not meet on one line; never written on the hit path. std's
-/// atomics, not the loom-aware ones: statistics, not part of the cell
-/// protocol the loom models check.
-#[repr(align(64))]
-#[derive(Default)]
-pub(super) struct ShardCounters {
-    overflowed: std::sync::atomic::AtomicU64,
-    grouped: std::sync::atomic::AtomicU64,
-    swept: std::sync::atomic::AtomicU64,
-    repaired: std::sync::atomic::AtomicU64,
-}
-
-impl ShardCounters {
-    /// A misplaced write handed back (see "Refunds").
-    pub(super) fn count_repaired(&self) {
-        self.repaired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
 
 /// Whole sweeps, counted by the sweeper (one writer).
 #[derive(Default)]

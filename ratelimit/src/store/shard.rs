@@ -45,6 +45,28 @@ impl Bucket {
     }
 }
 
+/// What a shard counts for operators ([`MemoryStore::stats`](crate::MemoryStore::stats) sums them):
+/// per shard, on a cache line of their own, so a flood of new keys on every
+/// core (the path that overflows, charges a group's shared cell or sweeps)
+/// does not meet on one line; never written on the hit path. std's
+/// atomics, not the loom-aware ones: statistics, not part of the cell
+/// protocol the loom models check.
+#[repr(align(64))]
+#[derive(Default)]
+pub(super) struct ShardCounters {
+    pub(super) overflowed: std::sync::atomic::AtomicU64,
+    pub(super) grouped: std::sync::atomic::AtomicU64,
+    pub(super) swept: std::sync::atomic::AtomicU64,
+    pub(super) repaired: std::sync::atomic::AtomicU64,
+}
+
+impl ShardCounters {
+    /// A misplaced write handed back (see "Refunds").
+    pub(super) fn count_repaired(&self) {
+        self.repaired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 pub(super) struct Shard {
     pub(super) buckets: Box<[Bucket]>,
     pub(super) insert_locks: Box<[AtomicBool]>,
@@ -55,7 +77,7 @@ pub(super) struct Shard {
     /// across owners (refunds aside: see "Refunds" in `memory.rs`).
     pub(super) evicted_high: AtomicU64,
     /// What this shard counts for operators (`MemoryStore::stats`).
-    pub(super) counters: super::memory::ShardCounters,
+    pub(super) counters: ShardCounters,
 }
 
 /// Waits a little for another thread to finish moving a slot: spin first,

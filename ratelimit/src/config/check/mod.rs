@@ -392,7 +392,7 @@ pub(crate) fn missing_features(config: &Config) -> Vec<(&'static str, String, St
 }
 
 /// The JWT key source can be read: the same constructors
-/// [`Config::jwt_verifier`] calls (a JWKS URL's syntax only: it is not
+/// [`JwtVerifier::from_settings`](crate::jwt::JwtVerifier::from_settings) calls (a JWKS URL's syntax only: it is not
 /// fetched).
 #[cfg(feature = "jwt")]
 fn jwt_keys(v: &super::JwtVerification) -> Result<(), (&'static str, String)> {
@@ -408,7 +408,7 @@ fn jwt_keys(v: &super::JwtVerification) -> Result<(), (&'static str, String)> {
         return http_url_syntax(url).map_err(|m| (field, m));
     }
     let alg = || match v.algorithm.as_deref() {
-        None => Err((field, super::MISSING_ALGORITHM.to_owned())),
+        None => Err((field, crate::limits::MISSING_ALGORITHM.to_owned())),
         Some(name) => name
             .parse::<jsonwebtoken::Algorithm>()
             .map_err(|_| (field, format!("unknown algorithm {name:?}"))),

@@ -23,7 +23,46 @@ use validate::Ctx;
 use super::error::line_col;
 use super::{Config, ConfigError, ENV_PREFIX};
 
-pub(super) fn load(
+impl Config {
+    /// Reads and validates a TOML file, then applies `RATELIMIT__*`
+    /// environment overrides (see [`Config::from_toml_str_with_env`]).
+    ///
+    /// Errors name the file, the line and column, and the field.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, e))?;
+        load(&text, Some(path), env::env_overrides()?)
+    }
+
+    /// Parses and validates TOML text, without environment overrides.
+    pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
+        load(text, None, std::iter::empty())
+    }
+
+    /// Parses TOML text, then applies overrides from `vars`: a variable named
+    /// `RATELIMIT__PROFILES__STANDARD__RATE` sets `profiles.standard.rate`
+    /// (path segments separated by `__`, matched case-insensitively). Values
+    /// are read as TOML (`100`, `true`, `["10.0.0.0/8"]`) and otherwise as
+    /// strings. An override can change an existing profile or route but not
+    /// create one (a typo would otherwise change nothing, silently).
+    ///
+    /// ```
+    /// use ratelimit::config::Config;
+    ///
+    /// let text = "default_profile = \"std\"\n[profiles.std]\nrate = \"10/s\"\n";
+    /// let vars = [("RATELIMIT__PROFILES__STD__BURST".to_string(), "3".to_string())];
+    /// let config = Config::from_toml_str_with_env(text, vars).unwrap();
+    /// assert_eq!(config.default_quota().burst(), 3);
+    /// ```
+    pub fn from_toml_str_with_env(
+        text: &str,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        load(text, None, vars)
+    }
+}
+
+fn load(
     text: &str,
     path: Option<&Path>,
     vars: impl IntoIterator<Item = (String, String)>,

@@ -118,7 +118,7 @@ pub(in crate::config::raw) fn global(
 /// startup, so a bad file fails there rather than at the first connection).
 #[cfg(feature = "redis-tls")]
 fn check_ca_file(path: &Path) -> Result<(), String> {
-    crate::ca::read_ca_file(path).map(drop)
+    crate::net::ca::read_ca_file(path).map(drop)
 }
 
 #[cfg(not(feature = "redis-tls"))]

@@ -20,7 +20,7 @@ pub(super) fn tls(raw: RawTls, ctx: &Ctx<'_>) -> Result<TlsConfig, ConfigError> 
 /// certificate).
 #[cfg(any(feature = "service", feature = "redis-tls"))]
 fn check_ca_file(path: &Path) -> Result<(), String> {
-    crate::ca::read_ca_file(path).map(drop)
+    crate::net::ca::read_ca_file(path).map(drop)
 }
 
 #[cfg(not(any(feature = "service", feature = "redis-tls")))]

@@ -1,0 +1,133 @@
+//! Who a rule limits: the key kinds, their table, and a key read from its
+//! kind and argument.
+
+use crate::error::{Error, ErrorKind};
+use crate::names::{claim_path, custom_name, header_name};
+
+/// Who a rule limits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// The client's address.
+    Ip,
+    /// A request header's value; the name is lowercased.
+    Header(String),
+    /// A claim of a verified token, by dotted path (`org.id`).
+    Claim(String),
+    /// One bucket for the whole route, whoever the client.
+    Global,
+    /// A key source of the application's: in the attribute, the path of a
+    /// type implementing `ratelimit::key::KeySource` (as written,
+    /// `tenant::ByTenant`); in the configuration, the name it was
+    /// registered under on the runtime's builder.
+    Custom(String),
+}
+
+impl KeyKind {
+    /// The type that runs this kind, in `ratelimit::__private` (what the
+    /// attribute expands to), and its argument: a unit value when `None`,
+    /// else `Type::from_static(argument)`.
+    pub fn runtime(&self) -> (&'static str, Option<&str>) {
+        match self {
+            KeyKind::Ip => ("Ip", None),
+            KeyKind::Header(name) => ("Header", Some(name)),
+            KeyKind::Claim(path) => ("Claim", Some(path)),
+            KeyKind::Global => ("Global", None),
+            // The attribute names the type itself; the configuration looks
+            // the name up among the extractors registered on the builder.
+            KeyKind::Custom(name) => ("Custom", Some(name)),
+        }
+    }
+}
+
+/// The key kinds, as both surfaces spell them, and whether each takes an
+/// argument: the one table [`key`] and [`key_takes_argument`] read.
+pub const KEY_KINDS: [(&str, bool); 5] = [
+    ("ip", false),
+    ("header", true),
+    ("jwt_claim", true),
+    ("global", false),
+    ("custom", true),
+];
+
+/// A key from its kind and argument: `("ip", None)`,
+/// `("header", Some("x-api-key"))`, `("jwt_claim", Some("sub"))`.
+pub fn key(kind: &str, arg: Option<&str>) -> Result<KeyKind, Error> {
+    let Some(&(fixed, takes)) = KEY_KINDS.iter().find(|(k, _)| *k == kind) else {
+        return Err(Error::new(ErrorKind::UnknownKeyKind(kind.to_owned())));
+    };
+    match (fixed, arg) {
+        (_, Some(_)) if !takes => Err(Error::new(ErrorKind::KeyTakesNoArgument(fixed))),
+        (_, None) if takes => Err(Error::new(ErrorKind::KeyNeedsArgument(fixed))),
+        ("header", Some(name)) => header_name(name).map(KeyKind::Header),
+        ("jwt_claim", Some(path)) => claim_path(path).map(|()| KeyKind::Claim(path.to_owned())),
+        ("custom", Some(name)) => custom_name(name).map(|()| KeyKind::Custom(name.to_owned())),
+        ("global", None) => Ok(KeyKind::Global),
+        _ => Ok(KeyKind::Ip),
+    }
+}
+
+/// Whether a key kind takes an argument; `None` when there is no such kind.
+pub fn key_takes_argument(kind: &str) -> Option<bool> {
+    KEY_KINDS.iter().find(|(k, _)| *k == kind).map(|&(_, takes)| takes)
+}
+
+/// A key as the configuration writes it: `"ip"`, `"header:x-api-key"`,
+/// `"jwt_claim:sub"`.
+pub fn key_text(text: &str) -> Result<KeyKind, Error> {
+    match text.split_once(':') {
+        Some((kind, arg)) => key(kind, Some(arg)),
+        None => key(text, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::{MAX_CUSTOM_NAME, MAX_HEADER_NAME};
+
+    #[test]
+    fn keys() {
+        assert_eq!(key_text("ip"), Ok(KeyKind::Ip));
+        assert_eq!(key_text("header:X-Api-Key"), Ok(KeyKind::Header("x-api-key".into())));
+        assert_eq!(key_text("jwt_claim:org.id"), Ok(KeyKind::Claim("org.id".into())));
+        assert_eq!(
+            key_text("jwt_claim:https://x/y"),
+            Ok(KeyKind::Claim("https://x/y".into()))
+        );
+        for bad in [
+            "",
+            "IP",
+            "ip:",
+            "ip:x",
+            "header",
+            "header:",
+            "header:x y",
+            "header:x:y",
+            "jwt_claim",
+            "jwt_claim:",
+            "jwt_claim:a..b",
+            "jwt_claim:.a",
+            "jwt_claim:a b",
+            "jwt_claim:a\u{7}",
+            "cookie:x",
+            "global:x",
+            "custom",
+            "custom:",
+            "custom:a b",
+            "custom:a\"b",
+        ] {
+            assert!(key_text(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(key_text("global"), Ok(KeyKind::Global));
+        assert_eq!(key_text("custom:tenant"), Ok(KeyKind::Custom("tenant".into())));
+        assert_eq!(key_text("custom:a::B"), Ok(KeyKind::Custom("a::B".into())));
+        assert!(key("custom", Some(&"a".repeat(MAX_CUSTOM_NAME + 1))).is_err());
+        assert_eq!(key("header", Some("A")), key_text("header:A"));
+        assert!(key("header", Some(&"a".repeat(MAX_HEADER_NAME))).is_ok());
+        assert!(key("header", Some(&"a".repeat(MAX_HEADER_NAME + 1))).is_err());
+        for (kind, takes) in KEY_KINDS {
+            assert_eq!(key_takes_argument(kind), Some(takes));
+            assert_eq!(key(kind, None).is_err(), takes, "{kind}");
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! How much: the steps of a resolver chain, their table, and the shape a
+//! chain must have.
+
+use crate::error::{Error, ErrorKind};
+
+/// A step of a resolver chain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Limits carried by the verified token.
+    Jwt,
+    /// The limit service's answer for the client.
+    Service,
+    /// A named profile of the configuration.
+    Profile(String),
+    /// The route's profile, else the default profile; always answers.
+    Default,
+}
+
+impl Step {
+    /// The resolver type that runs this step, in `ratelimit::__private`, and
+    /// its argument (as [`KeyKind::runtime`](crate::KeyKind::runtime)).
+    pub fn runtime(&self) -> (&'static str, Option<&str>) {
+        match self {
+            Step::Jwt => ("JwtTier", None),
+            Step::Service => ("ConfiguredService", None),
+            Step::Profile(name) => ("NamedProfile", Some(name)),
+            Step::Default => ("DefaultProfile", None),
+        }
+    }
+
+    /// The step reads verified claims (the runtime verifies the token even
+    /// when the key is not a claim).
+    pub fn needs_claims(&self) -> bool {
+        *self == Step::Jwt
+    }
+
+    /// The step asks the limit service (the runtime computes the client id).
+    pub fn needs_service(&self) -> bool {
+        *self == Step::Service
+    }
+
+    /// The profile the step names, if any (checked against the
+    /// configuration).
+    pub fn profile(&self) -> Option<&str> {
+        match self {
+            Step::Profile(name) => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// The resolver steps and whether each takes an argument: the one table
+/// [`step`] and [`step_takes_argument`] read.
+pub const STEPS: [(&str, bool); 4] = [
+    ("jwt", false),
+    ("service", false),
+    ("profile", true),
+    ("default", false),
+];
+
+/// A step from its name and argument: `("jwt", None)`,
+/// `("profile", Some("standard"))`.
+pub fn step(name: &str, arg: Option<&str>) -> Result<Step, Error> {
+    let Some(&(fixed, takes)) = STEPS.iter().find(|(s, _)| *s == name) else {
+        return Err(Error::new(ErrorKind::UnknownStep(name.to_owned())));
+    };
+    match (fixed, arg) {
+        (_, Some(_)) if !takes => Err(Error::new(ErrorKind::StepTakesNoArgument(fixed))),
+        (_, None) if takes => Err(Error::new(ErrorKind::ProfileNeedsName)),
+        (_, Some(p)) if p.trim().is_empty() => Err(Error::new(ErrorKind::EmptyProfileName)),
+        (_, Some(p)) => Ok(Step::Profile(p.to_owned())),
+        ("jwt", None) => Ok(Step::Jwt),
+        ("service", None) => Ok(Step::Service),
+        _ => Ok(Step::Default),
+    }
+}
+
+/// Whether a step takes an argument; `None` when there is no such step.
+pub fn step_takes_argument(name: &str) -> Option<bool> {
+    STEPS.iter().find(|(s, _)| *s == name).map(|&(_, takes)| takes)
+}
+
+/// A step as the configuration writes it: `"jwt"`, `"profile:standard"`.
+pub fn step_text(text: &str) -> Result<Step, Error> {
+    match text.split_once(':') {
+        Some((name, arg)) => step(name, Some(arg)),
+        None => step(text, None),
+    }
+}
+
+/// Every problem with the shape of a chain, each with the index of the step
+/// it is about: listed twice, `default` before the end, and (when the steps
+/// are otherwise fine) no `default` at the end. Empty when the chain is
+/// valid.
+pub fn check_chain(steps: &[Step]) -> Vec<(usize, Error)> {
+    let steps: Vec<Option<&Step>> = steps.iter().map(Some).collect();
+    check_partial_chain(&steps)
+}
+
+/// [`check_chain`] for a list some of whose steps did not parse (`None`):
+/// positions stay those of the list as written, and a list with an
+/// unparsed step is not also said to lack `default` or to be empty.
+pub fn check_partial_chain(steps: &[Option<&Step>]) -> Vec<(usize, Error)> {
+    if steps.is_empty() {
+        return vec![(0, Error::new(ErrorKind::EmptyChain))];
+    }
+    let mut problems = Vec::new();
+    for (i, s) in steps.iter().enumerate() {
+        let Some(s) = s else { continue };
+        if steps[..i].contains(&Some(s)) {
+            problems.push((i, Error::new(ErrorKind::DuplicateStep((*s).clone()))));
+        } else if **s == Step::Default && i + 1 != steps.len() {
+            problems.push((i, Error::new(ErrorKind::DefaultNotLast)));
+        }
+    }
+    let complete = steps.iter().all(Option::is_some);
+    if complete && problems.is_empty() && steps.last() != Some(&Some(&Step::Default)) {
+        problems.push((steps.len() - 1, Error::new(ErrorKind::MissingDefault)));
+    }
+    problems
+}
+
+/// An empty step list (for surfaces that parse steps one by one and find
+/// none usable).
+pub fn empty_chain() -> Error {
+    Error::new(ErrorKind::EmptyChain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_and_chains() {
+        let chain = |v: &[&str]| v.iter().map(|s| step_text(s)).collect::<Result<Vec<_>, _>>();
+        assert!(check_chain(&chain(&["jwt", "profile:a", "default"]).unwrap()).is_empty());
+        assert!(check_chain(&[]).len() == 1);
+        assert_eq!(check_chain(&chain(&["default", "jwt"]).unwrap())[0].0, 0);
+        assert_eq!(check_chain(&chain(&["jwt", "jwt", "default"]).unwrap())[0].0, 1);
+        assert_eq!(check_chain(&chain(&["jwt"]).unwrap())[0].0, 0);
+        assert!(chain(&["profile:", "default"]).is_err());
+        assert!(chain(&["profile: ", "default"]).is_err());
+        assert!(chain(&["profile", "default"]).is_err());
+        assert!(chain(&["jwt:x", "default"]).is_err());
+        assert_eq!(step_text("profile:a:b"), Ok(Step::Profile("a:b".into())));
+    }
+}

@@ -1,0 +1,72 @@
+//! Key material: a key pinned to its algorithm, the verifier's key set, and
+//! a JWKS document parsed into keys by `kid`.
+
+use std::collections::HashMap;
+
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey};
+
+use super::{err, JwtConfigError};
+
+/// A key and the one algorithm tokens signed with it may name.
+pub(super) struct PinnedKey {
+    pub(super) key: DecodingKey,
+    pub(super) alg: Algorithm,
+}
+
+/// The keys a verifier holds.
+pub(super) enum Keys {
+    Single(PinnedKey),
+    ByKid(HashMap<String, PinnedKey>),
+    #[cfg(feature = "service")]
+    Remote(std::sync::Arc<super::jwks::RemoteJwks>),
+}
+
+/// Keys by `kid` from a JWKS document; every key needs `kid` and `alg`.
+pub(super) fn parse_jwks(json: &str) -> Result<HashMap<String, PinnedKey>, JwtConfigError> {
+    use jsonwebtoken::jwk::{AlgorithmParameters, PublicKeyUse};
+    let set: JwkSet = serde_json::from_str(json).map_err(|e| err(format!("JWKS: {e}")))?;
+    let mut keys = HashMap::new();
+    let mut skipped = Vec::new();
+    // Providers publish keys this verifier must not or cannot use (encryption
+    // keys, symmetric keys, keys without `alg`); skip those rather than fail
+    // the whole set, so one odd key cannot freeze the signing keys in force.
+    for (i, jwk) in set.keys.iter().enumerate() {
+        let name = jwk.common.key_id.clone().unwrap_or_else(|| format!("#{i}"));
+        let Some(kid) = jwk.common.key_id.clone() else {
+            skipped.push(format!("{name}: no `kid`"));
+            continue;
+        };
+        if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {
+            skipped.push(format!("{name}: an encryption key"));
+            continue;
+        }
+        if matches!(jwk.algorithm, AlgorithmParameters::OctetKey(_)) {
+            // A published symmetric key would let anyone mint tokens.
+            skipped.push(format!("{name}: a symmetric (oct) key"));
+            continue;
+        }
+        let alg = match jwk.common.key_algorithm.map(Algorithm::try_from) {
+            Some(Ok(alg)) => alg,
+            Some(Err(e)) => {
+                skipped.push(format!("{name}: {e}"));
+                continue;
+            }
+            None => {
+                skipped.push(format!("{name}: no `alg` (the algorithm is pinned per key)"));
+                continue;
+            }
+        };
+        match DecodingKey::from_jwk(jwk) {
+            Ok(key) if !keys.contains_key(&kid) => {
+                keys.insert(kid, PinnedKey { key, alg });
+            }
+            Ok(_) => skipped.push(format!("{name}: a duplicate kid")),
+            Err(e) => skipped.push(format!("{name}: {e}")),
+        }
+    }
+    if keys.is_empty() {
+        return Err(err(format!("JWKS: no usable signing key ({})", skipped.join("; "))));
+    }
+    Ok(keys)
+}

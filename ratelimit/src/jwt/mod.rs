@@ -1,0 +1,543 @@
+//! Verifying JWTs with `jsonwebtoken`, so their claims can key and size
+//! limits. Anything that does not verify is anonymous traffic: no claims.
+//!
+//! * The algorithm is pinned by the key: a token's `alg` header must equal
+//!   the key's, so `alg: none`, HS256 signed with an RSA public key, and
+//!   similar confusions are refused.
+//! * `exp` is required; `iss` and `aud`, when configured, are required and
+//!   checked; a leeway (default 30 s) absorbs clock skew.
+//! * Tokens over 8 KiB are refused before any parsing.
+//! * Verified tokens are cached until they expire (bounded), so a hot client
+//!   pays for one signature check, not one per request.
+//! * Forged tokens are bounded twice: a token that failed its signature
+//!   check is remembered (bounded, for a minute or until the key set
+//!   changes), so one forged token repeated costs one check; and each client
+//!   address may cause a limited number of failed checks per window
+//!   ([`JwtVerifier::failed_checks_per_ip`], by default 10 per minute),
+//!   past which its tokens are anonymous without a check (a flood of
+//!   distinct forged tokens then costs its budget, not one check each).
+//!   Tokens already verified and cached stay verified.
+//!
+//! Keys: an HMAC secret (from an environment variable), a PEM public key, a
+//! JWKS document (each key with a `kid` and an `alg`), or, with the `service`
+//! feature too, a JWKS URL refreshed in the background with a cooldown.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::Value;
+
+use crate::claims::VerifiedClaims;
+
+mod budget;
+#[cfg(feature = "service")]
+mod jwks;
+mod keys;
+mod settings;
+
+use budget::FailureBudget;
+#[cfg(feature = "service")]
+pub use jwks::JwksSettings;
+use keys::{parse_jwks, Keys, PinnedKey};
+
+/// The longest token examined; longer ones are anonymous without parsing.
+pub const MAX_TOKEN_LEN: usize = 8 * 1024;
+const CACHE_SHARDS: usize = 16;
+
+/// Verified tokens by a 128-bit keyed hash of the token: claims, `exp`, and
+/// the generation of the key set that verified them.
+type TokenCacheShard = Mutex<HashMap<(u64, u64), (VerifiedClaims, u64, usize)>>;
+/// Tokens that failed their signature check, keyed like the verified ones:
+/// until when (seconds) the failure is remembered, and under which key set.
+type FailedCacheShard = Mutex<HashMap<(u64, u64), (u64, usize)>>;
+/// How long a failed token is remembered (at most; a key set change ends it).
+const FAILED_TTL_SECS: u64 = 60;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks; if something did, the data
+    // (counters and caches) is still usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Why a verifier could not be built: the key material, the settings, or
+/// a JWKS URL that could not be fetched. Opaque: its message, and the
+/// underlying error as [`source`](std::error::Error::source) where there is
+/// one (an I/O error reading a key file).
+#[derive(Debug, Clone)]
+pub struct JwtConfigError {
+    message: String,
+    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl std::fmt::Display for JwtConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for JwtConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl PartialEq for JwtConfigError {
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message
+    }
+}
+
+impl JwtConfigError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        JwtConfigError {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same error, caused by `source`.
+    pub(crate) fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(std::sync::Arc::new(source));
+        self
+    }
+}
+
+fn err(message: impl Into<String>) -> JwtConfigError {
+    JwtConfigError::new(message)
+}
+
+/// Verifies bearer tokens (see the module docs for what is checked).
+///
+/// ```
+/// use ratelimit::jwt::JwtVerifier;
+/// use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+///
+/// let verifier = JwtVerifier::hmac(b"a long random secret", Algorithm::HS256).unwrap();
+/// let exp = jsonwebtoken::get_current_timestamp() + 600;
+/// let claims = serde_json::json!({"sub": "user-42", "exp": exp, "ratelimit_tier": "premium"});
+/// let token = encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(b"a long random secret").unwrap()).unwrap();
+///
+/// let verified = verifier.verify(&token).expect("signed with the secret");
+/// assert_eq!(verified.get_text("sub").as_deref(), Some("user-42"));
+/// assert!(verifier.verify("not.a.token").is_none());
+/// ```
+pub struct JwtVerifier {
+    keys: Keys,
+    issuer: Option<Vec<String>>,
+    audience: Option<Vec<String>>,
+    leeway: Duration,
+    hasher: (ahash::RandomState, ahash::RandomState),
+    cache: Vec<TokenCacheShard>,
+    cache_per_shard: usize,
+    failed: Vec<FailedCacheShard>,
+    budget: FailureBudget,
+    /// Tokens that reached a signature check.
+    signature_checks: AtomicU64,
+    /// Tokens refused unchecked: their address had no failure budget left.
+    budget_refusals: AtomicU64,
+}
+
+impl std::fmt::Debug for JwtVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys = match &self.keys {
+            Keys::Single(k) => format!("one {:?} key", k.alg),
+            Keys::ByKid(m) => format!("{} keys by kid", m.len()),
+            #[cfg(feature = "service")]
+            Keys::Remote(r) => format!("JWKS from {}", r.url),
+        };
+        f.debug_struct("JwtVerifier")
+            .field("keys", &keys)
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field("leeway", &self.leeway)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JwtVerifier {
+    /// Keys it verifies with now: a JWKS's usable keys (those in force, for
+    /// a JWKS URL), or 1 for a single key or secret. What the HTTP runtime
+    /// exports as `ratelimit_jwt_keys`.
+    ///
+    /// ```
+    /// use ratelimit::jwt::JwtVerifier;
+    ///
+    /// let verifier = JwtVerifier::hmac(b"a long random secret", jsonwebtoken::Algorithm::HS256).unwrap();
+    /// assert_eq!(verifier.key_count(), 1);
+    /// ```
+    pub fn key_count(&self) -> usize {
+        match &self.keys {
+            Keys::Single(_) => 1,
+            Keys::ByKid(keys) => keys.len(),
+            #[cfg(feature = "service")]
+            Keys::Remote(remote) => remote.key_count(),
+        }
+    }
+
+    fn with_keys(keys: Keys) -> Self {
+        JwtVerifier {
+            keys,
+            issuer: None,
+            audience: None,
+            leeway: crate::defaults::JWT_LEEWAY,
+            hasher: (ahash::RandomState::new(), ahash::RandomState::new()),
+            cache: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            cache_per_shard: 10_000 / CACHE_SHARDS,
+            failed: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            budget: FailureBudget::new(
+                crate::defaults::JWT_MAX_FAILED_PER_IP,
+                crate::defaults::JWT_FAILED_WINDOW,
+                crate::defaults::JWT_MAX_FAILED_TRACKED,
+            ),
+            signature_checks: AtomicU64::new(0),
+            budget_refusals: AtomicU64::new(0),
+        }
+    }
+
+    /// An HMAC secret (`HS256`, `HS384` or `HS512`).
+    pub fn hmac(secret: &[u8], alg: Algorithm) -> Result<Self, JwtConfigError> {
+        if !matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
+            return Err(err(format!(
+                "{alg:?} is not an HMAC algorithm: expected HS256, HS384 or HS512"
+            )));
+        }
+        if secret.len() < 16 {
+            return Err(err("the HMAC secret is shorter than 16 bytes"));
+        }
+        let key = DecodingKey::from_secret(secret).map_err(|e| err(format!("HMAC secret: {e}")))?;
+        Ok(Self::with_keys(Keys::Single(PinnedKey { key, alg })))
+    }
+
+    /// An HMAC secret read from the environment variable `var`; refuses a
+    /// missing or short secret with a message naming the variable.
+    pub fn hmac_from_env(var: &str, alg: Algorithm) -> Result<Self, JwtConfigError> {
+        let secret = std::env::var(var).map_err(|_| err(format!("{var}: not set (the JWT HMAC secret)")))?;
+        Self::hmac(secret.as_bytes(), alg).map_err(|e| err(format!("{var}: {e}")))
+    }
+
+    /// A PEM public key: RSA (`RS*`, `PS*`), EC (`ES256`, `ES384`) or
+    /// Ed25519 (`EdDSA`).
+    pub fn pem(pem: &[u8], alg: Algorithm) -> Result<Self, JwtConfigError> {
+        use Algorithm::*;
+        let key = match alg {
+            RS256 | RS384 | RS512 | PS256 | PS384 | PS512 => DecodingKey::from_rsa_pem(pem),
+            ES256 | ES384 => DecodingKey::from_ec_pem(pem),
+            EdDSA => DecodingKey::from_ed_pem(pem),
+            _ => return Err(err(format!("{alg:?} is not a public-key algorithm; use `hmac`"))),
+        }
+        .map_err(|e| err(format!("PEM key for {alg:?}: {e}")))?;
+        Ok(Self::with_keys(Keys::Single(PinnedKey { key, alg })))
+    }
+
+    /// A PEM public key from a file.
+    pub fn pem_file(path: impl AsRef<Path>, alg: Algorithm) -> Result<Self, JwtConfigError> {
+        let path = path.as_ref();
+        let pem = std::fs::read(path).map_err(|e| err(format!("{}: {e}", path.display())).caused_by(e))?;
+        Self::pem(&pem, alg).map_err(|e| err(format!("{}: {e}", path.display())))
+    }
+
+    /// A JWKS document. Every key needs a `kid` and an `alg` (the algorithm
+    /// is pinned per key); tokens must name their key's `kid`.
+    pub fn jwks(json: &str) -> Result<Self, JwtConfigError> {
+        Ok(Self::with_keys(Keys::ByKid(parse_jwks(json)?)))
+    }
+
+    /// A JWKS document from a file.
+    pub fn jwks_file(path: impl AsRef<Path>) -> Result<Self, JwtConfigError> {
+        let path = path.as_ref();
+        let json = std::fs::read_to_string(path).map_err(|e| err(format!("{}: {e}", path.display())).caused_by(e))?;
+        Self::jwks(&json).map_err(|e| err(format!("{}: {e}", path.display())))
+    }
+
+    /// Accepted issuers (`iss` must be one of them).
+    #[must_use]
+    pub fn issuer(mut self, issuers: &[&str]) -> Self {
+        self.issuer = Some(issuers.iter().map(|s| (*s).to_owned()).collect());
+        self
+    }
+
+    /// Accepted audiences (`aud` must contain one of them).
+    #[must_use]
+    pub fn audience(mut self, audiences: &[&str]) -> Self {
+        self.audience = Some(audiences.iter().map(|s| (*s).to_owned()).collect());
+        self
+    }
+
+    /// Clock skew tolerated on `exp` and `nbf` (default 30 s).
+    #[must_use]
+    pub fn leeway(mut self, leeway: Duration) -> Self {
+        self.leeway = leeway;
+        self
+    }
+
+    /// How many verified tokens are remembered (default 10,000), and as
+    /// many failed ones.
+    #[must_use]
+    pub fn cache_capacity(mut self, tokens: usize) -> Self {
+        self.cache_per_shard = tokens.div_ceil(CACHE_SHARDS).max(1);
+        self
+    }
+
+    /// Bounds the signature checks a client address can make fail: at most
+    /// `per_ip` at once and `per_ip` more per `window` (default 10 per
+    /// minute), for up to `max_tracked` addresses at once (default 10,000;
+    /// beyond, new addresses share a small overflow budget). Past its budget,
+    /// an address's tokens are anonymous without a check, except those
+    /// already verified and cached. Applies to [`verify_from`](Self::verify_from)
+    /// and [`verify_request_from`](Self::verify_request_from), which the HTTP
+    /// runtime calls with the client's address (after `[ip]` trusted proxies
+    /// and prefix aggregation).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::jwt::JwtVerifier;
+    /// use jsonwebtoken::Algorithm;
+    ///
+    /// let v = JwtVerifier::hmac(b"a long random secret", Algorithm::HS256)
+    ///     .unwrap()
+    ///     .failed_checks_per_ip(2, Duration::from_secs(60), 1000);
+    /// let peer = Some("203.0.113.9".parse().unwrap());
+    /// for i in 0..100 {
+    ///     let forged = format!("eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{i}");
+    ///     assert!(v.verify_from(&forged, peer).is_none());
+    /// }
+    /// assert_eq!(v.signature_checks(), 2, "two failures, then no more checks");
+    /// ```
+    #[must_use]
+    pub fn failed_checks_per_ip(mut self, per_ip: u32, window: Duration, max_tracked: usize) -> Self {
+        let network = self.budget.network;
+        self.budget = FailureBudget::new(per_ip, window, max_tracked);
+        if let Some(n) = network {
+            self.budget.network = Some(n);
+        }
+        self
+    }
+
+    /// Bounds the failed checks of all the addresses of one client network
+    /// (an IPv6 /`ipv6_prefix`, an IPv4 /`ipv4_prefix`) together, before
+    /// each address's own budget ([`failed_checks_per_ip`](Self::failed_checks_per_ip)):
+    /// `per_network` at once and as many more per `window`. Default: 100
+    /// per minute per /48 or /24, so one network rotating addresses cannot
+    /// fill the budget's table (and, through its shared overflow, make
+    /// every new client's token anonymous).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ratelimit::jwt::JwtVerifier;
+    /// use jsonwebtoken::Algorithm;
+    ///
+    /// let v = JwtVerifier::hmac(b"a long random secret", Algorithm::HS256)
+    ///     .unwrap()
+    ///     .failed_checks_per_network(3, Duration::from_secs(60), 48, 24);
+    /// for i in 0..100u16 {
+    ///     let forged = format!("eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{i}");
+    ///     let addr = std::net::IpAddr::from([0x2001, 0xdb8, 0xaaaa, i, 0, 0, 0, 0]);
+    ///     assert!(v.verify_from(&forged, Some(addr)).is_none());
+    /// }
+    /// assert_eq!(v.signature_checks(), 3, "three failures for the whole /48");
+    /// ```
+    #[must_use]
+    pub fn failed_checks_per_network(
+        mut self,
+        per_network: u32,
+        window: Duration,
+        ipv6_prefix: u8,
+        ipv4_prefix: u8,
+    ) -> Self {
+        self.budget = self.budget.with_network(per_network, window, ipv6_prefix, ipv4_prefix);
+        self
+    }
+
+    /// The claims of `token` if it verifies; `None` (anonymous) otherwise.
+    /// No per-address budget applies (the failed-token cache does); on a
+    /// request path, use [`verify_from`](Self::verify_from).
+    pub fn verify(&self, token: &str) -> Option<VerifiedClaims> {
+        self.verify_for(token, None)
+    }
+
+    /// [`verify`](Self::verify) for a token from `client` (the client's
+    /// address as it is limited; `None` when the request has no peer
+    /// address, all such requests sharing one budget): a token that needs a
+    /// signature check is refused unchecked when `client` has used its
+    /// budget of failed checks ([`failed_checks_per_ip`](Self::failed_checks_per_ip)).
+    pub fn verify_from(&self, token: &str, client: Option<IpAddr>) -> Option<VerifiedClaims> {
+        self.verify_for(token, Some(client))
+    }
+
+    /// `client`: `None` for no budget, else the address whose budget applies.
+    fn verify_for(&self, token: &str, client: Option<Option<IpAddr>>) -> Option<VerifiedClaims> {
+        if token.is_empty() || token.len() > MAX_TOKEN_LEN {
+            return None;
+        }
+        let now = jsonwebtoken::get_current_timestamp();
+        let id = (self.hasher.0.hash_one(token), self.hasher.1.hash_one(token));
+        let shard = &self.cache[(id.0 as usize) % CACHE_SHARDS];
+        let generation = self.key_generation();
+        if let Ok(cache) = shard.lock() {
+            // A hit counts only while the key set that verified the token is
+            // still in force: a key removed from a JWKS stops verifying at once.
+            if let Some((claims, exp, gen)) = cache.get(&id) {
+                if *exp > now && *gen == generation {
+                    let claims = claims.clone();
+                    drop(cache);
+                    // A hit still notices keys gone stale.
+                    #[cfg(feature = "service")]
+                    if let Keys::Remote(remote) = &self.keys {
+                        remote.refresh_if_stale();
+                    }
+                    return Some(claims);
+                }
+            }
+        }
+        let failed_shard = &self.failed[(id.0 as usize) % CACHE_SHARDS];
+        if let Some((until, gen)) = lock(failed_shard).get(&id) {
+            // The same forged token again: refused without a second check.
+            if *until > now && *gen == generation {
+                return None;
+            }
+        }
+
+        let header = jsonwebtoken::decode_header(token).ok()?;
+        #[cfg(feature = "service")]
+        let remote_keys;
+        let pinned = match &self.keys {
+            Keys::Single(k) => k,
+            Keys::ByKid(keys) => keys.get(header.kid.as_deref()?)?,
+            #[cfg(feature = "service")]
+            Keys::Remote(remote) => {
+                remote_keys = remote.current();
+                match remote_keys.keys.get(header.kid.as_deref()?) {
+                    Some(k) => k,
+                    None => {
+                        // Unknown kid: maybe a rotation. Refresh in the
+                        // background, at most once per cooldown; this token
+                        // is anonymous either way.
+                        remote.refresh_soon();
+                        return None;
+                    }
+                }
+            }
+        };
+        if header.alg != pinned.alg {
+            return None;
+        }
+        let mut validation = Validation::new(pinned.alg);
+        // A configured issuer or audience must be present, not merely correct
+        // when present (jsonwebtoken checks them only if the token has them).
+        let mut required = vec!["exp"];
+        if self.issuer.is_some() {
+            required.push("iss");
+        }
+        if self.audience.is_some() {
+            required.push("aud");
+        }
+        validation.set_required_spec_claims(&required);
+        // Never more than the time since 1970: jsonwebtoken computes
+        // `now - leeway` in u64 (a builder's leeway is not range-checked).
+        validation.leeway = self.leeway.as_secs().min(now);
+        validation.validate_nbf = true;
+        validation.validate_aud = self.audience.is_some();
+        if let Some(aud) = &self.audience {
+            validation.set_audience(aud);
+        }
+        if let Some(iss) = &self.issuer {
+            validation.set_issuer(iss);
+        }
+        let taken = match client {
+            None => None,
+            Some(client) => match self.budget.take(client) {
+                Some(taken) => Some(taken),
+                None => {
+                    self.budget_refusals.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+            },
+        };
+        self.signature_checks.fetch_add(1, Ordering::Relaxed);
+        let data = match jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &pinned.key, &validation) {
+            Ok(data) => data,
+            Err(e) => {
+                // Remembered, unless it may verify soon (`nbf` ahead).
+                if !matches!(e.kind(), jsonwebtoken::errors::ErrorKind::ImmatureSignature) {
+                    let mut failed = lock(failed_shard);
+                    if failed.len() >= self.cache_per_shard {
+                        failed.retain(|_, (until, _)| *until > now);
+                        if failed.len() >= self.cache_per_shard {
+                            failed.clear();
+                        }
+                    }
+                    failed.insert(id, (now.saturating_add(FAILED_TTL_SECS), generation));
+                }
+                return None;
+            }
+        };
+        if let Some(taken) = taken {
+            self.budget.give_back(taken);
+        }
+        let exp = data.claims.get("exp").and_then(Value::as_u64)?;
+        let claims = VerifiedClaims::new(data.claims);
+
+        if let Ok(mut cache) = shard.lock() {
+            if cache.len() >= self.cache_per_shard {
+                cache.retain(|_, (_, e, _)| *e > now);
+                if cache.len() >= self.cache_per_shard {
+                    cache.clear();
+                }
+            }
+            cache.insert(id, (claims.clone(), exp, generation));
+        }
+        Some(claims)
+    }
+
+    /// How many tokens reached a signature check (cache misses that were
+    /// well-formed enough to try), since the verifier was built: for
+    /// monitoring, and for measuring what a flood of forged tokens costs.
+    pub fn signature_checks(&self) -> u64 {
+        self.signature_checks.load(Ordering::Relaxed)
+    }
+
+    /// How many tokens were refused without a signature check because their
+    /// address had used its budget of failed checks.
+    pub fn budget_refusals(&self) -> u64 {
+        self.budget_refusals.load(Ordering::Relaxed)
+    }
+
+    /// Identifies the key set in force: changes when a JWKS URL refresh
+    /// installs new keys.
+    fn key_generation(&self) -> usize {
+        match &self.keys {
+            #[cfg(feature = "service")]
+            Keys::Remote(r) => r.generation(),
+            _ => 0,
+        }
+    }
+
+    /// The claims of the request's `Authorization: Bearer` token, if exactly
+    /// one such header is present and the token verifies.
+    pub fn verify_request(&self, parts: &http::request::Parts) -> Option<VerifiedClaims> {
+        self.verify(bearer_token(parts)?)
+    }
+
+    /// [`verify_request`](Self::verify_request) under `client`'s budget of
+    /// failed checks (see [`verify_from`](Self::verify_from)).
+    pub fn verify_request_from(&self, parts: &http::request::Parts, client: Option<IpAddr>) -> Option<VerifiedClaims> {
+        self.verify_from(bearer_token(parts)?, client)
+    }
+}
+
+/// The token of a single `Authorization: Bearer <token>` header.
+pub fn bearer_token(parts: &http::request::Parts) -> Option<&str> {
+    crate::claims::bearer_of(&parts.headers)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,11 @@
+//! The examples as real processes over real sockets: the fleet limit over
+//! every true sliding window, one network's flood, the operator's view
+//! (metrics, reload, signals) and the service example.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod fleet;
+mod networks;
+mod operations;
+mod service_example;

@@ -1,0 +1,436 @@
+//! Forged, expired and malformed tokens are anonymous; good ones verify.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use jsonwebtoken::{encode, get_current_timestamp, Algorithm, EncodingKey, Header};
+use ratelimit::jwt::{bearer_token, JwtVerifier, MAX_TOKEN_LEN};
+use serde_json::{json, Value};
+
+const SECRET: &[u8] = b"test-secret-of-reasonable-length";
+const RSA_PRIVATE: &[u8] = include_bytes!("../fixtures/rsa_private.pem");
+const RSA2_PRIVATE: &[u8] = include_bytes!("../fixtures/rsa2_private.pem");
+const RSA_PUBLIC: &[u8] = include_bytes!("../fixtures/rsa_public.pem");
+const JWKS: &str = include_str!("../fixtures/jwks.json");
+
+fn in_ten_minutes() -> u64 {
+    get_current_timestamp() + 600
+}
+
+fn hs256(claims: &Value, secret: &[u8]) -> String {
+    encode(
+        &Header::new(Algorithm::HS256),
+        claims,
+        &EncodingKey::from_secret(secret).unwrap(),
+    )
+    .unwrap()
+}
+
+fn rs256(claims: &Value, private_pem: &[u8], kid: Option<&str>) -> String {
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = kid.map(str::to_owned);
+    encode(&header, claims, &EncodingKey::from_rsa_pem(private_pem).unwrap()).unwrap()
+}
+
+fn b64(json: &Value) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json.to_string())
+}
+
+#[test]
+fn a_good_token_verifies_and_is_cached() {
+    let v = JwtVerifier::hmac(SECRET, Algorithm::HS256).unwrap();
+    let token = hs256(&json!({"sub": "u1", "exp": in_ten_minutes(), "org": {"id": 7}}), SECRET);
+    let claims = v.verify(&token).expect("valid");
+    assert_eq!(claims.get_text("org.id").as_deref(), Some("7"));
+    assert_eq!(v.verify(&token), Some(claims), "a second verification (cached) agrees");
+    // Not yet valid (nbf an hour ahead, beyond the leeway): refused.
+    let later = hs256(
+        &json!({"sub": "u1", "exp": in_ten_minutes(), "nbf": get_current_timestamp() + 3600}),
+        SECRET,
+    );
+    assert!(v.verify(&later).is_none());
+}
+
+#[test]
+fn forged_tokens_are_anonymous() {
+    let hmac = JwtVerifier::hmac(SECRET, Algorithm::HS256).unwrap();
+    let rsa = JwtVerifier::pem(RSA_PUBLIC, Algorithm::RS256).unwrap();
+    let good = json!({"sub": "u1", "exp": in_ten_minutes(), "ratelimit_tier": "premium"});
+
+    // alg: none, with and without a signature part.
+    let none = format!("{}.{}.", b64(&json!({"alg": "none", "typ": "JWT"})), b64(&good));
+    assert!(hmac.verify(&none).is_none());
+    assert!(rsa.verify(&none).is_none());
+    assert!(hmac.verify(none.trim_end_matches('.')).is_none());
+    // HS256 signed with the RSA public key as the HMAC secret (key confusion).
+    let confused = hs256(&good, RSA_PUBLIC);
+    assert!(rsa.verify(&confused).is_none());
+    // The wrong secret, and the wrong RSA key.
+    assert!(hmac.verify(&hs256(&good, b"another-secret-of-some-length")).is_none());
+    assert!(rsa.verify(&rs256(&good, RSA2_PRIVATE, None)).is_none());
+    // An RS256 token offered to an HMAC verifier.
+    assert!(hmac.verify(&rs256(&good, RSA_PRIVATE, None)).is_none());
+    // A tampered payload.
+    let token = hs256(&good, SECRET);
+    let mut parts: Vec<&str> = token.split('.').collect();
+    let raised = b64(&json!({"sub": "u1", "exp": in_ten_minutes(), "ratelimit_tier": "unlimited"}));
+    parts[1] = &raised;
+    assert!(hmac.verify(&parts.join(".")).is_none());
+}
+
+#[test]
+fn expiry_issuer_and_audience() {
+    let v = JwtVerifier::hmac(SECRET, Algorithm::HS256)
+        .unwrap()
+        .leeway(Duration::from_secs(30));
+    let now = get_current_timestamp();
+    assert!(
+        v.verify(&hs256(&json!({"sub": "u", "exp": now - 120}), SECRET))
+            .is_none(),
+        "expired beyond leeway"
+    );
+    assert!(
+        v.verify(&hs256(&json!({"sub": "u", "exp": now - 5}), SECRET)).is_some(),
+        "within leeway"
+    );
+    assert!(
+        v.verify(&hs256(&json!({"sub": "u"}), SECRET)).is_none(),
+        "exp is required"
+    );
+    assert!(v
+        .verify(&hs256(&json!({"sub": "u", "exp": "tomorrow"}), SECRET))
+        .is_none());
+
+    let strict = JwtVerifier::hmac(SECRET, Algorithm::HS256)
+        .unwrap()
+        .issuer(&["https://auth.example"])
+        .audience(&["api"]);
+    let exp = in_ten_minutes();
+    let ok = json!({"sub": "u", "exp": exp, "iss": "https://auth.example", "aud": "api"});
+    assert!(strict.verify(&hs256(&ok, SECRET)).is_some());
+    for bad in [
+        json!({"sub": "u", "exp": exp, "iss": "https://evil.example", "aud": "api"}),
+        json!({"sub": "u", "exp": exp, "iss": "https://auth.example", "aud": "other"}),
+        json!({"sub": "u", "exp": exp, "aud": "api"}),
+        json!({"sub": "u", "exp": exp, "iss": "https://auth.example"}),
+    ] {
+        assert!(strict.verify(&hs256(&bad, SECRET)).is_none(), "{bad}");
+    }
+}
+
+#[test]
+fn jwks_pins_the_algorithm_per_kid() {
+    let v = JwtVerifier::jwks(JWKS).unwrap();
+    let claims = json!({"sub": "u", "exp": in_ten_minutes()});
+    assert!(v.verify(&rs256(&claims, RSA_PRIVATE, Some("key-1"))).is_some());
+    assert!(v.verify(&rs256(&claims, RSA2_PRIVATE, Some("key-2"))).is_some());
+    // Signed by key 2 but claiming key 1; an unknown kid; no kid.
+    assert!(v.verify(&rs256(&claims, RSA2_PRIVATE, Some("key-1"))).is_none());
+    assert!(v.verify(&rs256(&claims, RSA_PRIVATE, Some("key-9"))).is_none());
+    assert!(v.verify(&rs256(&claims, RSA_PRIVATE, None)).is_none());
+    // HS256 under a known kid, signed with that key's public PEM.
+    let mut header = Header::new(Algorithm::HS256);
+    header.kid = Some("key-1".into());
+    let confused = encode(&header, &claims, &EncodingKey::from_secret(RSA_PUBLIC).unwrap()).unwrap();
+    assert!(v.verify(&confused).is_none());
+}
+
+#[test]
+fn garbage_and_huge_tokens_are_anonymous_and_never_panic() {
+    let v = JwtVerifier::hmac(SECRET, Algorithm::HS256).unwrap();
+    let j = JwtVerifier::jwks(JWKS).unwrap();
+    let huge_b64 = "A".repeat(MAX_TOKEN_LEN);
+    let big_claim = hs256(
+        &json!({"sub": "u", "exp": in_ten_minutes(), "pad": "x".repeat(MAX_TOKEN_LEN)}),
+        SECRET,
+    );
+    for t in [
+        "",
+        ".",
+        "..",
+        "a.b.c",
+        "not a token",
+        "eyJhbGciOiJIUzI1NiJ9",
+        "eyJhbGciOiJIUzI1NiJ9.e30.",
+        "\u{0}\u{1}\u{2}",
+        "é.é.é",
+        huge_b64.as_str(),
+        big_claim.as_str(),
+    ] {
+        assert!(v.verify(t).is_none(), "{:.40}", t);
+        assert!(j.verify(t).is_none(), "{:.40}", t);
+    }
+}
+
+#[test]
+fn bad_key_configuration_is_refused_with_a_reason() {
+    assert!(JwtVerifier::hmac(b"short", Algorithm::HS256)
+        .unwrap_err()
+        .to_string()
+        .contains("16 bytes"));
+    assert!(JwtVerifier::hmac(SECRET, Algorithm::RS256).is_err());
+    assert!(JwtVerifier::pem(b"not a pem", Algorithm::RS256).is_err());
+    assert!(JwtVerifier::pem(RSA_PUBLIC, Algorithm::HS256).is_err());
+    let no_alg = r#"{"keys":[{"kty":"RSA","kid":"k","n":"AQAB","e":"AQAB"}]}"#;
+    assert!(JwtVerifier::jwks(no_alg).unwrap_err().to_string().contains("no `alg`"));
+    // A published symmetric key is never used.
+    let oct = r#"{"keys":[{"kty":"oct","kid":"s","alg":"HS256","k":"c2VjcmV0LXNlY3JldC1zZWNyZXQ"}]}"#;
+    assert!(JwtVerifier::jwks(oct).unwrap_err().to_string().contains("symmetric"));
+    // Unusable keys beside good ones are skipped, not fatal.
+    let mut mixed: serde_json::Value = serde_json::from_str(JWKS).unwrap();
+    mixed["keys"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"kty": "RSA", "kid": "enc-1", "use": "enc", "alg": "RSA-OAEP", "n": "AQAB", "e": "AQAB"}));
+    mixed["keys"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"kty": "oct", "kid": "s", "alg": "HS256", "k": "c2VjcmV0"}));
+    let v = JwtVerifier::jwks(&mixed.to_string()).unwrap();
+    assert!(v
+        .verify(&rs256(
+            &json!({"sub": "u", "exp": in_ten_minutes()}),
+            RSA_PRIVATE,
+            Some("key-1")
+        ))
+        .is_some());
+    assert!(JwtVerifier::jwks(r#"{"keys":[]}"#).is_err());
+    let err = JwtVerifier::hmac_from_env("RATELIMIT_TEST_SURELY_UNSET_SECRET", Algorithm::HS256).unwrap_err();
+    assert!(err.to_string().contains("RATELIMIT_TEST_SURELY_UNSET_SECRET"), "{err}");
+}
+
+#[test]
+fn bearer_tokens_from_requests() {
+    let parts = |values: &[&str]| {
+        let mut b = http::Request::builder();
+        for v in values {
+            b = b.header("authorization", *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    };
+    assert_eq!(bearer_token(&parts(&["Bearer abc.def.ghi"])), Some("abc.def.ghi"));
+    assert_eq!(bearer_token(&parts(&["bearer  abc"])), Some("abc"));
+    assert_eq!(bearer_token(&parts(&["Basic dXNlcjpwYXNz"])), None);
+    assert_eq!(
+        bearer_token(&parts(&["Bearer a", "Bearer b"])),
+        None,
+        "two headers: neither"
+    );
+    assert_eq!(bearer_token(&parts(&[])), None);
+}
+
+/// Through the key extractor and the resolver chain: each forged token gets
+/// the address key and the default limit; a good one gets its claim key and
+/// its tier.
+#[test]
+fn forged_tokens_get_the_ip_key_and_the_default_limit() {
+    use ratelimit::config::Config;
+    use ratelimit::key::{ClientIpConfig, ClientKey, JwtClaimKey, PeerAddr};
+    use ratelimit::resolve::{Chain, DefaultProfile, FinalResolver, JwtTier, ResolveContext};
+    use std::sync::Arc;
+
+    let config = Config::from_toml_str(
+        "default_profile = \"anon\"\n[profiles.anon]\nrate = \"10/min\"\n[profiles.premium]\nrate = \"1000/min\"\n\
+         [jwt]\nmax_rate = \"1000/min\"\nmax_burst = 100\n",
+    )
+    .unwrap();
+    let verifier = Arc::new(
+        JwtVerifier::hmac(SECRET, Algorithm::HS256)
+            .unwrap()
+            .issuer(&["https://auth.example"])
+            .audience(&["api"]),
+    );
+    let key = JwtClaimKey::new("sub", verifier, ClientIpConfig::default());
+    let chain = Chain(JwtTier, DefaultProfile);
+    let decide = |auth: &str| {
+        let (mut p, ()) = http::Request::builder()
+            .header("authorization", auth)
+            .body(())
+            .unwrap()
+            .into_parts();
+        p.extensions.insert(PeerAddr("203.0.113.50:443".parse().unwrap()));
+        let (k, claims) = key.extract(&p);
+        let resolved = chain.resolve_final(&ResolveContext::new(&config, "me", claims.as_ref()));
+        (k, resolved.quota.count())
+    };
+
+    let premium = json!({"sub": "u1", "exp": in_ten_minutes(), "iss": "https://auth.example", "aud": "api",
+                         "ratelimit_tier": "premium", "ratelimit_rpm": 1000});
+    let (k, count) = decide(&format!("Bearer {}", hs256(&premium, SECRET)));
+    assert!(matches!(k, ClientKey::Claim(_)));
+    assert_eq!(count, 1000);
+
+    let now = get_current_timestamp();
+    let huge = format!("Bearer {}", "QUFB".repeat(2048));
+    let forged = [
+        format!("Bearer {}.{}.", b64(&json!({"alg": "none"})), b64(&premium)),
+        format!("Bearer {}", hs256(&premium, RSA_PUBLIC)),
+        format!("Bearer {}", hs256(&premium, b"a-wrong-secret-of-enough-length")),
+        format!(
+            "Bearer {}",
+            hs256(
+                &json!({"sub": "u1", "exp": now - 3600, "ratelimit_tier": "premium"}),
+                SECRET
+            )
+        ),
+        format!(
+            "Bearer {}",
+            hs256(&json!({"sub": "u1", "ratelimit_tier": "premium"}), SECRET)
+        ),
+        format!("Bearer {}", rs256(&premium, RSA_PRIVATE, Some("key-9"))),
+        format!(
+            "Bearer {}",
+            hs256(
+                &json!({"sub": "u1", "exp": in_ten_minutes(), "iss": "https://evil.example",
+                                            "aud": "api", "ratelimit_tier": "premium"}),
+                SECRET
+            )
+        ),
+        format!(
+            "Bearer {}",
+            hs256(
+                &json!({"sub": "u1", "exp": in_ten_minutes(), "iss": "https://auth.example",
+                                            "aud": "other", "ratelimit_tier": "premium"}),
+                SECRET
+            )
+        ),
+        "Bearer garbage".to_owned(),
+        huge,
+        "Basic dXNlcjpwYXNz".to_owned(),
+    ];
+    for auth in &forged {
+        let (k, count) = decide(auth);
+        assert_eq!(k, ClientKey::Ip("203.0.113.50".parse().unwrap()), "{auth:.60}");
+        assert_eq!(count, 10, "{auth:.60}: a forged token raised the limit");
+    }
+}
+
+/// Through a real router, a `[[rules]]` entry keyed by a verified `sub`: the
+/// anonymous profile has a burst of 2000, the premium tier 5000, so the
+/// `RateLimit-Limit` header says whether a token verified.
+const FLOOD_CONFIG: &str = r#"
+default_profile = "anon"
+[profiles.anon]
+rate = "60000/min"
+burst = 2000
+[profiles.premium]
+rate = "600000/min"
+burst = 5000
+[jwt]
+max_rate = "600000/min"
+max_burst = 5000
+pem_file = "PEM"
+algorithm = "RS256"
+[[rules]]
+name = "me"
+path = "/{*rest}"
+key = "jwt_claim:sub"
+resolve = ["jwt", "default"]
+"#;
+
+/// A well-formed RS256 token that no key signed: a premium tier claim and a
+/// signature of random-looking bytes, distinct for each `i` (what a flood
+/// costs its sender: nothing; what it costs a verifier: a full RSA check).
+fn forged_rs256(i: u64) -> String {
+    let header = b64(&json!({"alg": "RS256", "typ": "JWT"}));
+    let claims = b64(&json!({"sub": format!("victim-{i}"), "exp": in_ten_minutes(), "ratelimit_tier": "premium"}));
+    let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut sig = vec![0u8; 256];
+    for b in sig.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    sig[0] = 0x01; // below the modulus: the check runs to the end
+    let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sig);
+    format!("{header}.{claims}.{sig}")
+}
+
+/// Issue 11, item 5: distinct well-formed forged RS256 tokens flooding from
+/// one address cost at most the address's budget of failed signature checks
+/// (by default 10 per minute), not one check each; past it, that address's
+/// tokens are anonymous without a check. A good token the flooding address
+/// had verified before stays verified (cached); a good client elsewhere is
+/// unaffected; one forged token repeated costs one check (negative cache).
+#[tokio::test]
+async fn a_forged_token_flood_costs_a_bounded_number_of_signature_checks() {
+    use axum::body::Body;
+    use axum::routing::get;
+    use ratelimit::axum::RateLimit;
+    use ratelimit::config::Config;
+    use ratelimit::key::PeerAddr;
+    use tower::ServiceExt;
+
+    const FLOOD: u64 = 1000;
+    let pem = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/rsa_public.pem");
+    let config = Config::from_toml_str(&FLOOD_CONFIG.replace("PEM", pem)).unwrap();
+    let rl = RateLimit::builder(config)
+        .clock(ratelimit::ManualClock::new())
+        .build()
+        .await
+        .unwrap();
+    let app = axum::Router::new()
+        .route("/me", get(|| async { "me" }))
+        .layer(rl.layer());
+    let send = |token: String, peer: &'static str| {
+        let app = app.clone();
+        async move {
+            let mut req = http::Request::get("/me")
+                .header("authorization", format!("Bearer {token}"))
+                .body(Body::empty())
+                .unwrap();
+            req.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
+            let res = app.oneshot(req).await.unwrap();
+            assert_eq!(res.status(), 200);
+            res.headers()["ratelimit-limit"].to_str().unwrap().to_owned()
+        }
+    };
+    let checks = || rl.jwt_verifier().expect("[jwt] pem_file").signature_checks();
+    let premium = |sub: &str| json!({"sub": sub, "exp": in_ten_minutes(), "ratelimit_tier": "premium"});
+    const FLOODER: &str = "203.0.113.9:5000";
+
+    let good_early = rs256(&premium("early"), RSA_PRIVATE, None);
+    assert_eq!(send(good_early.clone(), FLOODER).await, "5000", "a good token verifies");
+
+    let before = checks();
+    let start = std::time::Instant::now();
+    for i in 0..FLOOD {
+        assert_eq!(
+            send(forged_rs256(i), FLOODER).await,
+            "2000",
+            "a forged token is anonymous"
+        );
+    }
+    let elapsed = start.elapsed();
+    let flood_checks = checks() - before;
+    println!("{FLOOD} distinct forged RS256 tokens from one address in {elapsed:?}: {flood_checks} signature checks");
+    assert!(
+        flood_checks <= 10,
+        "{flood_checks} signature checks for {FLOOD} forged tokens from one address (budget: 10 per minute)"
+    );
+
+    assert_eq!(
+        send(good_early, FLOODER).await,
+        "5000",
+        "a token the flooding address had verified stays verified (cached)"
+    );
+    assert_eq!(
+        send(rs256(&premium("elsewhere"), RSA_PRIVATE, None), "198.51.100.7:5000").await,
+        "5000",
+        "a good client at another address is unaffected"
+    );
+    // The trade-off: a new good token from the flooding address waits for
+    // the window, like every token from there.
+    assert_eq!(send(rs256(&premium("late"), RSA_PRIVATE, None), FLOODER).await, "2000");
+
+    let before = checks();
+    for _ in 0..50 {
+        assert_eq!(send(forged_rs256(FLOOD + 1), "192.0.2.44:5000").await, "2000");
+    }
+    assert_eq!(
+        checks() - before,
+        1,
+        "one forged token repeated costs one signature check"
+    );
+}
