@@ -130,7 +130,7 @@ fn explain_cmd(args: &[String]) -> ExitCode {
     for line in &headers {
         request = match request.with_header_line(line) {
             Ok(r) => r,
-            Err(e) => return usage(&e),
+            Err(e) => return usage(&e.to_string()),
         };
     }
     if let Some(ip) = peer {

@@ -12,9 +12,9 @@ mod check;
 #[cfg(test)]
 mod differential;
 mod expand;
-#[cfg(test)]
-mod messages;
 mod parse;
+#[cfg(test)]
+mod tests;
 
 use proc_macro::TokenStream;
 

@@ -420,6 +420,9 @@ mod sync;
 mod units;
 pub mod window;
 
+#[cfg(test)]
+mod architecture;
+
 pub use clock::{AnyClock, Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Denial};
 pub use limiter::{Check, Limiter, DEFAULT_ROUTE};

@@ -1,5 +1,5 @@
 //! Atomics and spin hints, swapped for loom's under `--cfg loom` so the
-//! store's hand-over protocol can be model-checked (`ratelimit/tests/loom_store.rs`).
+//! store's hand-over protocol can be model-checked (`ratelimit/tests/builds/loom_store.rs`).
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};

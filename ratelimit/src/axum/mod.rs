@@ -159,6 +159,7 @@ mod report;
 mod respond;
 mod route;
 mod runtime;
+mod setup;
 mod telemetry;
 
 use std::sync::Arc;
@@ -201,7 +202,7 @@ impl RateLimit {
         RateLimitBuilder {
             config,
             clock: AnyClock::default(),
-            extras: runtime::Extras::default(),
+            extras: setup::Extras::default(),
             errors: Vec::new(),
         }
     }
@@ -359,7 +360,7 @@ impl RateLimit {
 pub struct RateLimitBuilder {
     config: Config,
     clock: AnyClock,
-    extras: runtime::Extras,
+    extras: setup::Extras,
     /// Mistakes in what was registered, reported by `build`.
     errors: Vec<String>,
 }

@@ -48,7 +48,7 @@ pub use ratelimit_spec::Cost;
 pub use reload::ConfigHandle;
 #[cfg(feature = "axum")]
 pub(crate) use rules::applying;
-pub use rules::{PathPattern, RuleConfig};
+pub use rules::{PathPattern, PathPatternError, RuleConfig};
 
 use crate::key::ClientIpConfig;
 use crate::limits::{LimitParts, LimitTable};

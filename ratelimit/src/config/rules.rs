@@ -105,9 +105,33 @@ enum Segment {
     Rest,
 }
 
+/// Why a path pattern was refused: its text, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathPatternError(String);
+
+impl std::fmt::Display for PathPatternError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PathPatternError {}
+
 impl PathPattern {
     /// Parses a pattern, saying what is wrong with a bad one.
-    pub fn parse(text: &str) -> Result<PathPattern, String> {
+    ///
+    /// ```
+    /// use ratelimit::config::PathPattern;
+    ///
+    /// assert!(PathPattern::parse("/users/{id}").unwrap().matches("/users/42"));
+    /// let err = PathPattern::parse("users").unwrap_err();
+    /// assert_eq!(err.to_string(), "path \"users\" must start with '/'");
+    /// ```
+    pub fn parse(text: &str) -> Result<PathPattern, PathPatternError> {
+        Self::parse_text(text).map_err(PathPatternError)
+    }
+
+    fn parse_text(text: &str) -> Result<PathPattern, String> {
         let Some(rest) = text.strip_prefix('/') else {
             return Err(format!("path {text:?} must start with '/'"));
         };

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use super::{LimitService, ServiceAnswer, ServiceError, ServiceErrorKind};
-use crate::config::TlsConfig;
 use crate::net::http::{http_client, http_get, is_http_or_https, HttpClient};
+use crate::net::TlsConfig;
 
 /// [`LimitService`] over HTTP or HTTPS: `GET {base_url}/{key as 16 hex
 /// digits}`; 200 with a JSON [`ServiceAnswer`], 404 for no answer, anything

@@ -79,7 +79,7 @@
 //! flight, that update stalled (preempted) until K's refunded TAT has
 //! passed, K swept and its slot claimed by K2, K2's TAT equal to the
 //! nanosecond to the stale read, and a K2 update inside the two-CAS window.
-//! The loom models (`tests/loom_store.rs`) play the first five with a
+//! The loom models (`tests/builds/loom_store.rs`) play the first five with a
 //! `ManualClock`-like fixed `now`, where equal values are easy, and check
 //! both keys end with the model's TATs.
 //!

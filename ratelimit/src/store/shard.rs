@@ -2,7 +2,7 @@
 //! buckets and the cell protocol on it (probe, claim, update, insert under
 //! the occupancy bound, incremental sweep). The store owns the shards, the
 //! bound and the overflow cells; this file owns what happens inside one
-//! shard's table, which the loom models (`tests/loom_store.rs`) explore.
+//! shard's table, which the loom models (`tests/builds/loom_store.rs`) explore.
 //!
 //! A hand-over (sweep, takeover, claim) publishes the new owner's TAT above
 //! the one it evicted, so without refunds a slot's TAT only grows and a

@@ -15,6 +15,7 @@ use super::report::{
 };
 use crate::config::{Config, RuleConfig};
 use crate::resolve::{AnyStep, FinalResolver, ResolveContext, Resolved, Resolver, VerifiedClaims};
+use ratelimit_spec::KeyKind;
 
 /// A request to explain.
 #[derive(Debug, Clone)]
@@ -30,6 +31,18 @@ pub struct Request {
     pub peer: Option<IpAddr>,
 }
 
+/// Why a header line was refused: the line, and what HTTP refuses in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderLineError(String);
+
+impl fmt::Display for HeaderLineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HeaderLineError {}
+
 impl Request {
     /// A request without headers or peer address.
     pub fn new(method: Method, path: impl Into<String>) -> Request {
@@ -42,7 +55,20 @@ impl Request {
     }
 
     /// Adds a header from `"name: value"`, refusing what HTTP refuses.
-    pub fn with_header_line(mut self, line: &str) -> Result<Request, String> {
+    ///
+    /// ```
+    /// use ratelimit::config::check::Request;
+    ///
+    /// let request = Request::new(http::Method::GET, "/").with_header_line("x-api-key: k1").unwrap();
+    /// # let _ = request;
+    /// let err = Request::new(http::Method::GET, "/").with_header_line("no colon").unwrap_err();
+    /// assert_eq!(err.to_string(), "header \"no colon\": expected \"name: value\"");
+    /// ```
+    pub fn with_header_line(self, line: &str) -> Result<Request, HeaderLineError> {
+        self.add_header_line(line).map_err(HeaderLineError)
+    }
+
+    fn add_header_line(mut self, line: &str) -> Result<Request, String> {
         let Some((name, value)) = line.split_once(':') else {
             return Err(format!("header {line:?}: expected \"name: value\""));
         };
@@ -381,11 +407,12 @@ fn key(
         Some(a) => format!("the client address {a}"),
         None => "the client address".to_owned(),
     };
-    let text = rule.key_text();
-    let (kind, arg) = text.split_once(':').map_or((text, None), |(k, a)| (k, Some(a)));
-    let line = match (kind, arg) {
-        ("ip", None) => format!("key: ip: {address_text}"),
-        ("header", Some(name)) => match http::HeaderName::from_bytes(name.as_bytes())
+    // The rule's key as the rule language reads it (validated when the
+    // configuration was loaded).
+    let kind = ratelimit_spec::key_text(rule.key_text()).ok();
+    let line = match &kind {
+        Some(KeyKind::Ip) => format!("key: ip: {address_text}"),
+        Some(KeyKind::Header(name)) => match http::HeaderName::from_bytes(name.as_bytes())
             .ok()
             .and_then(|n| crate::key::single_value(&request.headers, &n))
         {
@@ -399,14 +426,14 @@ fn key(
                 "key: header {name}: absent, empty or sent more than once, so the key falls back to {address_text}"
             ),
         },
-        ("jwt_claim", Some(path)) => match claims.and_then(|c| c.get_text(path).map(|v| v.into_owned())) {
+        Some(KeyKind::Claim(path)) => match claims.and_then(|c| c.get_text(path).map(|v| v.into_owned())) {
             Some(value) => format!(
                 "key: claim {path} = {value:?} from the token (unverified: the key if the token verifies; \
                  otherwise {address_text})"
             ),
             None => format!("key: claim {path}: no such claim (or no token), so the key falls back to {address_text}"),
         },
-        _ => format!("key: {}", key_label(rule)),
+        Some(KeyKind::Global | KeyKind::Custom(_)) | None => format!("key: {}", key_label(rule)),
     };
     out.push_str(&line);
     out.push('\n');

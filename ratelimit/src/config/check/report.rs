@@ -45,10 +45,11 @@ pub(super) fn duration(d: Duration) -> String {
 /// How a rule's key is described: what the file says, and for a key the
 /// checker cannot see (one extracted by code) that it is not checked.
 pub(super) fn key_label(rule: &RuleConfig) -> String {
-    let text = rule.key_text();
-    match text.split_once(':') {
-        Some(("custom", name)) => format!("custom key {name} (registered in code; not checked here)"),
-        _ => text.to_owned(),
+    match ratelimit_spec::key_text(rule.key_text()) {
+        Ok(ratelimit_spec::KeyKind::Custom(name)) => {
+            format!("custom key {name} (registered in code; not checked here)")
+        }
+        _ => rule.key_text().to_owned(),
     }
 }
 

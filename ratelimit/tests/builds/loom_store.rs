@@ -3,7 +3,7 @@
 //! sweeping the same bucket.
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test -p ratelimit --test loom_store --release
+//! RUSTFLAGS="--cfg loom" cargo test -p ratelimit --test builds --release
 //! ```
 //!
 //! Under `--cfg loom` the store has one bucket of four slots, so the models

@@ -3,7 +3,7 @@
 //! and the checker for a configuration, the compiler for an attribute.
 //!
 //! Run with `cargo test -p ratelimit --no-default-features --features axum
-//! --test missing_features` (`scripts/test` does); with more features this
+//! --test builds` (`scripts/test` does); with more features this
 //! file compiles to nothing.
 #![cfg(all(
     feature = "axum",

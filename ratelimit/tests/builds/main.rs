@@ -1,0 +1,12 @@
+//! The crate in the builds other than the suites' (`tests/` at the
+//! workspace root), one module each, compiled to nothing in the others:
+//!
+//! * `loom_store`: the store's cell protocol under loom,
+//!   `RUSTFLAGS="--cfg loom" cargo test -p ratelimit --test builds --release`;
+//! * `missing_features`: `axum` without `jwt`, `service` or `redis`,
+//!   `cargo test -p ratelimit --no-default-features --features axum --test builds`.
+//!
+//! `scripts/test` runs both.
+
+mod loom_store;
+mod missing_features;
