@@ -224,7 +224,7 @@ impl Runtime {
         key: &K,
         chain: &R,
     ) -> Pending<'r> {
-        let config = self.config.local();
+        let config = super::config_cache::local(&self.config);
         let config: &Config = &config;
         if let Some(series) = route.series {
             if series.needs_check(std::ptr::from_ref(config) as usize) {
@@ -494,7 +494,7 @@ impl Runtime {
     /// first matching one, and the next ones while a rule says `stack`.
     pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Decided> {
         // Most layers carry no rules: one cached read says so.
-        let config = self.config.local();
+        let config = super::config_cache::local(&self.config);
         if config.rules.is_empty() {
             return None;
         }

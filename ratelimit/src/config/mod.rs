@@ -31,7 +31,7 @@ mod defaults;
 mod diff;
 mod error;
 mod raw;
-mod reload;
+pub(crate) mod reload;
 mod rules;
 
 use std::collections::BTreeMap;
