@@ -76,20 +76,23 @@
 //!
 //! ## Layers
 //!
-//! Dependencies point one way, down; no module imports one above it.
+//! Dependencies point one way, down: a module uses its own layer's leaf
+//! modules or lower layers, never one above (`src/architecture.rs` checks
+//! every `crate::` path against this list).
 //!
 //! ```text
-//!  integrations   axum/ (handler, layer, runtime, respond, report)    global/ (fleet gate, sync, Redis)
-//!        |                         |                                          |
-//!  configuration  config/ (schema, env, spans, validate/*) ---------------+   |
-//!        |                         |                                      |   |
-//!  resolution     resolve.rs (Chain, JwtTier, NamedProfile, AnyChain) <- limits.rs (profiles as data)
-//!        |                         |
-//!  keys           key/ (KeySource, KeyContext, Ip/Header/Claim/AnyKey, address, header budget)
-//!        |                         |
-//!  claims         jwt.rs (verifier) -> claims.rs (VerifiedClaims)    service.rs (limit service, cache)
-//!        |
-//!  engine         limiter.rs, gcra.rs, decision.rs, quota.rs, store/ (memory, shard), clock.rs, window.rs
+//!  integrations   axum/      setup (config to runtime), runtime (the request path), config_cache,
+//!                            handler, layer, respond, reject, report, observe, telemetry, charge, meter, gate, grpc
+//!  configuration  config/    the model (mod.rs), raw/ (TOML to Config: schema, env, spans, validate/*),
+//!                            rules, reload, diff, check/ (the checker and explain)
+//!  resolution     resolve.rs (Chain, JwtTier, NamedProfile, AnyChain)
+//!  limit service  service/   the trait and answers, client ids, the HTTP(S) service, the cache
+//!  keys           key/       KeySource, KeyContext, Ip/Header/Claim/AnyKey, the client address, the header budget
+//!  tokens         jwt/       the verifier and its caches, the failed-check budget, the JWKS fetcher, key sets
+//!  data, fleet    limits.rs (profiles as data)      global/ (the fleet gate, sync, Redis)
+//!  engine, leaves limiter.rs, gcra.rs, decision.rs, quota.rs, store/, clock.rs, window.rs, units.rs, sync.rs;
+//!                 claims.rs (verified claims), net/ (networks, TLS settings, rustls, the HTTP client),
+//!                 metrics.rs, defaults.rs, setters.rs
 //!
 //!  rule language  ratelimit-spec (no dependencies): key kinds, steps, names, costs, one validator,
 //!                 used by ratelimit-macros (the attribute) and config/ (the [[rules]] entries)
@@ -97,18 +100,19 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `ratelimit-spec/src/lib.rs` | the rule language: key kinds and steps, their validation and errors, for both surfaces |
-//! | `ratelimit-macros/src/parse.rs`, `expand.rs` | the attribute's syntax (tokens to spec), and its expansion to one zero-sized `Rule` type per handler |
+//! | `ratelimit-spec/src/` | the rule language: `keys.rs`, `steps.rs`, `costs.rs`, `names.rs`, `error.rs` (messages for both surfaces) |
+//! | `ratelimit-macros/src/` | the attribute: `parse.rs` (one typed value per option), `check.rs`, `expand.rs` (one zero-sized `Rule` type per handler) |
 //! | `key/source.rs` | [`key::KeySource`], the one path every key takes, and the built-in sources |
 //! | `key/ip.rs`, `key/header.rs` | the client address behind trusted proxies; the bound on header values per address |
-//! | `claims.rs`, `jwt.rs` | verified claims; token verification and its cache |
+//! | `claims.rs`, `jwt/` | verified claims; token verification, its caches and failed-check budget, JWKS URLs |
 //! | `limits.rs`, `resolve.rs` | profiles as data; the resolver chain and its steps |
-//! | `config/` | TOML to a validated [`config::Config`]: `raw/schema.rs`, `raw/env.rs`, `raw/spans.rs`, one file per section in `raw/validate/`, `rules.rs` (paths, `[[rules]]`) |
+//! | `config/` | TOML to a validated [`config::Config`]; reload; the checker |
+//! | `axum/setup.rs` | from a configuration to a running runtime (store, verifier, limit service, fleet gate, keys) |
 //! | `axum/runtime.rs` | the one `decide` every route takes: key, chain, check, fleet gate |
 //! | `axum/handler.rs`, `axum/layer.rs` | the attribute's extractor; the `tower::Layer` of `[[rules]]` |
-//! | `axum/respond.rs`, `axum/report.rs`, `axum/observe.rs` | headers and 429s; logs, metrics and route warnings |
-//! | `tls.rs`, `ca.rs`, `service.rs` | the one rustls client setup (HTTPS and `rediss://`), the CA file; the HTTP(S) client and the limit service cache |
-//! | `global/` | the fleet gate: `gate.rs` (request path), `table.rs`, `sync.rs`, `history.rs`, `delta.rs`, `redis.rs`, `tls.rs` |
+//! | `axum/respond.rs`, `axum/reject.rs`, `axum/report.rs`, `axum/observe.rs` | headers and 429s; logs, metrics and route warnings |
+//! | `net/`, `service/` | networks, the one rustls client setup and the CA file, the HTTP(S) client; the limit service |
+//! | `global/` | the fleet gate: request path, table, sync rounds, history, Redis and `rediss://` |
 //! | `store/`, `gcra.rs`, `limiter.rs` | the engine: the bounded lock-free table and the arithmetic |
 //!
 //! **One rule, one path.** A `#[rate_limit(...)]` attribute and a `[[rules]]`

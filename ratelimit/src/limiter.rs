@@ -59,6 +59,18 @@ pub struct Check {
     pub cost: u32,
 }
 
+/// What [`Limiter::check_all_at`] reads of each limit: a [`Check`], or a
+/// value carrying one (the fleet gate's requests).
+pub(crate) trait AsCheck {
+    fn check(&self) -> &Check;
+}
+
+impl AsCheck for Check {
+    fn check(&self) -> &Check {
+        self
+    }
+}
+
 impl Check {
     /// A check of `cost` on `cell` under `quota`.
     pub const fn new(cell: CellKey, quota: Quota, cost: u32) -> Check {
@@ -446,11 +458,11 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         self.check_all_at(checks, out, now)
     }
 
-    pub(crate) fn check_all_at(&self, checks: &[Check], out: &mut [Decision], now: u64) -> bool {
+    pub(crate) fn check_all_at<T: AsCheck>(&self, checks: &[T], out: &mut [Decision], now: u64) -> bool {
         // Look first: a request some limit refuses charges nothing, and
         // touches no cell (the common way a stacked request is refused).
         let mut refused = false;
-        for (c, d) in checks.iter().zip(out.iter_mut()) {
+        for (c, d) in checks.iter().map(AsCheck::check).zip(out.iter_mut()) {
             *d = self.peek_cell_at(c.cell, &c.quota, c.cost, now);
             refused |= d.is_denied();
         }
@@ -459,12 +471,12 @@ impl<S: Store, C: Clock> Limiter<S, C> {
             // request took the room since the look) hands back what the
             // earlier ones were charged.
             for i in 0..checks.len() {
-                let c = &checks[i];
+                let c = checks[i].check();
                 out[i] = self.check_cell_at(c.cell, &c.quota, c.cost, now);
                 if out[i].is_denied() {
                     // Each to where it was charged (its own cell, or the
                     // overflow or group cell the store put it in).
-                    for (earlier, d) in checks[..i].iter().zip(out[..i].iter()) {
+                    for (earlier, d) in checks[..i].iter().map(AsCheck::check).zip(out[..i].iter()) {
                         self.refund_placed_at(earlier.cell, &earlier.quota, earlier.cost, d, now);
                     }
                     refused = true;
@@ -477,7 +489,7 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         }
         // The limits that did not refuse report their room as it is: nothing
         // was charged to them.
-        for (c, d) in checks.iter().zip(out.iter_mut()) {
+        for (c, d) in checks.iter().map(AsCheck::check).zip(out.iter_mut()) {
             if d.is_allowed() {
                 *d = self.peek_cell_at(c.cell, &c.quota, 0, now);
             }

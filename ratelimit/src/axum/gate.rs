@@ -86,26 +86,3 @@ pub(crate) fn start_gate(
     }
     Ok(gate)
 }
-
-/// A settled charge's surplus handed back, locally and in the fleet count.
-pub(crate) fn refund(
-    gate: &crate::global::FleetGate,
-    limiter: &crate::Limiter<crate::MemoryStore, crate::AnyClock>,
-    held: &super::respond::Held,
-    quota: &crate::Quota,
-    cost: u32,
-    charged: &crate::Decision,
-) {
-    gate.refund_placed_id(limiter, held.cell, held.fleet_id, quota, cost, charged);
-}
-
-/// A settled charge's extra units, locally and in the fleet count.
-pub(crate) fn charge_more(
-    gate: &crate::global::FleetGate,
-    limiter: &crate::Limiter<crate::MemoryStore, crate::AnyClock>,
-    held: &super::respond::Held,
-    quota: &crate::Quota,
-    cost: u32,
-) -> u32 {
-    gate.charge_more_counted(limiter, held.route_id, held.cell, held.fleet_id, quota, cost)
-}

@@ -155,6 +155,7 @@ mod handler;
 mod layer;
 mod meter;
 pub mod observe;
+mod optional;
 mod reject;
 mod report;
 mod respond;
@@ -225,13 +226,13 @@ impl RateLimit {
     #[cfg(feature = "jwt")]
     #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     pub fn jwt_verifier(&self) -> Option<&JwtVerifier> {
-        self.inner.jwt.as_ref()
+        self.inner.tokens.verifier()
     }
 
     /// The fleet-wide gate, when `[global]` is configured (feature `redis`).
     #[cfg(feature = "redis")]
     pub fn gate(&self) -> Option<&crate::global::FleetGate> {
-        self.inner.gate.as_deref()
+        self.inner.fleet.gate()
     }
 
     /// The running configuration.
@@ -373,7 +374,7 @@ impl std::fmt::Debug for RateLimitBuilder {
             .field("keys", &self.extras.keys.keys().collect::<Vec<_>>())
             .field("rejection", &self.extras.reject.is_some());
         #[cfg(feature = "service")]
-        f.field("limit_service", &self.extras.service.is_some());
+        f.field("limit_service", &self.extras.given.service.is_some());
         f.finish_non_exhaustive()
     }
 }
@@ -394,7 +395,7 @@ impl RateLimitBuilder {
     #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
     #[must_use]
     pub fn jwt_verifier(mut self, verifier: JwtVerifier) -> Self {
-        self.extras.jwt = Some(verifier);
+        self.extras.given.verifier = Some(verifier);
         self
     }
 
@@ -443,10 +444,10 @@ impl RateLimitBuilder {
     #[cfg_attr(docsrs, doc(cfg(feature = "service")))]
     #[must_use]
     pub fn limit_service(mut self, service: impl crate::service::LimitService) -> Self {
-        if self.extras.service.is_some() {
+        if self.extras.given.service.is_some() {
             self.errors.push("limit_service: a service was given twice".to_owned());
         }
-        self.extras.service = Some(crate::service::BoxLimitService::new(service));
+        self.extras.given.service = Some(crate::service::BoxLimitService::new(service));
         self
     }
 

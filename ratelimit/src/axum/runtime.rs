@@ -10,17 +10,14 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::request::Parts;
 
+use super::optional::{Fleet, Service, Tokens};
 use super::reject::{RejectHook, Rejection};
 use super::report::Observer;
 use super::respond::{Outcome, OuterWait, RouteName};
 use super::route::{rule_route_id, RouteSpec};
 use crate::config::{Config, ConfigHandle, RuleConfig};
-#[cfg(feature = "jwt")]
-use crate::jwt::JwtVerifier;
 use crate::key::{ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
 use crate::resolve::{FinalResolver, ResolveContext};
-#[cfg(feature = "service")]
-use crate::service::{BoxLimitService, ServiceCache, ServiceIdKey};
 use crate::{AnyClock, Clock, Limiter, MemoryStore};
 
 pub(crate) struct Runtime {
@@ -28,16 +25,10 @@ pub(crate) struct Runtime {
     pub(crate) limiter: Arc<Limiter<MemoryStore, AnyClock>>,
     pub(crate) header_budget: HeaderBudget<AnyClock>,
     pub(crate) key_hasher: KeyHasher,
-    #[cfg(feature = "jwt")]
-    pub(crate) jwt: Option<JwtVerifier>,
-    #[cfg(feature = "service")]
-    pub(crate) service: Option<ServiceCache<BoxLimitService>>,
-    /// The key of the service's client ids (with `service`).
-    #[cfg(feature = "service")]
-    pub(super) service_ids: Option<ServiceIdKey>,
-    /// The limit service is the builder's (not `[service] url`'s).
-    #[cfg(feature = "service")]
-    pub(super) own_service: bool,
+    /// The token verifier, if any.
+    pub(crate) tokens: Tokens,
+    /// The limit service, if any.
+    pub(crate) service: Service,
     /// The key extractors `"custom:<name>"` rules may name.
     pub(super) keys: BTreeMap<String, Arc<dyn KeySource>>,
     /// The application's rejection response, if it shapes its own.
@@ -52,18 +43,15 @@ pub(crate) struct Runtime {
     /// What the telemetry task last published of this runtime's counters.
     pub(crate) published: crate::metrics::Published,
     /// The fleet-wide gate, when `[global]` is configured.
-    #[cfg(feature = "redis")]
-    pub(crate) gate: Option<Arc<crate::global::FleetGate>>,
+    pub(crate) fleet: Fleet,
 }
 
 impl fmt::Debug for Runtime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut f = f.debug_struct("Runtime");
         f.field("limiter", &self.limiter);
-        #[cfg(feature = "jwt")]
-        f.field("jwt", &self.jwt.is_some());
-        #[cfg(feature = "service")]
-        f.field("service", &self.service.is_some());
+        f.field("jwt", &self.tokens.is_on());
+        f.field("service", &self.service.is_on());
         f.finish_non_exhaustive()
     }
 }
@@ -173,17 +161,6 @@ impl Runtime {
         ClientKey::Ip(config.ip.client_key(peer.ip(), &parts.headers))
     }
 
-    /// A limit service is running (`[service]`, with the `service` feature).
-    #[cfg(feature = "service")]
-    fn has_service(&self) -> bool {
-        self.service.is_some()
-    }
-
-    #[cfg(not(feature = "service"))]
-    fn has_service(&self) -> bool {
-        false
-    }
-
     /// Decides one request on one route: key, limit, check.
     pub(crate) fn decide<K: KeySource, R: FinalResolver>(
         &self,
@@ -195,18 +172,8 @@ impl Runtime {
     ) -> Outcome {
         let mut pending = self.prepare(parts, route, name, key, chain);
         // Decided where it lies: the outcome is moved once, on return.
-        let (cell, quota, cost) = (pending.cell, pending.outcome.quota, pending.outcome.cost);
-        #[cfg(feature = "redis")]
-        {
-            pending.outcome.decision = match &self.gate {
-                Some(gate) => gate.check_id(&self.limiter, route.id, cell, pending.fleet_id, &quota, cost),
-                None => self.limiter.check_cell(cell, &quota, cost),
-            };
-        }
-        #[cfg(not(feature = "redis"))]
-        {
-            pending.outcome.decision = self.limiter.check_cell(cell, &quota, cost);
-        }
+        let (quota, cost) = (pending.outcome.quota, pending.outcome.cost);
+        pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
         self.observer
             .record(route, &pending.outcome, || self.limiter.clock().now());
         pending.outcome
@@ -228,13 +195,13 @@ impl Runtime {
         let config: &Config = &config;
         if let Some(series) = route.series {
             if series.needs_check(std::ptr::from_ref(config) as usize) {
-                self.observer.check_route(config, route, self.has_service());
+                self.observer.check_route(config, route, self.service.is_on());
             }
         }
         let address = self.address(config, parts, route.name);
-        let cx = KeyContext::with_address(parts, address, &self.key_hasher);
-        #[cfg(feature = "jwt")]
-        let cx = cx.verifier(self.jwt.as_ref());
+        let cx = self
+            .tokens
+            .attach(KeyContext::with_address(parts, address, &self.key_hasher));
         let mut cx = cx.header_values(&self.header_budget).network(&config.ip);
         let client = key.extract(&mut cx);
         // Verify at most once per decision: a claim key that found no
@@ -243,12 +210,7 @@ impl Runtime {
             cx.claims();
         }
         let ctx = ResolveContext::new(config, route.name, cx.found_claims());
-        #[cfg(feature = "service")]
-        let ctx = match (route.wants_service, &self.service_ids) {
-            (true, Some(ids)) => ctx.with_client(ids.client_id(key, &cx, &client)),
-            _ => ctx,
-        }
-        .with_service(self.service.as_ref());
+        let ctx = self.service.resolve_with(ctx, route.wants_service, key, &cx, &client);
         let resolved = chain.resolve_final(&ctx);
         let overrides = config.route(route.name);
         let cost = overrides.and_then(|r| r.cost).unwrap_or(route.cost);
@@ -268,22 +230,10 @@ impl Runtime {
             }
             _ => self.limiter.cell_key(route.id, &client),
         };
-        #[cfg(feature = "redis")]
-        let fleet_id = match &self.gate {
-            Some(gate) => {
-                use std::hash::Hasher;
-                let mut h = gate.hasher().hasher();
-                h.write_u32(route.id);
-                key.write_id(&cx, &client, &mut h);
-                h.finish()
-            }
-            None => 0,
-        };
+        let fleet_id = self.fleet.id(route.id, key, &cx, &client);
         Pending {
             route: *route,
             cell,
-            #[cfg(feature = "redis")]
-            fleet_id,
             outcome: Outcome {
                 decision: crate::Decision::placeholder(),
                 cost,
@@ -298,10 +248,7 @@ impl Runtime {
                 held: super::respond::Held {
                     cell,
                     route_id: route.id,
-                    #[cfg(feature = "redis")]
                     fleet_id,
-                    #[cfg(not(feature = "redis"))]
-                    fleet_id: 0,
                 },
             },
         }
@@ -326,26 +273,20 @@ impl Runtime {
                 n += 1;
             }
         }
-        #[cfg(feature = "redis")]
-        let admitted = match &self.gate {
-            Some(gate) => {
-                let mut ids = [(0u32, 0u64); MAX_STACK];
-                for (slot, &i) in ids.iter_mut().zip(&enforcing[..n]) {
-                    *slot = (pending[i].route.id, pending[i].fleet_id);
-                }
-                gate.check_all_id(&self.limiter, &ids[..n], &checks[..n], &mut decisions[..n])
-            }
-            None => self.limiter.check_all_into(&checks[..n], &mut decisions[..n]),
-        };
-        #[cfg(not(feature = "redis"))]
-        let admitted = self.limiter.check_all_into(&checks[..n], &mut decisions[..n]);
+        let mut ids = [(0, 0); MAX_STACK];
+        for (id, &i) in ids.iter_mut().zip(&enforcing[..n]) {
+            *id = (pending[i].route.id, pending[i].outcome.held.fleet_id);
+        }
+        let admitted = self
+            .fleet
+            .check_all(&self.limiter, &checks[..n], &ids[..n], &mut decisions[..n]);
         for (d, &i) in decisions[..n].iter().zip(&enforcing[..n]) {
             pending[i].outcome.decision = *d;
         }
         for p in pending.iter_mut().filter(|p| p.outcome.shadow) {
             let (cell, quota, cost) = (p.cell, p.outcome.quota, p.outcome.cost);
             p.outcome.decision = if admitted {
-                self.check_one(p, cell, &quota, cost)
+                self.fleet.check(&self.limiter, &p.outcome.held, &quota, cost)
             } else {
                 self.limiter.peek_cell(cell, &quota, cost)
             };
@@ -370,35 +311,13 @@ impl Runtime {
         cost: u32,
         charged: &crate::Decision,
     ) {
-        #[cfg(feature = "redis")]
-        if let Some(gate) = &self.gate {
-            super::gate::refund(gate, &self.limiter, held, quota, cost, charged);
-            return;
-        }
-        // To the cell the charge went to: the key's own, or the shared
-        // overflow or group cell.
-        self.limiter.refund_placed(held.cell, quota, cost, charged);
+        self.fleet.refund(&self.limiter, held, quota, cost, charged);
     }
 
     /// Charges `cost` more units of a settled charge, unchecked: the units
     /// really charged (the debt cap may stop it short).
     pub(crate) fn charge_more(&self, held: &super::respond::Held, quota: &crate::Quota, cost: u32) -> u32 {
-        #[cfg(feature = "redis")]
-        if let Some(gate) = &self.gate {
-            return super::gate::charge_more(gate, &self.limiter, held, quota, cost);
-        }
-        self.limiter
-            .charge_cell_at(held.cell, quota, cost, self.limiter.clock().now())
-    }
-
-    /// One limit's check, through the fleet gate when there is one.
-    fn check_one(&self, p: &Pending<'_>, cell: crate::CellKey, quota: &crate::Quota, cost: u32) -> crate::Decision {
-        #[cfg(feature = "redis")]
-        if let Some(gate) = &self.gate {
-            return gate.check_id(&self.limiter, p.route.id, cell, p.fleet_id, quota, cost);
-        }
-        let _ = p;
-        self.limiter.check_cell(cell, quota, cost)
+        self.fleet.charge_more(&self.limiter, held, quota, cost)
     }
 
     /// Whether a request with `method` is a probe (`[responses]
@@ -416,14 +335,8 @@ impl Runtime {
     fn peek_all(&self, pending: &mut [Pending<'_>]) -> bool {
         let mut admitted = true;
         for p in pending.iter_mut() {
-            let (cell, quota, cost) = (p.cell, p.outcome.quota, p.outcome.cost);
-            #[cfg(feature = "redis")]
-            let decision = match &self.gate {
-                Some(gate) => gate.peek_id(&self.limiter, p.route.id, cell, p.fleet_id, &quota, cost),
-                None => self.limiter.peek_cell(cell, &quota, cost),
-            };
-            #[cfg(not(feature = "redis"))]
-            let decision = self.limiter.peek_cell(cell, &quota, cost);
+            let (quota, cost) = (p.outcome.quota, p.outcome.cost);
+            let decision = self.fleet.peek(&self.limiter, &p.outcome.held, &quota, cost);
             p.outcome.decision = decision;
             admitted &= !p.outcome.rejects();
         }
@@ -562,8 +475,6 @@ fn rule_spec(rule: &RuleConfig) -> RouteSpec<'_> {
 pub(crate) struct Pending<'r> {
     pub(crate) route: RouteSpec<'r>,
     pub(crate) cell: crate::CellKey,
-    #[cfg(feature = "redis")]
-    pub(crate) fleet_id: u64,
     pub(crate) outcome: Outcome,
 }
 

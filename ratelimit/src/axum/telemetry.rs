@@ -34,11 +34,11 @@ pub(crate) fn publish(rt: &Runtime) {
     p.add(2, store.sweeps, metrics::counter!(STORE_SWEEPS));
     p.add(3, store.swept, metrics::counter!(STORE_SWEPT));
     #[cfg(feature = "jwt")]
-    if let Some(jwt) = &rt.jwt {
+    if let Some(jwt) = rt.tokens.verifier() {
         metrics::gauge!(JWT_KEYS).set(jwt.key_count() as f64);
     }
     #[cfg(feature = "service")]
-    if let Some(cache) = &rt.service {
+    if let Some(cache) = rt.service.cache() {
         let s = cache.stats();
         for (i, (result, n)) in [("hit", s.hits), ("stale", s.stale), ("miss", s.misses)]
             .into_iter()

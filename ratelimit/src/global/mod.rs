@@ -39,23 +39,30 @@
 //! # });
 //! ```
 
+mod check;
 mod delta;
 mod gate;
+mod health;
 mod history;
 mod ids;
 mod names;
 mod ration;
 mod redis;
 mod settings;
+mod settlement;
+mod stacked;
 mod store;
 mod sync;
 mod table;
 mod task;
 #[cfg(feature = "redis-tls")]
 pub(crate) mod tls;
+mod tracking;
 
 pub use self::redis::{RedisSettings, RedisStore};
-pub use gate::{FleetGate, FleetHealth, GateStatus, MAX_FLEET_BURST};
+pub use check::FleetCheck;
+pub use gate::{FleetGate, MAX_FLEET_BURST};
+pub use health::{FleetHealth, GateStatus};
 pub use names::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED};
 pub use settings::{GateError, GateSettings, DEFAULT_SUB_EPOCHS};
 pub use store::{Counter, GlobalError, GlobalStore, MemoryGlobalStore, OpResult, SyncOp};

@@ -9,13 +9,14 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::delta::{hand_back, take_unpushed, Take};
-use super::gate::{carry_over, FleetGate};
+use super::gate::FleetGate;
 use super::history::{KeyHistory, Taken};
 use super::names::{
     set_degraded, Reason, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED,
 };
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
 use super::table::{pack, tag32, unpack, Closed, Pending, Slot, LOW};
+use super::tracking::carry_over;
 use crate::Clock;
 
 /// What one sync round did.

@@ -586,24 +586,25 @@ fn peek_id_decides_like_check_id_and_writes_nothing() {
     let limiter = Limiter::new(MemoryStore::default(), clock.clone());
     let q = fleet_bound();
     let (cell, id) = (limiter.cell_key(1, "k"), g.fleet_id(1, "k"));
+    let k = |cost| FleetCheck::new(Check::new(cell, q, cost), 1, id);
     // A key the gate has never seen: a peek claims no slot, makes no cell.
-    assert!(g.peek_id(&limiter, 1, cell, id, &q, 10).is_allowed());
+    assert!(g.peek_id(&limiter, &k(10)).is_allowed());
     assert_eq!(occupied(&g), 0);
     assert_eq!(limiter.store().len(), 0);
     for cost in [3, 4, 2, 1, 1] {
-        let peeked = g.peek_id(&limiter, 1, cell, id, &q, cost);
-        let checked = g.check_id(&limiter, 1, cell, id, &q, cost);
+        let peeked = g.peek_id(&limiter, &k(cost));
+        let checked = g.check_id(&limiter, &k(cost));
         assert_eq!(peeked, checked, "cost {cost}");
     }
     // 10 used (the last one refused: 3 + 4 + 2 + 1 fill it).
     assert_eq!(occupied(&g), 1);
-    let d = g.peek_id(&limiter, 1, cell, id, &q, 1);
+    let d = g.peek_id(&limiter, &k(1));
     assert_eq!(d.denial(), Some(Denial::FleetLimited));
-    assert_eq!(d, g.check_id(&limiter, 1, cell, id, &q, 1));
+    assert_eq!(d, g.check_id(&limiter, &k(1)));
     // Peeks are free: still exactly what the checks left.
     assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 90);
     // A cost above the burst: the local refusal, as check_id gives it.
-    let d = g.peek_id(&limiter, 1, cell, id, &q, 101);
+    let d = g.peek_id(&limiter, &k(101));
     assert_eq!(d.denial(), Some(Denial::CostExceedsBurst));
 }
 
@@ -615,31 +616,32 @@ async fn refund_id_takes_back_unpushed_units_and_keeps_pushed_ones() {
     let store = MemoryGlobalStore::new();
     let q = fleet_bound();
     let (cell, id) = (limiter.cell_key(1, "k"), g.fleet_id(1, "k"));
+    let k = |cost| FleetCheck::new(Check::new(cell, q, cost), 1, id);
     g.sync_once(&store, &clock).await.unwrap();
-    assert!(g.check_id(&limiter, 1, cell, id, &q, 10).is_allowed());
-    assert!(g.peek_id(&limiter, 1, cell, id, &q, 1).is_denied());
+    assert!(g.check_id(&limiter, &k(10)).is_allowed());
+    assert!(g.peek_id(&limiter, &k(1)).is_denied());
     // Not pushed yet: the refund takes the units out of this instance's
     // count, and hands them back locally.
-    g.refund_id(&limiter, 1, cell, id, &q, 4);
+    g.refund_id(&limiter, &k(4));
     assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 94);
-    assert!(g.peek_id(&limiter, 1, cell, id, &q, 4).is_allowed());
-    assert!(g.peek_id(&limiter, 1, cell, id, &q, 5).is_denied());
+    assert!(g.peek_id(&limiter, &k(4)).is_allowed());
+    assert!(g.peek_id(&limiter, &k(5)).is_denied());
     // Refunding more than is pending takes what is there, never below 0.
-    g.refund_id(&limiter, 1, cell, id, &q, 50);
-    assert!(g.check_id(&limiter, 1, cell, id, &q, 10).is_allowed());
+    g.refund_id(&limiter, &k(50));
+    assert!(g.check_id(&limiter, &k(10)).is_allowed());
     assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 90);
     // Pushed: the fleet counts the units; a refund hands back locally but
     // the fleet keeps them (conservative) until they leave the window.
     g.sync_once(&store, &clock).await.unwrap();
-    assert!(g.peek_id(&limiter, 1, cell, id, &q, 1).is_denied());
-    g.refund_id(&limiter, 1, cell, id, &q, 3);
+    assert!(g.peek_id(&limiter, &k(1)).is_denied());
+    g.refund_id(&limiter, &k(3));
     assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 93);
-    let d = g.peek_id(&limiter, 1, cell, id, &q, 1);
+    let d = g.peek_id(&limiter, &k(1));
     assert_eq!(d.denial(), Some(Denial::FleetLimited), "pushed units stay counted");
     // A refund for a key the gate does not hold claims no slot.
     let (other, other_id) = (limiter.cell_key(1, "other"), g.fleet_id(1, "other"));
     let before = occupied(&g);
-    g.refund_id(&limiter, 1, other, other_id, &q, 3);
+    g.refund_id(&limiter, &FleetCheck::new(Check::new(other, q, 3), 1, other_id));
     assert_eq!(occupied(&g), before);
     assert_eq!(limiter.store().len(), 1);
 }
@@ -651,33 +653,36 @@ fn check_all_id_refused_by_one_fleet_budget_charges_nothing() {
     let limiter = Limiter::new(MemoryStore::default(), clock.clone());
     let user = fleet_bound(); // fleet: 10
     let ip = Quota::per_minute(600).with_burst(1_000); // fleet: 100
-    let local = [
-        Check::new(limiter.cell_key(1, "user"), user, 1),
-        Check::new(limiter.cell_key(2, "ip"), ip, 1),
+    let checks = [
+        FleetCheck::new(
+            Check::new(limiter.cell_key(1, "user"), user, 1),
+            1,
+            g.fleet_id(1, "user"),
+        ),
+        FleetCheck::new(Check::new(limiter.cell_key(2, "ip"), ip, 1), 2, g.fleet_id(2, "ip")),
     ];
-    let fleet = [(1, g.fleet_id(1, "user")), (2, g.fleet_id(2, "ip"))];
     let mut out = [limiter.peek(&"", &user); 2];
     // Both admitted: each counted locally and for the fleet.
     for _ in 0..10 {
-        assert!(g.check_all_id(&limiter, &fleet, &local, &mut out));
+        assert!(g.check_all_id(&limiter, &checks, &mut out));
         assert!(out.iter().all(|d| d.is_allowed()));
     }
     assert_eq!(occupied(&g), 2);
-    assert_eq!(limiter.peek_cell(local[0].cell, &user, 0).remaining(), 90);
-    assert_eq!(limiter.peek_cell(local[1].cell, &ip, 0).remaining(), 990);
+    assert_eq!(limiter.peek_cell(checks[0].local.cell, &user, 0).remaining(), 90);
+    assert_eq!(limiter.peek_cell(checks[1].local.cell, &ip, 0).remaining(), 990);
     // The user's fleet budget is spent: the user's limit refuses it, the
     // address is charged nothing, locally or in the fleet.
     for _ in 0..5 {
-        assert!(!g.check_all_id(&limiter, &fleet, &local, &mut out));
+        assert!(!g.check_all_id(&limiter, &checks, &mut out));
         assert_eq!(out[0].denial(), Some(Denial::FleetLimited));
         assert!(out[1].is_allowed(), "the address itself had room");
     }
-    assert_eq!(limiter.peek_cell(local[0].cell, &user, 0).remaining(), 90);
-    assert_eq!(limiter.peek_cell(local[1].cell, &ip, 0).remaining(), 990);
+    assert_eq!(limiter.peek_cell(checks[0].local.cell, &user, 0).remaining(), 90);
+    assert_eq!(limiter.peek_cell(checks[1].local.cell, &ip, 0).remaining(), 990);
     // The address's fleet count is 10, as before: 90 more fit, 91 do not.
-    let (cell, id) = (local[1].cell, fleet[1].1);
-    assert!(g.peek_id(&limiter, 2, cell, id, &ip, 90).is_allowed());
-    let d = g.peek_id(&limiter, 2, cell, id, &ip, 91);
+    let address = checks[1];
+    assert!(g.peek_id(&limiter, &address.with_cost(90)).is_allowed());
+    let d = g.peek_id(&limiter, &address.with_cost(91));
     assert_eq!(d.denial(), Some(Denial::FleetLimited));
 }
 
@@ -688,31 +693,37 @@ fn check_all_id_refused_locally_counts_nothing_for_the_fleet() {
     let limiter = Limiter::new(MemoryStore::default(), clock.clone());
     let user = fleet_bound(); // fleet: 10
     let tight = Quota::per_minute(600).with_burst(2); // locally 2 at once
-    let local = [
-        Check::new(limiter.cell_key(1, "user"), user, 1),
-        Check::new(limiter.cell_key(2, "ip"), tight, 1),
+    let checks = [
+        FleetCheck::new(
+            Check::new(limiter.cell_key(1, "user"), user, 1),
+            1,
+            g.fleet_id(1, "user"),
+        ),
+        FleetCheck::new(Check::new(limiter.cell_key(2, "ip"), tight, 1), 2, g.fleet_id(2, "ip")),
     ];
-    let fleet = [(1, g.fleet_id(1, "user")), (2, g.fleet_id(2, "ip"))];
     let mut out = [limiter.peek(&"", &user); 2];
-    assert!(g.check_all_id(&limiter, &fleet, &local, &mut out));
-    assert!(g.check_all_id(&limiter, &fleet, &local, &mut out));
+    assert!(g.check_all_id(&limiter, &checks, &mut out));
+    assert!(g.check_all_id(&limiter, &checks, &mut out));
     for _ in 0..20 {
-        assert!(!g.check_all_id(&limiter, &fleet, &local, &mut out));
+        assert!(!g.check_all_id(&limiter, &checks, &mut out));
         assert_eq!(out[1].denial(), Some(Denial::RateLimited));
     }
     // The user was charged twice, locally and in the fleet: 8 more fit.
-    assert_eq!(limiter.peek_cell(local[0].cell, &user, 0).remaining(), 98);
-    let (cell, id) = (local[0].cell, fleet[0].1);
-    assert!(g.peek_id(&limiter, 1, cell, id, &user, 8).is_allowed());
-    assert!(g.peek_id(&limiter, 1, cell, id, &user, 9).is_denied());
+    assert_eq!(limiter.peek_cell(checks[0].local.cell, &user, 0).remaining(), 98);
+    let user_check = checks[0];
+    assert!(g.peek_id(&limiter, &user_check.with_cost(8)).is_allowed());
+    assert!(g.peek_id(&limiter, &user_check.with_cost(9)).is_denied());
     // A new key refused by another limit claims no fleet slot.
     let before = occupied(&g);
     let fresh = [
-        Check::new(limiter.cell_key(1, "fresh"), user, 1),
-        Check::new(limiter.cell_key(2, "ip"), tight, 1),
+        FleetCheck::new(
+            Check::new(limiter.cell_key(1, "fresh"), user, 1),
+            1,
+            g.fleet_id(1, "fresh"),
+        ),
+        checks[1],
     ];
-    let fresh_fleet = [(1, g.fleet_id(1, "fresh")), (2, g.fleet_id(2, "ip"))];
-    assert!(!g.check_all_id(&limiter, &fresh_fleet, &fresh, &mut out));
+    assert!(!g.check_all_id(&limiter, &fresh, &mut out));
     assert_eq!(occupied(&g), before);
 }
 

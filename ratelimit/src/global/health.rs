@@ -1,0 +1,150 @@
+//! The gate's health: whether the fleet limit is in force, the counts a
+//! readiness probe and the metrics read, and when the last round's totals
+//! stop counting (a stalled or stopped sync loop, noticed by requests).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::gate::FleetGate;
+use super::names::{set_degraded, Reason};
+
+/// The state of a gate, for health checks and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateStatus {
+    /// The whole gate is local-only: the last sync round failed, or the
+    /// sync loop stopped or stalled.
+    pub degraded: bool,
+    /// Keys limited locally only because their part of the last round
+    /// failed (an error reply, a value of the wrong type, a cluster node
+    /// down), while the rest of the fleet limit holds.
+    pub degraded_keys: u64,
+    /// Successful rounds so far.
+    pub rounds: u64,
+    /// Failed rounds so far.
+    pub failures: u64,
+    /// Keys seen that the table could not track.
+    pub untracked: u64,
+}
+
+/// Whether the fleet limit is in force: what a readiness probe asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FleetHealth {
+    /// Every tracked key is limited fleet-wide.
+    InForce,
+    /// The fleet limit holds except for these keys, limited locally only.
+    Partial {
+        /// Keys limited locally only.
+        local_only_keys: u64,
+    },
+    /// Every key is limited locally only (Redis unreachable or failing, or
+    /// the sync loop not running): the fleet can admit up to N times one
+    /// instance's limit.
+    LocalOnly,
+}
+
+impl FleetGate {
+    /// Health and counts.
+    pub fn status(&self) -> GateStatus {
+        GateStatus {
+            degraded: self.degraded.load(Ordering::Relaxed) || self.stalled.load(Ordering::Relaxed),
+            degraded_keys: self.degraded_keys.load(Ordering::Relaxed),
+            rounds: self.round.load(Ordering::Relaxed) - 1,
+            failures: self.failures.load(Ordering::Relaxed),
+            untracked: self.untracked.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether the fleet limit is in force, for a readiness probe.
+    ///
+    /// ```
+    /// # use ratelimit::global::{FleetGate, FleetHealth, GateSettings};
+    /// # let gate = FleetGate::new(GateSettings::new(b"a fleet-wide secret, 16+ bytes"), &ratelimit::ManualClock::new()).unwrap();
+    /// match gate.health() {
+    ///     FleetHealth::InForce => {}
+    ///     FleetHealth::Partial { local_only_keys } => eprintln!("{local_only_keys} keys limited locally"),
+    ///     FleetHealth::LocalOnly => eprintln!("fleet limit off: {:?}", gate.last_error()),
+    ///     // The enum is `#[non_exhaustive]`: a state added later.
+    ///     other => eprintln!("fleet limit: {other:?}"),
+    /// }
+    /// ```
+    pub fn health(&self) -> FleetHealth {
+        let s = self.status();
+        if s.degraded {
+            FleetHealth::LocalOnly
+        } else if s.degraded_keys > 0 {
+            FleetHealth::Partial {
+                local_only_keys: s.degraded_keys,
+            }
+        } else {
+            FleetHealth::InForce
+        }
+    }
+
+    /// The error of the last failed round or operation, while the gate (or
+    /// some key) is degraded because of it.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// Sets the longest a round may take: a round that has not succeeded
+    /// for two sync intervals plus this makes the gate local-only.
+    pub(super) fn set_round_timeout(&self, timeout: Duration) {
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let s = ns(self.settings.sync_interval);
+        self.stale_after_ns
+            .store(s.saturating_mul(2).saturating_add(ns(timeout)), Ordering::Relaxed);
+        // Others push into a closed slice in their first round after it:
+        // a sync interval, plus up to a round's own time, twice (the round
+        // that pushes may start late because the one before ran long).
+        // And one slice for wall clocks that disagree.
+        self.settle_ns.store(
+            s.saturating_add(ns(timeout).saturating_mul(2))
+                .saturating_add(self.window.slice_ns()),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The last round's totals count no more (a failed round, a stopped
+    /// loop): requests decide locally until a round succeeds.
+    pub(super) fn mark_stale(&self) {
+        self.fresh_until.store(0, Ordering::Relaxed);
+    }
+
+    /// A round succeeded at `now`: its totals count for the next
+    /// `stale_after`.
+    pub(super) fn mark_fresh(&self, now: u64) {
+        let until = now.saturating_add(self.stale_after_ns.load(Ordering::Relaxed));
+        self.fresh_until.store(until, Ordering::Relaxed);
+    }
+
+    /// Whether the fleet estimate may be used at `now`: the last round
+    /// succeeded and is recent. A stall is noticed here, by requests.
+    #[inline]
+    pub(super) fn in_force(&self, now: u64) -> bool {
+        // One load on the way through: a degraded or stopped gate sets it to
+        // zero.
+        let until = self.fresh_until.load(Ordering::Relaxed);
+        if now <= until {
+            return true;
+        }
+        if self.degraded.load(Ordering::Relaxed) || self.stalled.load(Ordering::Relaxed) {
+            return false;
+        }
+        let age = now - until + self.stale_after_ns.load(Ordering::Relaxed);
+        if !self.stalled.swap(true, Ordering::Relaxed) {
+            if now <= self.fresh_until.load(Ordering::Relaxed) {
+                // A round succeeded meanwhile: not stalled after all.
+                self.stalled.store(false, Ordering::Relaxed);
+                return true;
+            }
+            set_degraded(Some(Reason::Stalled));
+            tracing::warn!(
+                target: "ratelimit",
+                since_ms = age / 1_000_000,
+                "fleet gate: no successful sync round recently (sync loop stalled or stopped), limiting locally only"
+            );
+        }
+        false
+    }
+}

@@ -1,0 +1,158 @@
+//! Settling a request after its check: refunds (units handed back, locally
+//! and out of this instance's not yet pushed fleet count) and extra charges
+//! (units charged without a check, locally and for the fleet).
+
+use std::sync::atomic::Ordering;
+
+use super::check::FleetCheck;
+use super::gate::{FleetGate, MAX_FLEET_BURST, NONZERO};
+use super::table::{Pending, Slot};
+use crate::{Clock, Decision, Limiter, Quota, Store};
+
+impl FleetGate {
+    /// Hands back `request.local.cost` units of a request
+    /// [`check_id`](Self::check_id) admitted (it cost less than it was
+    /// charged, or its work failed): locally through
+    /// [`Limiter::refund_cell`] (never more than was charged, never before
+    /// now), and out of this instance's count of the key's units that the
+    /// sync loop has not taken for a push yet, in the current slice and
+    /// then the one before. No I/O, no lock, no allocation; no slot is
+    /// claimed for a key the table does not hold.
+    ///
+    /// Units already taken for a push (or pushed) stay counted fleet-wide
+    /// until they leave the window: a refund after the push is
+    /// conservative. Redis counters only grow by design (`INCRBY` of
+    /// deltas that are never negative), and a negative delta would need a
+    /// signed field in the pending word, which packs a tag and two 24-bit
+    /// counts into one atomic: not worth it for what a refund is, the
+    /// correction of one request within a sync interval or so.
+    ///
+    /// ```
+    /// use ratelimit::global::{FleetCheck, FleetGate, GateSettings};
+    /// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let settings = GateSettings::new(b"a fleet-wide secret, 16+ bytes").with_window(Duration::from_secs(10));
+    /// let gate = FleetGate::new(settings, &clock).unwrap();
+    /// let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    /// let quota = Quota::per_minute(60).with_burst(100); // fleet: 10 per 10 s
+    /// let cell = limiter.cell_key(1, "user-1");
+    /// let request = FleetCheck::new(Check::new(cell, quota, 10), 1, gate.fleet_id(1, "user-1"));
+    /// assert!(gate.check_id(&limiter, &request).is_allowed());
+    /// assert!(gate.peek_id(&limiter, &request.with_cost(1)).is_denied(), "the fleet's 10 are spent");
+    /// gate.refund_id(&limiter, &request.with_cost(4)); // it cost 6
+    /// assert!(gate.check_id(&limiter, &request.with_cost(4)).is_allowed());
+    /// ```
+    pub fn refund_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) {
+        let local = &request.local;
+        let now = limiter.clock().now();
+        limiter.refund_cell_at(local.cell, &local.quota, local.cost, now);
+        self.take_back(request.fleet_id, &local.quota, local.cost, now);
+    }
+
+    /// [`refund_id`](Self::refund_id) of the charge that `charged` (the
+    /// admitted decision) reports, handed back locally to the cell the
+    /// store placed it in (the key's own, or a shared overflow or group
+    /// cell: see [`Limiter::refund_placed`]).
+    pub fn refund_placed_id<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        request: &FleetCheck,
+        charged: &Decision,
+    ) {
+        let local = &request.local;
+        let now = limiter.clock().now();
+        limiter.refund_placed_at(local.cell, &local.quota, local.cost, charged, now);
+        self.take_back(request.fleet_id, &local.quota, local.cost, now);
+    }
+
+    /// Takes `cost` units out of this instance's not yet pushed fleet count
+    /// of the key (the current slice, then the previous one).
+    fn take_back(&self, fleet_id: u64, quota: &Quota, cost: u32, now: u64) {
+        // A quota the gate limits locally only was never counted.
+        if cost == 0 || quota.burst() > MAX_FLEET_BURST || self.limits_locally(quota) {
+            return;
+        }
+        let Some(place) = self.place(now) else {
+            return;
+        };
+        if let Some(slot) = place.table.find(fleet_id | NONZERO) {
+            let left = take_back_pending(slot, place.slice, u64::from(cost));
+            take_back_pending(slot, place.slice.wrapping_sub(1), left);
+        }
+    }
+
+    /// Charges `request.local.cost` more units of a request already
+    /// admitted, without a check (a settlement after the work: see
+    /// `ratelimit::axum::Charge`): locally (into debt if need be) and in
+    /// this instance's fleet count of the key, pushed with the next round.
+    /// A key with no slot in the current epoch's table (the epoch turned
+    /// since its request) claims one as a check would; a full table leaves
+    /// it local only (and counted as untracked). The fleet counts what was
+    /// charged locally (the local charge stops at one bucket of debt beyond
+    /// a spent bucket), at most [`MAX_FLEET_BURST`] units. No I/O, no lock,
+    /// no allocation.
+    ///
+    /// ```
+    /// use ratelimit::global::{FleetCheck, FleetGate, GateSettings};
+    /// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
+    ///
+    /// let clock = ManualClock::new();
+    /// let gate = FleetGate::new(GateSettings::new(b"a fleet-wide secret, 16+ bytes"), &clock).unwrap();
+    /// let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    /// let quota = Quota::per_minute(60);
+    /// let cell = limiter.cell_key(1, "user-1");
+    /// let request = FleetCheck::new(Check::new(cell, quota, 1), 1, gate.fleet_id(1, "user-1"));
+    /// assert!(gate.check_id(&limiter, &request).is_allowed());
+    /// gate.charge_more_id(&limiter, &request.with_cost(59)); // it cost 60
+    /// assert!(limiter.peek_cell(cell, &quota, 1).is_denied());
+    /// ```
+    pub fn charge_more_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) {
+        self.charge_more_counted(limiter, request);
+    }
+
+    /// [`charge_more_id`](Self::charge_more_id), returning the units charged
+    /// locally (what a later refund may hand back).
+    pub(crate) fn charge_more_counted<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) -> u32 {
+        let local = &request.local;
+        if local.cost == 0 {
+            return 0;
+        }
+        let now = limiter.clock().now();
+        let charged = limiter.charge_cell_at(local.cell, &local.quota, local.cost, now);
+        if charged == 0 || local.quota.burst() > MAX_FLEET_BURST || self.limits_locally(&local.quota) {
+            return charged;
+        }
+        let fleet_id = request.fleet_id | NONZERO;
+        let Some(place) = self.place(now) else {
+            return charged;
+        };
+        let round = self.round.load(Ordering::Relaxed);
+        // Into the key's slot of this epoch; a settlement that ends after
+        // the epoch turned (a long download) claims one as a check would,
+        // so the units still reach the fleet's count. What was charged
+        // locally (at most two buckets), within the pending word's headroom.
+        let at = self.slots(place, fleet_id);
+        self.count(&at, request.route, fleet_id, round, charged.min(MAX_FLEET_BURST));
+        charged
+    }
+}
+
+/// Takes up to `units` out of the slot's not-yet-taken count for `slice`
+/// (never below zero, never out of units a round took for a push); returns
+/// what it could not take.
+fn take_back_pending(slot: &Slot, slice: u64, units: u64) -> u64 {
+    if units == 0 {
+        return 0;
+    }
+    let p = (slice & 1) as usize;
+    let tag = Pending::tag(slice);
+    let mut taken = 0;
+    let _ = slot.pending[p].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+        let (t, unconfirmed, unpushed) = Pending::unpack(v);
+        taken = if t == tag { unpushed.min(units) } else { 0 };
+        (taken > 0).then(|| Pending::pack(t, unconfirmed, unpushed - taken))
+    });
+    units - taken
+}

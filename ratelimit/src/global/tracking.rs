@@ -1,0 +1,178 @@
+//! Tracking a key in the gate's tables: where a request falls (its slice,
+//! its epoch, the epoch's table), the key's slot there (claimed on its
+//! first admitted request of the epoch, carrying over what the previous
+//! epoch's slot knew), and the admitted units counted in it for the sync
+//! loop to push.
+
+use std::sync::atomic::Ordering;
+
+use super::gate::FleetGate;
+use super::table::{Closed, Pending, Slot, Table, LOW};
+use crate::window::SlidingWindow;
+
+/// Where a request falls in the gate's tables: its slice, the nanoseconds
+/// into it, its epoch, and that epoch's table (prepared by the sync loop).
+#[derive(Clone, Copy)]
+pub(super) struct Place<'g> {
+    pub(super) slice: u64,
+    pub(super) into: u64,
+    pub(super) epoch: u64,
+    pub(super) table: &'g Table,
+}
+
+/// A key's slots at a [`Place`]: its own in the epoch's table, or, while it
+/// has none, the previous epoch's (what the sync loop has not moved yet).
+#[derive(Clone, Copy)]
+pub(super) struct Slots<'g> {
+    pub(super) place: Place<'g>,
+    pub(super) own: Option<&'g Slot>,
+    /// Only looked up when the key has no slot of its own.
+    pub(super) previous: Option<&'g Slot>,
+}
+
+impl FleetGate {
+    /// Where `now` falls; `None` when the sync loop has not prepared its
+    /// epoch's table (the request is then limited locally only).
+    #[inline]
+    pub(super) fn place(&self, now: u64) -> Option<Place<'_>> {
+        let (slice, into, epoch) = self.locate(self.wall(now));
+        let table = &self.tables[(epoch % 3) as usize];
+        if table.epoch.load(Ordering::Acquire) != epoch {
+            return None;
+        }
+        Some(Place {
+            slice,
+            into,
+            epoch,
+            table,
+        })
+    }
+
+    /// `fleet_id`'s slots at `place` (no claim).
+    #[inline]
+    pub(super) fn slots<'g>(&'g self, place: Place<'g>, fleet_id: u64) -> Slots<'g> {
+        let own = place.table.find(fleet_id);
+        let previous = match own {
+            Some(_) => None,
+            None => self.previous_slot(place.epoch, fleet_id),
+        };
+        Slots { place, own, previous }
+    }
+
+    /// Counts an admitted request of `cost` for `fleet_id` at its slots,
+    /// claiming the key's slot if it has none (its first admitted request
+    /// of the epoch).
+    #[inline]
+    pub(super) fn count(&self, at: &Slots<'_>, route: u32, fleet_id: u64, round: u64, cost: u32) {
+        let slot = match at.own {
+            Some(slot) => Some(slot),
+            None => self.claim(at.place.table, fleet_id, at.previous, route, round, at.place.slice),
+        };
+        if let Some(slot) = slot {
+            touch(slot, route, round);
+            add_pending(slot, at.place.slice, cost);
+        }
+    }
+
+    /// Claims `fleet_id`'s slot in `table` for its first request of the
+    /// epoch, carrying over what the previous epoch's slot knew. `None`
+    /// when the table is full: the key is limited locally only, and counted
+    /// (the sync loop exports the count: no metrics call per request).
+    fn claim<'t>(
+        &self,
+        table: &'t Table,
+        fleet_id: u64,
+        previous: Option<&Slot>,
+        route: u32,
+        round: u64,
+        slice: u64,
+    ) -> Option<&'t Slot> {
+        let claimed = table.slot(fleet_id, |fresh| {
+            fresh.touched.store(touched(route, round), Ordering::Relaxed);
+            if let Some(p) = previous {
+                carry_over(p, fresh, slice, &self.window);
+            }
+        });
+        if claimed.is_none() {
+            self.untracked.fetch_add(1, Ordering::Relaxed);
+        }
+        claimed
+    }
+
+    /// The key's slot in the previous epoch's table, if that table still
+    /// holds the previous epoch.
+    #[inline]
+    pub(super) fn previous_slot(&self, epoch: u64, fleet_id: u64) -> Option<&Slot> {
+        let before = epoch.checked_sub(1)?;
+        let table = &self.tables[((epoch + 2) % 3) as usize];
+        if table.epoch.load(Ordering::Acquire) != before {
+            return None;
+        }
+        table.find(fleet_id)
+    }
+}
+
+/// The `touched` word: the route (high half) and the round of the last
+/// request (low half).
+pub(super) fn touched(route: u32, round: u64) -> u64 {
+    (u64::from(route) << 32) | (round & LOW)
+}
+
+/// Marks a key as requested this round (kept synced), with one store at
+/// most per round.
+#[inline]
+pub(super) fn touch(slot: &Slot, route: u32, round: u64) {
+    let now = touched(route, round);
+    if slot.touched.load(Ordering::Relaxed) != now {
+        slot.touched.store(now, Ordering::Relaxed);
+    }
+}
+
+/// Counts an admitted request of `cost` in `slice`, as not yet pushed.
+#[inline]
+fn add_pending(slot: &Slot, slice: u64, cost: u32) {
+    let p = (slice & 1) as usize;
+    let tag = Pending::tag(slice);
+    let v = slot.pending[p].load(Ordering::Relaxed);
+    let (t, _, unpushed) = Pending::unpack(v);
+    // Half the field as headroom for concurrent adds (costs are at most
+    // MAX_FLEET_BURST, a quarter of it).
+    if t == tag && unpushed + u64::from(cost) <= Pending::COUNT / 2 {
+        // The common case: one atomic add to the low field (a sync loop
+        // taking the field meanwhile moves it whole, and a request that
+        // re-tags the word for a newer slice gets this unit: a slice late,
+        // never lost).
+        slot.pending[p].fetch_add(u64::from(cost), Ordering::AcqRel);
+        return;
+    }
+    let before = slot.pending[p].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
+        let (t, unconfirmed, unpushed) = Pending::unpack(v);
+        Some(if t == tag {
+            Pending::pack(tag, unconfirmed, unpushed + u64::from(cost))
+        } else {
+            // The word held the slice two before, normally drained by the
+            // sync loop during the last one.
+            Pending::pack(tag, 0, u64::from(cost))
+        })
+    });
+    if let Ok(old) = before {
+        let (t, _, unpushed) = Pending::unpack(old);
+        if t != tag && unpushed > 0 {
+            // No round took them (an outage): kept, counted and pushed
+            // later, never lost. (Units a round took are in flight: a push
+            // that comes back unsent hands them to the backlog.)
+            slot.add_backlog(slice.wrapping_sub(Pending::age(slice, t)), unpushed);
+        }
+    }
+}
+
+/// A fresh slot starts from what the previous epoch's slot knew: its
+/// estimate of the window so far, as the closed sum for this slice, until
+/// the sync loop writes the slot.
+pub(super) fn carry_over(previous: &Slot, fresh: &Slot, slice: u64, window: &SlidingWindow) {
+    let carried = match previous.used(window, slice) {
+        Some(used) => Closed::word(slice, used.saturating_sub(previous.open_units(slice))),
+        None => Closed::degraded(slice),
+    };
+    fresh.closed.store(carried, Ordering::Relaxed);
+}
