@@ -1,8 +1,6 @@
 //! The crate in the builds other than the suites' (`tests/` at the
 //! workspace root), one module each, compiled to nothing in the others:
 //!
-//! * `attribute`: the attribute's compile-time contract (trybuild), with
-//!   every feature, as `cargo test --workspace --all-features` builds it;
 //! * `loom_store`: the store's cell protocol under loom,
 //!   `RUSTFLAGS="--cfg loom" cargo test -p ratelimit --test builds --release`;
 //! * `missing_features`: `axum` without `jwt`, `service` or `redis`,
@@ -10,6 +8,5 @@
 //!
 //! `scripts/test` runs both.
 
-mod attribute;
 mod loom_store;
 mod missing_features;
