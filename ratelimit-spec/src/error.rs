@@ -3,9 +3,7 @@
 
 use std::fmt;
 
-use crate::keys::KEY_KINDS;
-use crate::names::{MAX_CUSTOM_NAME, MAX_HEADER_NAME};
-use crate::steps::{Step, STEPS};
+use crate::vocabulary::{Step, KEY_KINDS, MAX_CUSTOM_NAME, MAX_HEADER_NAME, STEPS};
 
 /// Which surface an error is shown on: it decides how kinds and steps are
 /// spelled in the message.

@@ -3,51 +3,7 @@
 
 use crate::error::{Error, ErrorKind};
 use crate::names::{claim_path, custom_name, header_name};
-
-/// Who a rule limits.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum KeyKind {
-    /// The client's address.
-    Ip,
-    /// A request header's value; the name is lowercased.
-    Header(String),
-    /// A claim of a verified token, by dotted path (`org.id`).
-    Claim(String),
-    /// One bucket for the whole route, whoever the client.
-    Global,
-    /// A key source of the application's: in the attribute, the path of a
-    /// type implementing `ratelimit::key::KeySource` (as written,
-    /// `tenant::ByTenant`); in the configuration, the name it was
-    /// registered under on the runtime's builder.
-    Custom(String),
-}
-
-impl KeyKind {
-    /// The type that runs this kind, in `ratelimit::__private` (what the
-    /// attribute expands to), and its argument: a unit value when `None`,
-    /// else `Type::from_static(argument)`.
-    pub fn runtime(&self) -> (&'static str, Option<&str>) {
-        match self {
-            KeyKind::Ip => ("Ip", None),
-            KeyKind::Header(name) => ("Header", Some(name)),
-            KeyKind::Claim(path) => ("Claim", Some(path)),
-            KeyKind::Global => ("Global", None),
-            // The attribute names the type itself; the configuration looks
-            // the name up among the extractors registered on the builder.
-            KeyKind::Custom(name) => ("Custom", Some(name)),
-        }
-    }
-}
-
-/// The key kinds, as both surfaces spell them, and whether each takes an
-/// argument: the one table [`key`] and [`key_takes_argument`] read.
-pub const KEY_KINDS: [(&str, bool); 5] = [
-    ("ip", false),
-    ("header", true),
-    ("jwt_claim", true),
-    ("global", false),
-    ("custom", true),
-];
+use crate::vocabulary::{KeyKind, KEY_KINDS};
 
 /// A key from its kind and argument: `("ip", None)`,
 /// `("header", Some("x-api-key"))`, `("jwt_claim", Some("sub"))`.
@@ -83,7 +39,7 @@ pub fn key_text(text: &str) -> Result<KeyKind, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::names::{MAX_CUSTOM_NAME, MAX_HEADER_NAME};
+    use crate::vocabulary::{MAX_CUSTOM_NAME, MAX_HEADER_NAME};
 
     #[test]
     fn keys() {

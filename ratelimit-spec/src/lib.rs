@@ -41,9 +41,11 @@ mod error;
 mod keys;
 mod names;
 mod steps;
+mod vocabulary;
 
 pub use costs::{cost, cost_text, response_bytes, unknown_cost, Cost, COST_KINDS, DEFAULT_COST};
 pub use error::{expected_keys, expected_steps, Error, Surface};
-pub use keys::{key, key_takes_argument, key_text, KeyKind, KEY_KINDS};
-pub use names::{claim_path, custom_name, header_name, route_name, MAX_CUSTOM_NAME, MAX_HEADER_NAME};
-pub use steps::{check_chain, check_partial_chain, empty_chain, step, step_takes_argument, step_text, Step, STEPS};
+pub use keys::{key, key_takes_argument, key_text};
+pub use names::{claim_path, custom_name, header_name, route_name};
+pub use steps::{check_chain, check_partial_chain, empty_chain, step, step_takes_argument, step_text};
+pub use vocabulary::{KeyKind, Step, KEY_KINDS, MAX_CUSTOM_NAME, MAX_HEADER_NAME, STEPS};

@@ -2,14 +2,7 @@
 //! route names, each with its allowed characters.
 
 use crate::error::{Error, ErrorKind};
-
-/// The longest header name a key may read (`http` refuses names above
-/// 64 KiB; no real header comes near this).
-pub const MAX_HEADER_NAME: usize = 256;
-
-/// The longest name of a custom key (a registered name, or the type's path
-/// as the attribute writes it).
-pub const MAX_CUSTOM_NAME: usize = 256;
+use crate::vocabulary::{MAX_CUSTOM_NAME, MAX_HEADER_NAME};
 
 /// A header name, lowercased: letters, digits and `!#$%&'*+-.^_`|~`.
 pub fn header_name(name: &str) -> Result<String, Error> {

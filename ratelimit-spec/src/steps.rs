@@ -2,61 +2,7 @@
 //! chain must have.
 
 use crate::error::{Error, ErrorKind};
-
-/// A step of a resolver chain.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Step {
-    /// Limits carried by the verified token.
-    Jwt,
-    /// The limit service's answer for the client.
-    Service,
-    /// A named profile of the configuration.
-    Profile(String),
-    /// The route's profile, else the default profile; always answers.
-    Default,
-}
-
-impl Step {
-    /// The resolver type that runs this step, in `ratelimit::__private`, and
-    /// its argument (as [`KeyKind::runtime`](crate::KeyKind::runtime)).
-    pub fn runtime(&self) -> (&'static str, Option<&str>) {
-        match self {
-            Step::Jwt => ("JwtTier", None),
-            Step::Service => ("ConfiguredService", None),
-            Step::Profile(name) => ("NamedProfile", Some(name)),
-            Step::Default => ("DefaultProfile", None),
-        }
-    }
-
-    /// The step reads verified claims (the runtime verifies the token even
-    /// when the key is not a claim).
-    pub fn needs_claims(&self) -> bool {
-        *self == Step::Jwt
-    }
-
-    /// The step asks the limit service (the runtime computes the client id).
-    pub fn needs_service(&self) -> bool {
-        *self == Step::Service
-    }
-
-    /// The profile the step names, if any (checked against the
-    /// configuration).
-    pub fn profile(&self) -> Option<&str> {
-        match self {
-            Step::Profile(name) => Some(name),
-            _ => None,
-        }
-    }
-}
-
-/// The resolver steps and whether each takes an argument: the one table
-/// [`step`] and [`step_takes_argument`] read.
-pub const STEPS: [(&str, bool); 4] = [
-    ("jwt", false),
-    ("service", false),
-    ("profile", true),
-    ("default", false),
-];
+use crate::vocabulary::{Step, STEPS};
 
 /// A step from its name and argument: `("jwt", None)`,
 /// `("profile", Some("standard"))`.

@@ -310,7 +310,7 @@ impl Fleet {
     ) -> bool {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
-            let mut fleet = [crate::global::FleetCheck::new(checks[0], 0, 0); super::runtime::MAX_STACK];
+            let mut fleet = [crate::global::FleetCheck::new(checks[0], 0, 0); super::route::MAX_STACK];
             for ((slot, check), &(route, id)) in fleet.iter_mut().zip(checks).zip(ids) {
                 *slot = crate::global::FleetCheck::new(*check, route, id);
             }

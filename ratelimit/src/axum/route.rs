@@ -55,3 +55,8 @@ pub const fn route_id(name: &str) -> u32 {
 pub(crate) fn rule_route_id(name: &str) -> u32 {
     route_id(name).rotate_left(16) ^ 0x5bd1_e995
 }
+
+/// The most limits one decision stacks (attributes on a handler, or
+/// `[[rules]]` entries that say `stack`); a longer stack of rules applies
+/// its first eight.
+pub(crate) const MAX_STACK: usize = 8;

@@ -14,7 +14,7 @@ use super::optional::{Fleet, Service, Tokens};
 use super::reject::{RejectHook, Rejection};
 use super::report::Observer;
 use super::respond::{Outcome, OuterWait, RouteName};
-use super::route::{rule_route_id, RouteSpec};
+use super::route::{rule_route_id, RouteSpec, MAX_STACK};
 use crate::config::{Config, ConfigHandle, RuleConfig};
 use crate::key::{ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
 use crate::resolve::{FinalResolver, ResolveContext};
@@ -450,11 +450,6 @@ fn probe_answer<B>(outcomes: &[Outcome], response: &mut http::Response<B>) {
     super::respond::write_stack(outcomes, headers, false);
     headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
 }
-
-/// The most limits one decision stacks (attributes on a handler, or
-/// `[[rules]]` entries that say `stack`); a longer stack of rules applies
-/// its first eight.
-pub(crate) const MAX_STACK: usize = 8;
 
 /// A `[[rules]]` entry as the runtime sees a route.
 fn rule_spec(rule: &RuleConfig) -> RouteSpec<'_> {

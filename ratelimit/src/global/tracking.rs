@@ -7,28 +7,8 @@
 use std::sync::atomic::Ordering;
 
 use super::gate::FleetGate;
-use super::table::{Closed, Pending, Slot, Table, LOW};
+use super::table::{touch, touched, Closed, Pending, Place, Slot, Slots, Table};
 use crate::window::SlidingWindow;
-
-/// Where a request falls in the gate's tables: its slice, the nanoseconds
-/// into it, its epoch, and that epoch's table (prepared by the sync loop).
-#[derive(Clone, Copy)]
-pub(super) struct Place<'g> {
-    pub(super) slice: u64,
-    pub(super) into: u64,
-    pub(super) epoch: u64,
-    pub(super) table: &'g Table,
-}
-
-/// A key's slots at a [`Place`]: its own in the epoch's table, or, while it
-/// has none, the previous epoch's (what the sync loop has not moved yet).
-#[derive(Clone, Copy)]
-pub(super) struct Slots<'g> {
-    pub(super) place: Place<'g>,
-    pub(super) own: Option<&'g Slot>,
-    /// Only looked up when the key has no slot of its own.
-    pub(super) previous: Option<&'g Slot>,
-}
 
 impl FleetGate {
     /// Where `now` falls; `None` when the sync loop has not prepared its
@@ -109,22 +89,6 @@ impl FleetGate {
             return None;
         }
         table.find(fleet_id)
-    }
-}
-
-/// The `touched` word: the route (high half) and the round of the last
-/// request (low half).
-pub(super) fn touched(route: u32, round: u64) -> u64 {
-    (u64::from(route) << 32) | (round & LOW)
-}
-
-/// Marks a key as requested this round (kept synced), with one store at
-/// most per round.
-#[inline]
-pub(super) fn touch(slot: &Slot, route: u32, round: u64) {
-    let now = touched(route, round);
-    if slot.touched.load(Ordering::Relaxed) != now {
-        slot.touched.store(now, Ordering::Relaxed);
     }
 }
 

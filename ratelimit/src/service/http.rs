@@ -15,7 +15,7 @@ use crate::net::TlsConfig;
 /// [`TlsConfig`]'s `ca_file` ([`HttpLimitService::with_tls`]; the runtime
 /// passes `[tls]`). A certificate that fails is a failed lookup like any
 /// other: no answer (cached for the negative TTL), counted in
-/// [`ServiceCache::lookup_errors`] and logged; the route falls through to
+/// [`ServiceCache::lookup_errors`](super::ServiceCache::lookup_errors) and logged; the route falls through to
 /// its next step. Nothing is fetched before the first lookup, so startup
 /// never depends on the service.
 #[derive(Debug, Clone)]
