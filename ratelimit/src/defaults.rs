@@ -16,6 +16,9 @@ pub(crate) const JWT_MAX_FAILED_PER_IP: u32 = 10;
 /// Failed signature checks the addresses of one client network may cause
 /// together, at once and per `JWT_FAILED_WINDOW`.
 pub(crate) const JWT_MAX_FAILED_PER_NETWORK: u32 = 100;
+/// Failed public-key checks the whole process may run, at once and per
+/// second: a few percent of a core for RS256.
+pub(crate) const JWT_MAX_FAILED_PER_SECOND: u32 = 1_000;
 /// The window of `JWT_MAX_FAILED_PER_IP`.
 pub(crate) const JWT_FAILED_WINDOW: Duration = Duration::from_secs(60);
 /// Client addresses whose failed checks are tracked at once.

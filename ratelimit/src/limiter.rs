@@ -168,6 +168,41 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         self.cell_key(route, key).in_group(g)
     }
 
+    /// [`grouped_cell_key`](Self::grouped_cell_key), in `subgroup` of
+    /// `group` (a subnet of the client's network): the subgroup may bring
+    /// in at most a quarter of the group's new keys, so one subnet cannot
+    /// spend its network's whole budget.
+    ///
+    /// ```
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    ///
+    /// let store = MemoryStore::builder().new_keys_per_group(Quota::per_minute(4)).build();
+    /// let limiter = Limiter::new(store, ManualClock::new());
+    /// let quota = Quota::per_minute(1);
+    /// let net = "2001:db8:aaaa::/48";
+    /// let cell = |addr: &str, subnet: &str| limiter.subgrouped_cell_key(0, addr, &net, &subnet);
+    /// // A tenant's /56 brings in one new key (a quarter of 4), then shares.
+    /// assert!(!limiter.check_cell(cell("2001:db8:aaaa:101::", "2001:db8:aaaa:100::/56"), &quota, 1).is_grouped());
+    /// assert!(limiter.check_cell(cell("2001:db8:aaaa:102::", "2001:db8:aaaa:100::/56"), &quota, 1).is_grouped());
+    /// // Another /56 of the same /48 still gets cells of its own.
+    /// assert!(!limiter.check_cell(cell("2001:db8:aaaa:201::", "2001:db8:aaaa:200::/56"), &quota, 1).is_grouped());
+    /// ```
+    #[inline]
+    pub fn subgrouped_cell_key<K: Hash + ?Sized, G: Hash + ?Sized, N: Hash + ?Sized>(
+        &self,
+        route: u32,
+        key: &K,
+        group: &G,
+        subgroup: &N,
+    ) -> CellKey {
+        let mut h = self.hasher.build_hasher();
+        0x73u8.hash(&mut h); // "s"
+        subgroup.hash(&mut h);
+        // 0 means "no subgroup".
+        let s = (h.finish() as u32).max(1);
+        self.grouped_cell_key(route, key, group).in_subgroup(s)
+    }
+
     /// Checks a precomputed cell (see [`cell_key`](Limiter::cell_key)).
     #[inline(always)]
     pub fn check_cell(&self, cell: CellKey, quota: &Quota, cost: u32) -> Decision {

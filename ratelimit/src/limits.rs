@@ -81,6 +81,10 @@ pub struct JwtVerification {
     /// network prefixes) may cause together, at once and per
     /// `failed_window`; counted before each address's own budget.
     pub max_failed_per_network: u32,
+    /// Failed public-key checks the whole process may run, at once and per
+    /// second; below half of it, only clients within their share are
+    /// checked. HMAC tokens are never budgeted.
+    pub max_failed_per_second: u32,
     /// The window of `max_failed_per_ip`.
     pub failed_window: Duration,
     /// Client addresses tracked for failed checks at once (beyond, new

@@ -1,7 +1,7 @@
 //! The HTTP integration through real axum routers (and a tonic server):
 //! the attribute and the `[[rules]]` layer, keys from hostile headers,
 //! response headers parsed by an RFC 9651 parser, charges, probes, stacked
-//! limits, gRPC, and the attribute's compile-time errors.
+//! limits and gRPC. (The attribute's compile-time errors: `ui-tests/`.)
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -9,7 +9,6 @@ mod support;
 mod adoption;
 mod charge;
 mod client_ip;
-mod compile_errors;
 mod custom_key;
 mod grpc;
 mod header_key;

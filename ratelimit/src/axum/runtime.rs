@@ -224,9 +224,12 @@ impl Runtime {
         // Address and header keys belong to the client's network, which
         // brings a bounded number of new keys into the store; a verified
         // claim or an application's key does not.
-        let cell = match (client, cx.network_of()) {
-            (ClientKey::Ip(_) | ClientKey::Header(_), Some(net)) => {
-                self.limiter.grouped_cell_key(route.id, &client, &net)
+        // Within its network, a subnet brings in at most a quarter of the
+        // network's new keys (a /56 of a /48: one tenant of a shared
+        // network leaves the others most of its budget).
+        let cell = match (client, cx.network_of(), cx.subnet_of()) {
+            (ClientKey::Ip(_) | ClientKey::Header(_), Some(net), Some(subnet)) => {
+                self.limiter.subgrouped_cell_key(route.id, &client, &net, &subnet)
             }
             _ => self.limiter.cell_key(route.id, &client),
         };

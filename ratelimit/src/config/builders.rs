@@ -173,6 +173,7 @@ impl JwtVerification {
             jwks_cooldown: JwtVerification::DEFAULT_JWKS_COOLDOWN,
             max_failed_per_ip: JwtVerification::DEFAULT_MAX_FAILED_PER_IP,
             max_failed_per_network: JwtVerification::DEFAULT_MAX_FAILED_PER_NETWORK,
+            max_failed_per_second: JwtVerification::DEFAULT_MAX_FAILED_PER_SECOND,
             failed_window: JwtVerification::DEFAULT_FAILED_WINDOW,
             max_failed_tracked: JwtVerification::DEFAULT_MAX_FAILED_TRACKED,
         }
@@ -189,6 +190,7 @@ with!(JwtVerification {
     with_jwks_cooldown => jwks_cooldown: Duration,
     with_max_failed_per_ip => max_failed_per_ip: u32,
     with_max_failed_per_network => max_failed_per_network: u32,
+    with_max_failed_per_second => max_failed_per_second: u32,
     with_failed_window => failed_window: Duration,
     with_max_failed_tracked => max_failed_tracked: usize,
 });

@@ -53,6 +53,8 @@ impl JwtVerification {
     pub const DEFAULT_MAX_FAILED_PER_IP: u32 = crate::defaults::JWT_MAX_FAILED_PER_IP;
     /// Failed checks per client network (`[ip]` network prefixes), by default.
     pub const DEFAULT_MAX_FAILED_PER_NETWORK: u32 = crate::defaults::JWT_MAX_FAILED_PER_NETWORK;
+    /// Failed public-key checks per second for the whole process, by default.
+    pub const DEFAULT_MAX_FAILED_PER_SECOND: u32 = crate::defaults::JWT_MAX_FAILED_PER_SECOND;
     /// The window of `max_failed_per_ip`, by default.
     pub const DEFAULT_FAILED_WINDOW: Duration = crate::defaults::JWT_FAILED_WINDOW;
     /// Addresses tracked for failed checks at once, by default.

@@ -11,12 +11,17 @@
 //!   pays for one signature check, not one per request.
 //! * Forged tokens are bounded twice: a token that failed its signature
 //!   check is remembered (bounded, for a minute or until the key set
-//!   changes), so one forged token repeated costs one check; and each client
-//!   address may cause a limited number of failed checks per window
-//!   ([`JwtVerifier::failed_checks_per_ip`], by default 10 per minute),
-//!   past which its tokens are anonymous without a check (a flood of
-//!   distinct forged tokens then costs its budget, not one check each).
-//!   Tokens already verified and cached stay verified.
+//!   changes), so one forged token repeated costs one check; and public-key
+//!   checks that fail are budgeted: the process may run
+//!   [`failed_checks_per_second`](JwtVerifier::failed_checks_per_second)
+//!   of them, and each client address, subnet and network has a share
+//!   ([`JwtVerifier::failed_checks_per_ip`],
+//!   [`JwtVerifier::failed_checks_per_network`]). A client past its share is
+//!   still checked while half the process budget is left, so a valid token
+//!   from behind a NAT that also sent forgeries verifies unless the process
+//!   is under a flood that costs CPU. HMAC tokens are always checked (a
+//!   check costs less than the bookkeeping). Tokens already verified and
+//!   cached stay verified.
 //!
 //! Keys: an HMAC secret (from an environment variable), a PEM public key, a
 //! JWKS document (each key with a `kid` and an `alg`), or, with the `service`
@@ -64,10 +69,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 /// Why a verifier could not be built: the key material, the settings, or
 /// a JWKS URL that could not be fetched. Opaque: its message, and the
 /// underlying error as [`source`](std::error::Error::source) where there is
@@ -111,6 +112,10 @@ impl JwtConfigError {
     }
 }
 
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 fn err(message: impl Into<String>) -> JwtConfigError {
     JwtConfigError::new(message)
 }
@@ -142,7 +147,8 @@ pub struct JwtVerifier {
     budget: FailureBudget,
     /// Tokens that reached a signature check.
     signature_checks: AtomicU64,
-    /// Tokens refused unchecked: their address had no failure budget left.
+    /// Public-key tokens refused unchecked: the failed-check budget had no
+    /// room for them.
     budget_refusals: AtomicU64,
 }
 
@@ -287,13 +293,16 @@ impl JwtVerifier {
         self
     }
 
-    /// Bounds the signature checks a client address can make fail: at most
-    /// `per_ip` at once and `per_ip` more per `window` (default 10 per
-    /// minute), for up to `max_tracked` addresses at once (default 10,000;
-    /// beyond, new addresses share a small overflow budget). Past its budget,
-    /// an address's tokens are anonymous without a check, except those
-    /// already verified and cached. Applies to [`verify_from`](Self::verify_from)
-    /// and [`verify_request_from`](Self::verify_request_from), which the HTTP
+    /// Each client address's share of failed public-key checks: `per_ip`
+    /// at once and `per_ip` more per `window` (default 10 per minute), with
+    /// budgets for up to `max_tracked` clients at once (default 10,000;
+    /// beyond, new ones share overflow budgets, spread by network). Past
+    /// its share, an address's tokens are checked only while half the
+    /// process budget is left ([`failed_checks_per_second`](Self::failed_checks_per_second)),
+    /// else anonymous without a check, except those already verified and
+    /// cached. HMAC tokens are never budgeted. Applies to
+    /// [`verify_from`](Self::verify_from) and
+    /// [`verify_request_from`](Self::verify_request_from), which the HTTP
     /// runtime calls with the client's address (after `[ip]` trusted proxies
     /// and prefix aggregation).
     ///
@@ -302,48 +311,63 @@ impl JwtVerifier {
     /// use ratelimit::jwt::JwtVerifier;
     /// use jsonwebtoken::Algorithm;
     ///
-    /// let v = JwtVerifier::hmac(b"a long random secret", Algorithm::HS256)
+    /// let pem = b"-----BEGIN PUBLIC KEY-----
+    /// MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAER0g1olFDqJQhTjHOX7vRWP/DJW+O
+    /// dRNB1avKtG1LrAWkz6k/8hD9qG9GZSETAzl2ib08+Tz2RT6bALUUD97uWw==
+    /// -----END PUBLIC KEY-----";
+    /// let v = JwtVerifier::pem(pem, Algorithm::ES256)
     ///     .unwrap()
-    ///     .failed_checks_per_ip(2, Duration::from_secs(60), 1000);
+    ///     .failed_checks_per_ip(2, Duration::from_secs(60), 1000)
+    ///     .failed_checks_per_second(10);
     /// let peer = Some("203.0.113.9".parse().unwrap());
     /// for i in 0..100 {
-    ///     let forged = format!("eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{i}");
+    ///     let forged = format!("eyJhbGciOiJFUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{i}");
     ///     assert!(v.verify_from(&forged, peer).is_none());
     /// }
-    /// assert_eq!(v.signature_checks(), 2, "two failures, then no more checks");
+    /// // Its share (2), then the process's spare half (5, less the 2).
+    /// assert_eq!(v.signature_checks(), 5);
     /// ```
     #[must_use]
     pub fn failed_checks_per_ip(mut self, per_ip: u32, window: Duration, max_tracked: usize) -> Self {
-        let network = self.budget.network;
-        self.budget = FailureBudget::new(per_ip, window, max_tracked);
-        if let Some(n) = network {
-            self.budget.network = Some(n);
-        }
+        self.budget = self.budget.with_address(per_ip, window, max_tracked);
         self
     }
 
-    /// Bounds the failed checks of all the addresses of one client network
-    /// (an IPv6 /`ipv6_prefix`, an IPv4 /`ipv4_prefix`) together, before
-    /// each address's own budget ([`failed_checks_per_ip`](Self::failed_checks_per_ip)):
-    /// `per_network` at once and as many more per `window`. Default: 100
-    /// per minute per /48 or /24, so one network rotating addresses cannot
-    /// fill the budget's table (and, through its shared overflow, make
-    /// every new client's token anonymous).
+    /// The share of failed public-key checks of all the addresses of one
+    /// client network (an IPv6 /`ipv6_prefix`, an IPv4 /`ipv4_prefix`):
+    /// `per_network` at once and as many more per `window` (default 100 per
+    /// minute per /48 or /24). Each subnet of it (an IPv6 prefix 8 bits
+    /// longer, a /56 of a /48; an IPv4 address) may spend at most a quarter
+    /// of it, and the network is charged only by checks its subnets and
+    /// addresses admitted: one tenant of a shared /48 flooding from its own
+    /// /56 leaves the others three quarters of the network's share.
     ///
     /// ```
     /// use std::time::Duration;
     /// use ratelimit::jwt::JwtVerifier;
     /// use jsonwebtoken::Algorithm;
     ///
-    /// let v = JwtVerifier::hmac(b"a long random secret", Algorithm::HS256)
+    /// let pem = b"-----BEGIN PUBLIC KEY-----
+    /// MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAER0g1olFDqJQhTjHOX7vRWP/DJW+O
+    /// dRNB1avKtG1LrAWkz6k/8hD9qG9GZSETAzl2ib08+Tz2RT6bALUUD97uWw==
+    /// -----END PUBLIC KEY-----";
+    /// let v = JwtVerifier::pem(pem, Algorithm::ES256)
     ///     .unwrap()
-    ///     .failed_checks_per_network(3, Duration::from_secs(60), 48, 24);
-    /// for i in 0..100u16 {
-    ///     let forged = format!("eyJhbGciOiJIUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{i}");
-    ///     let addr = std::net::IpAddr::from([0x2001, 0xdb8, 0xaaaa, i, 0, 0, 0, 0]);
-    ///     assert!(v.verify_from(&forged, Some(addr)).is_none());
+    ///     .failed_checks_per_network(12, Duration::from_secs(60), 48, 24)
+    ///     .failed_checks_per_second(1_000);
+    /// let mut checks_per_subnet = Vec::new();
+    /// for subnet in 0..2u16 {
+    ///     let before = v.signature_checks();
+    ///     for host in 0..100u16 {
+    ///         let forged = format!("eyJhbGciOiJFUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{subnet}-{host}");
+    ///         let addr = std::net::IpAddr::from([0x2001, 0xdb8, 0xaaaa, subnet << 8 | host, 0, 0, 0, 0]);
+    ///         assert!(v.verify_from(&forged, Some(addr)).is_none());
+    ///     }
+    ///     checks_per_subnet.push(v.signature_checks() - before);
     /// }
-    /// assert_eq!(v.signature_checks(), 3, "three failures for the whole /48");
+    /// // Each /56 within its share (3 of the /48's 12), then the process's
+    /// // spare: the second /56 is not starved by the first.
+    /// assert!(checks_per_subnet[1] >= 3, "{checks_per_subnet:?}");
     /// ```
     #[must_use]
     pub fn failed_checks_per_network(
@@ -353,7 +377,35 @@ impl JwtVerifier {
         ipv6_prefix: u8,
         ipv4_prefix: u8,
     ) -> Self {
-        self.budget = self.budget.with_network(per_network, window, ipv6_prefix, ipv4_prefix);
+        self.budget.set_network(per_network, window, ipv6_prefix, ipv4_prefix);
+        self
+    }
+
+    /// The process-wide budget of failed public-key checks: `per_second` at
+    /// once and per second (default 1,000: a few percent of a core for
+    /// RS256). Bounds what a flood of forged tokens from any number of
+    /// networks costs; below half of it, only clients within their share
+    /// are checked.
+    ///
+    /// ```
+    /// use ratelimit::jwt::JwtVerifier;
+    /// use jsonwebtoken::Algorithm;
+    ///
+    /// let pem = b"-----BEGIN PUBLIC KEY-----
+    /// MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAER0g1olFDqJQhTjHOX7vRWP/DJW+O
+    /// dRNB1avKtG1LrAWkz6k/8hD9qG9GZSETAzl2ib08+Tz2RT6bALUUD97uWw==
+    /// -----END PUBLIC KEY-----";
+    /// let v = JwtVerifier::pem(pem, Algorithm::ES256).unwrap().failed_checks_per_second(20);
+    /// for i in 0..1_000u32 {
+    ///     let forged = format!("eyJhbGciOiJFUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{i}");
+    ///     let addr = std::net::IpAddr::from((0x2001_0db8_0000_0000_0000_0000_0000_0000u128) | u128::from(i) << 80);
+    ///     assert!(v.verify_from(&forged, Some(addr)).is_none());
+    /// }
+    /// assert!(v.signature_checks() <= 21, "{}", v.signature_checks());
+    /// ```
+    #[must_use]
+    pub fn failed_checks_per_second(mut self, per_second: u32) -> Self {
+        self.budget.set_process(per_second);
         self
     }
 
@@ -452,15 +504,17 @@ impl JwtVerifier {
         if let Some(iss) = &self.issuer {
             validation.set_issuer(iss);
         }
+        // HMAC: a check costs less than budgeting it.
+        let budgeted = !matches!(pinned.alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512);
         let taken = match client {
-            None => None,
-            Some(client) => match self.budget.take(client) {
+            Some(client) if budgeted => match self.budget.take(client) {
                 Some(taken) => Some(taken),
                 None => {
                     self.budget_refusals.fetch_add(1, Ordering::Relaxed);
                     return None;
                 }
             },
+            _ => None,
         };
         self.signature_checks.fetch_add(1, Ordering::Relaxed);
         let data = match jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &pinned.key, &validation) {

@@ -52,7 +52,8 @@ impl JwtVerifier {
         let mut verifier = verifier
             .leeway(v.leeway)
             .failed_checks_per_ip(v.max_failed_per_ip, v.failed_window, v.max_failed_tracked)
-            .failed_checks_per_network(v.max_failed_per_network, v.failed_window, ipv6_network, ipv4_network);
+            .failed_checks_per_network(v.max_failed_per_network, v.failed_window, ipv6_network, ipv4_network)
+            .failed_checks_per_second(v.max_failed_per_second);
         if !v.issuer.is_empty() {
             verifier = verifier.issuer(&v.issuer.iter().map(String::as_str).collect::<Vec<_>>());
         }

@@ -201,6 +201,28 @@ impl ClientIpConfig {
         prefix_of(ip, v6, v4)
     }
 
+    /// The subnet of a client address within its [network](Self::network):
+    /// for IPv6, the network prefix plus 8 bits (a /56 of a /48, what a
+    /// cloud provider gives one tenant); for IPv4, the address. A subnet
+    /// may spend at most a quarter of its network's budgets, so one tenant
+    /// of a shared network leaves the others most of them. Never finer
+    /// than the client's own aggregation.
+    ///
+    /// ```
+    /// use ratelimit::key::ClientIpConfig;
+    /// use std::net::IpAddr;
+    ///
+    /// let config = ClientIpConfig::default();
+    /// let a: IpAddr = "2001:db8:aaaa:1234::1".parse().unwrap();
+    /// assert_eq!(config.subnet(a), "2001:db8:aaaa:1200::".parse::<IpAddr>().unwrap());
+    /// let b: IpAddr = "192.0.2.77".parse().unwrap();
+    /// assert_eq!(config.subnet(b), b);
+    /// ```
+    pub fn subnet(&self, ip: IpAddr) -> IpAddr {
+        let (v6, _) = self.network_prefixes();
+        prefix_of(ip, v6.saturating_add(8).min(self.ipv6_prefix), self.ipv4_prefix)
+    }
+
     /// The network prefix lengths in force, IPv6 then IPv4 (never finer
     /// than the client's own aggregation).
     pub fn network_prefixes(&self) -> (u8, u8) {

@@ -207,6 +207,7 @@ struct OverflowCell(AtomicU64);
 /// Tags that turn a group's hash into its two cells' keys.
 const GROUP_BUDGET_TAG: u64 = 0x6275_6467_6574_2d31; // "budget-1"
 const GROUP_SHARED_TAG: u64 = 0x7368_6172_6564_2d31; // "shared-1"
+const SUBGROUP_BUDGET_TAG: u64 = 0x7375_6267_7270_2d31; // "subgrp-1"
 
 /// A bijective 64-bit mix (the splitmix64 finalizer): derived cell keys and
 /// overflow indices do not correlate with the bits that pick shards.
@@ -249,6 +250,8 @@ pub struct MemoryStore {
     policy: OverflowPolicy,
     max_keys: usize,
     group_budget: Option<Quota>,
+    /// A subgroup's share of `group_budget`: a quarter.
+    subgroup_budget: Option<Quota>,
     counters: Counters,
 }
 
@@ -293,6 +296,25 @@ impl MemoryStoreBuilder {
     /// assert_eq!(charge(2), Placement::Own);
     /// assert_eq!(charge(3), Placement::Group, "the group's third new key this minute");
     /// assert_eq!(charge(1), Placement::Own, "known keys keep their cells");
+    /// ```
+    ///
+    /// A key in a [subgroup](CellKey::in_subgroup) (a subnet of the
+    /// network) first spends its subgroup's share, a quarter of `budget`
+    /// (rate and burst, rounded up), and the group's budget only when the
+    /// share admits it: one subgroup flooding new keys leaves the group's
+    /// other subgroups at least three quarters of the budget.
+    ///
+    /// ```
+    /// use ratelimit::{CellKey, MemoryStore, Placement, Quota, Store};
+    ///
+    /// let store = MemoryStore::builder().new_keys_per_group(Quota::per_minute(8)).build();
+    /// let charge = |key: u64, subnet: u32| {
+    ///     let key = CellKey::new(key, 0).in_group(7).in_subgroup(subnet);
+    ///     store.update(key, 0, |_| ((), Some(1_000))).unwrap().1
+    /// };
+    /// let own = (0..100).filter(|&k| charge(k, 1) == Placement::Own).count();
+    /// assert_eq!(own, 2, "subnet 1: its share, a quarter of 8");
+    /// assert_eq!(charge(1000, 2), Placement::Own, "subnet 2 still has its own");
     /// ```
     pub fn new_keys_per_group(mut self, budget: Quota) -> Self {
         self.group_budget = Some(budget);
@@ -358,6 +380,7 @@ impl MemoryStoreBuilder {
             policy: self.policy,
             max_keys,
             group_budget: self.group_budget,
+            subgroup_budget: self.group_budget.as_ref().map(subgroup_share),
             counters: Counters::default(),
         })
     }
@@ -532,6 +555,21 @@ fn group_cell(group: u64, route: u32) -> CellKey {
     CellKey::new(mix(mix(group ^ GROUP_SHARED_TAG) ^ u64::from(route)), route)
 }
 
+/// The cell counting the new keys a subgroup of `group` brought in.
+fn subgroup_budget_cell(group: u64, subgroup: u32) -> CellKey {
+    CellKey::new(mix(mix(group ^ SUBGROUP_BUDGET_TAG) ^ u64::from(subgroup)), 0)
+}
+
+/// A subgroup's share of its group's budget of new keys: a quarter of its
+/// rate and burst (rounded up), so one subgroup leaves the others of its
+/// group at least three quarters.
+fn subgroup_share(budget: &Quota) -> Quota {
+    let count = budget.count().div_ceil(4).max(1);
+    Quota::new(count, budget.period())
+        .map(|q| q.with_burst(budget.burst().div_ceil(4).max(1)))
+        .unwrap_or(*budget)
+}
+
 /// The cell counting the new keys a group brought in. (A group given to
 /// the store is counted whatever the routes of its keys; the groups that
 /// [`Limiter::grouped_cell_key`](crate::Limiter::grouped_cell_key) makes
@@ -544,17 +582,40 @@ impl MemoryStore {
     /// Whether `key`'s group may bring one more new key into the store
     /// (spending a unit of its budget). A budget cell that finds no room is
     /// no reason to refuse: the key's own insert meets the same full store.
+    ///
+    /// A key in a subgroup spends its subgroup's share first, and its group
+    /// only when the share admitted it (the share is handed back when the
+    /// group refuses): a subgroup is charged to its group only for keys
+    /// its own budget let in, so it spends at most its share of the group.
     fn admits_new_key(&self, key: CellKey, now: u64, budget: &Quota) -> bool {
-        let cell = group_budget_cell(key.group());
-        let spent = self.place(cell, now, None, |stored| {
-            let (decision, write) = gcra::decide(stored, now, budget, 1);
-            let write = match write {
-                Write::Keep => None,
-                Write::Store(tat) => Some(tat),
-            };
-            (decision.is_denied(), write)
-        });
-        !matches!(spent, Some((true, Placement::Own)))
+        let spend = |cell: CellKey, budget: &Quota| {
+            let spent = self.place(cell, now, None, |stored| {
+                let (decision, write) = gcra::decide(stored, now, budget, 1);
+                let write = match write {
+                    Write::Keep => None,
+                    Write::Store(tat) => Some(tat),
+                };
+                (decision.is_denied(), write)
+            });
+            !matches!(spent, Some((true, Placement::Own)))
+        };
+        let share = match (key.subgroup(), &self.subgroup_budget) {
+            (0, _) | (_, None) => None,
+            (subgroup, Some(share)) => {
+                let cell = subgroup_budget_cell(key.group(), subgroup);
+                if !spend(cell, share) {
+                    return false;
+                }
+                Some((cell, share))
+            }
+        };
+        if spend(group_budget_cell(key.group()), budget) {
+            return true;
+        }
+        if let Some((cell, share)) = share {
+            let _ = self.update(cell, now, |stored| ((), gcra::refund(stored, now, share, 1)));
+        }
+        false
     }
 
     /// [`Store::update`], with overflow (or refusal, per the policy) into

@@ -22,11 +22,15 @@ pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy, StoreConfigErr
 /// assert_eq!(CellKey::new(0, 3).hash(), 1, "0 is reserved for empty slots");
 /// assert_eq!(k.group(), 0, "no group");
 /// assert_eq!(k.in_group(0xbeef).group(), 0xbeef);
+/// assert_eq!(k.in_group(0xbeef).in_subgroup(7).subgroup(), 7);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CellKey {
     hash: u64,
     route: u32,
+    /// The subgroup within `group` (a subnet of the network); 0: none.
+    /// 32 bits keep the key at 24 bytes; it is only ever used with `group`.
+    subgroup: u32,
     group: u64,
 }
 
@@ -36,7 +40,12 @@ impl CellKey {
     #[inline]
     pub const fn new(hash: u64, route: u32) -> Self {
         let hash = if hash == 0 { 1 } else { hash };
-        CellKey { hash, route, group: 0 }
+        CellKey {
+            hash,
+            route,
+            subgroup: 0,
+            group: 0,
+        }
     }
 
     /// This cell, as a member of `group`: a keyed hash of what the keys of
@@ -49,6 +58,24 @@ impl CellKey {
     pub const fn in_group(mut self, group: u64) -> Self {
         self.group = group;
         self
+    }
+
+    /// This cell, as a member of `subgroup` within its group (a subnet of
+    /// the client's network, say): a keyed hash, `0` for none. With a
+    /// group budget, a subgroup may bring in at most a quarter of its
+    /// group's new keys (see
+    /// [`MemoryStoreBuilder::new_keys_per_group`]).
+    #[inline]
+    #[must_use]
+    pub const fn in_subgroup(mut self, subgroup: u32) -> Self {
+        self.subgroup = subgroup;
+        self
+    }
+
+    /// The subgroup this key belongs to within its group (`0`: none).
+    #[inline]
+    pub const fn subgroup(&self) -> u32 {
+        self.subgroup
     }
 
     /// The group this key belongs to (`0`: none).

@@ -179,6 +179,8 @@ pub(super) struct RawJwt {
     pub(super) max_failed_per_ip: u32,
     #[serde(default = "max_failed_per_network", deserialize_with = "positive_u32")]
     pub(super) max_failed_per_network: u32,
+    #[serde(default = "max_failed_per_second", deserialize_with = "positive_u32")]
+    pub(super) max_failed_per_second: u32,
     #[serde(default = "failed_window", deserialize_with = "duration")]
     pub(super) failed_window: Duration,
     #[serde(default = "max_failed_tracked", deserialize_with = "max_keys")]
@@ -208,6 +210,9 @@ fn max_failed_per_ip() -> u32 {
 }
 fn max_failed_per_network() -> u32 {
     JwtVerification::DEFAULT_MAX_FAILED_PER_NETWORK
+}
+fn max_failed_per_second() -> u32 {
+    JwtVerification::DEFAULT_MAX_FAILED_PER_SECOND
 }
 fn failed_window() -> Duration {
     JwtVerification::DEFAULT_FAILED_WINDOW
