@@ -94,9 +94,15 @@ impl Connection {
 
     /// `GET /public` forwarded for `client`; the status.
     fn get(&mut self, client: &str) -> u16 {
+        self.request("/public", client, None).status
+    }
+
+    /// `GET path` forwarded for `client`, with a bearer token when given.
+    fn request(&mut self, path: &str, client: &str, token: Option<&str>) -> Response {
+        let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
         write!(
             self.writer,
-            "GET /public HTTP/1.1\r\nHost: demo\r\nX-Forwarded-For: {client}\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: demo\r\nX-Forwarded-For: {client}\r\n{auth}\r\n"
         )
         .unwrap();
         let mut line = String::new();
@@ -107,6 +113,7 @@ impl Connection {
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("status line {line:?}"));
         let mut length = 0usize;
+        let mut limit = String::new();
         loop {
             line.clear();
             self.reader.read_line(&mut line).unwrap();
@@ -117,12 +124,27 @@ impl Connection {
                 if name.eq_ignore_ascii_case("content-length") {
                     length = value.trim().parse().unwrap();
                 }
+                if name.eq_ignore_ascii_case("ratelimit-limit") {
+                    limit = value.trim().to_owned();
+                }
             }
         }
         let mut body = vec![0; length];
         self.reader.read_exact(&mut body).unwrap();
-        status
+        Response {
+            status,
+            limit,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        }
     }
+}
+
+/// What a test reads of a response: the status, `RateLimit-Limit` (which
+/// says which limit applied) and the body.
+struct Response {
+    status: u16,
+    limit: String,
+    body: String,
 }
 
 #[test]
@@ -167,4 +189,163 @@ fn a_flood_from_one_network_leaves_other_networks_their_whole_burst() {
     for (client, statuses) in &report {
         assert_eq!(statuses, &[200, 200, 200, 200, 200, 429], "{client}");
     }
+}
+
+/// Issue 26, item 4: a tenant of a shared /48 (a cloud provider gives a
+/// VPC a /56) cycling the /64s of its own /56 spent the whole /48's budget
+/// of new keys, and the first request of a newcomer in another /56 of that
+/// /48 was refused. A subnet (/56) now brings in at most a quarter of its
+/// network's new keys.
+#[test]
+fn a_tenants_flood_from_its_56_leaves_other_56s_of_the_48_their_burst() {
+    let demo = start(CONFIG);
+    let mut conn = Connection::open(demo.addr);
+    // The 256 /64s of 2001:db8:aaaa:100::/56, each with its whole burst.
+    let mut attacker = 0;
+    for i in 0..256u32 {
+        for _ in 0..5 {
+            attacker += u32::from(conn.get(&format!("2001:db8:aaaa:1{i:02x}::1")) == 200);
+        }
+    }
+    // Newcomers in other /56s of the same /48, and one outside it.
+    for client in ["2001:db8:aaaa:200::1", "2001:db8:aaaa:ff00::1", "2001:db8:bbbb::1"] {
+        let statuses: Vec<u16> = (0..6).map(|_| conn.get(client)).collect();
+        assert_eq!(statuses, [200, 200, 200, 200, 200, 429], "{client}");
+    }
+    // The attacker's /56: its share of new keys (a quarter of 256, and what
+    // refilled) with their bursts, then one shared bucket.
+    assert!(
+        attacker <= 70 * 5 + 5,
+        "the attacker's /56 was admitted {attacker} times"
+    );
+}
+
+/// The quickstart with RS256 tokens (a public key: failed checks are
+/// budgeted), behind a trusted loopback proxy.
+fn rs256_config() -> String {
+    let pem = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/rsa_public.pem");
+    format!(
+        r#"
+default_profile = "anonymous"
+[profiles.anonymous]
+rate = "30/min"
+burst = 5
+[profiles.standard]
+rate = "120/min"
+burst = 10
+[profiles.premium]
+rate = "1200/min"
+burst = 50
+[jwt]
+max_rate = "6000/min"
+max_burst = 200
+pem_file = "{pem}"
+algorithm = "RS256"
+# Small, so that a test's flood is a flood for it.
+max_failed_per_second = 60
+[ip]
+trusted_proxies = ["127.0.0.1/32"]
+"#
+    )
+}
+
+fn rs256_token(sub: &str, tier: &str) -> String {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(include_bytes!("../fixtures/rsa_private.pem")).unwrap();
+    let claims = serde_json::json!({"sub": sub, "exp": exp, "ratelimit_tier": tier});
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
+        &claims,
+        &key,
+    )
+    .unwrap()
+}
+
+/// A well-formed RS256 token no key signed (distinct per `i`).
+fn forged_rs256(i: u32) -> String {
+    use base64::Engine as _;
+    let b64 = |v: serde_json::Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([i as u8; 256]);
+    format!(
+        "{}.{}.{sig}",
+        b64(serde_json::json!({"alg": "RS256", "typ": "JWT"})),
+        b64(serde_json::json!({"sub": format!("forged-{i}"), "exp": 9_999_999_999u64, "ratelimit_tier": "premium"}))
+    )
+}
+
+/// Issue 26, item 1, against the quickstart's own configuration (HS256):
+/// forged and expired tokens from one address made the next valid token
+/// from there anonymous (`RateLimit-Limit: 5`, the anonymous burst). An
+/// HMAC check is never budgeted: the valid token gets its tier.
+#[test]
+fn a_valid_token_after_forgeries_from_its_address_gets_its_tier() {
+    let config = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart.toml")).unwrap()
+        + "\n[ip]\ntrusted_proxies = [\"127.0.0.1/32\"]\n";
+    let demo = start(&config);
+    let mut conn = Connection::open(demo.addr);
+    let client = "203.0.113.5";
+    for i in 0..30u32 {
+        // Signed with another secret, and (every third) expired.
+        let exp = if i % 3 == 0 { 1_000_000_000u64 } else { 9_999_999_999 };
+        let claims = serde_json::json!({"sub": format!("mallory-{i}"), "exp": exp, "ratelimit_tier": "premium"});
+        let key = jsonwebtoken::EncodingKey::from_secret(b"not-the-demo-secret-at-all");
+        let forged = jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &key).unwrap();
+        conn.request("/me", client, Some(&forged));
+    }
+    // A valid standard token, minted by the demo itself.
+    let token = conn
+        .request("/token?sub=alice&tier=standard", "198.51.100.1", None)
+        .body;
+    let r = conn.request("/me", client, Some(token.trim()));
+    assert_eq!(
+        (r.status, r.limit.as_str()),
+        (200, "10"),
+        "the standard tier's burst, not the anonymous 5"
+    );
+}
+
+/// Issue 26, items 1 and 4 with public-key tokens: 10 forged tokens from
+/// each of 10 /64s of one /56 spent the /48's whole failed-check budget,
+/// and a fresh valid premium token from another /56 of that /48 was
+/// unverified (`RateLimit-Limit: 5`). Now a /56 spends at most a quarter of
+/// its /48's share, and a valid token from the flooding address itself
+/// still verifies once the flood is over (the process budget recovers).
+#[test]
+fn forged_tokens_from_one_56_leave_another_56_its_tier() {
+    let demo = start(&rs256_config());
+    let mut conn = Connection::open(demo.addr);
+    let mut i = 0;
+    for host in 0..10u32 {
+        for _ in 0..10 {
+            i += 1;
+            let r = conn.request("/me", &format!("2001:db8:aaaa:1{host:02x}::1"), Some(&forged_rs256(i)));
+            assert_eq!(r.limit, "5", "forged: anonymous ({})", r.status);
+        }
+    }
+    let victim = rs256_token("victim", "premium");
+    let r = conn.request("/me", "2001:db8:aaaa:200::1", Some(&victim));
+    assert_eq!(
+        (r.status, r.limit.as_str()),
+        (200, "50"),
+        "another /56 of the /48 keeps its tier"
+    );
+    let elsewhere = rs256_token("elsewhere", "premium");
+    assert_eq!(
+        conn.request("/me", "2001:db8:bbbb::1", Some(&elsewhere)).limit,
+        "50",
+        "another /48"
+    );
+    // The flood is over: a second later the process budget has recovered,
+    // and a valid token from an address that sent ten forgeries verifies.
+    std::thread::sleep(Duration::from_secs(1));
+    let nat = rs256_token("behind-the-nat", "premium");
+    assert_eq!(
+        conn.request("/me", "2001:db8:aaaa:100::1", Some(&nat)).limit,
+        "50",
+        "the flooding address, after the flood"
+    );
 }
