@@ -279,8 +279,10 @@ fn forged_rs256(i: u32) -> String {
 
 /// Issue 26, item 1, against the quickstart's own configuration (HS256):
 /// forged and expired tokens from one address made the next valid token
-/// from there anonymous (`RateLimit-Limit: 5`, the anonymous burst). An
-/// HMAC check is never budgeted: the valid token gets its tier.
+/// from there anonymous (keyed by address, with the fallback's limit). An
+/// HMAC check is never budgeted: the valid token gets its tier. (`/me`
+/// falls back to `profile("standard")`, burst 10, for anonymous traffic;
+/// the token asks for premium, burst 50.)
 #[test]
 fn a_valid_token_after_forgeries_from_its_address_gets_its_tier() {
     let config = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart.toml")).unwrap()
@@ -292,7 +294,7 @@ fn a_valid_token_after_forgeries_from_its_address_gets_its_tier() {
         // Signed with another secret, and (every third) expired.
         let exp = if i % 3 == 0 { 1_000_000_000u64 } else { 9_999_999_999 };
         let claims = serde_json::json!({"sub": format!("mallory-{i}"), "exp": exp, "ratelimit_tier": "premium"});
-        let key = jsonwebtoken::EncodingKey::from_secret(b"not-the-demo-secret-at-all");
+        let key = jsonwebtoken::EncodingKey::from_secret(b"not-the-demo-secret-at-all").unwrap();
         let forged = jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &key).unwrap();
         conn.request("/me", client, Some(&forged));
     }
@@ -311,7 +313,7 @@ fn a_valid_token_after_forgeries_from_its_address_gets_its_tier() {
 /// Issue 26, items 1 and 4 with public-key tokens: 10 forged tokens from
 /// each of 10 /64s of one /56 spent the /48's whole failed-check budget,
 /// and a fresh valid premium token from another /56 of that /48 was
-/// unverified (`RateLimit-Limit: 5`). Now a /56 spends at most a quarter of
+/// unverified (`RateLimit-Limit: 10`, `/me`'s fallback). Now a /56 spends at most a quarter of
 /// its /48's share, and a valid token from the flooding address itself
 /// still verifies once the flood is over (the process budget recovers).
 #[test]
@@ -323,7 +325,11 @@ fn forged_tokens_from_one_56_leave_another_56_its_tier() {
         for _ in 0..10 {
             i += 1;
             let r = conn.request("/me", &format!("2001:db8:aaaa:1{host:02x}::1"), Some(&forged_rs256(i)));
-            assert_eq!(r.limit, "5", "forged: anonymous ({})", r.status);
+            assert_eq!(
+                r.limit, "10",
+                "forged: anonymous, /me's fallback profile ({})",
+                r.status
+            );
         }
     }
     let victim = rs256_token("victim", "premium");
