@@ -64,6 +64,9 @@ where
                 };
             }
         }
+        // Before the decision: a size settled later is repaid by time from
+        // then on, which bounds what a refund hands back.
+        let charged_at = self.rt.inner.now();
         let mut decided = self.rt.inner.decide_rules(&parts);
         if let Some(d) = decided.as_ref().filter(|d| d.outcomes().iter().any(Outcome::rejects)) {
             // An outer layer's wait (it admitted, with nothing left) is
@@ -116,7 +119,7 @@ where
         let meter = decided
             .as_ref()
             .filter(|d| d.outcomes().iter().any(|o| o.bytes_per_unit.is_some()))
-            .map(|d| super::Charge::reserve(&self.rt, d.outcomes()));
+            .map(|d| super::Charge::reserve(&self.rt, d.outcomes(), charged_at));
         let future = self.inner.call(Request::from_parts(parts, body));
         ResponseFuture {
             state: State::Inner {
