@@ -592,7 +592,10 @@ mod tests {
         assert_eq!(refund(0, now, &quota, 3, now), None);
         // Extremes do not overflow.
         assert_eq!(refund(MAX_TAT, 0, &Quota::per_hour(1), u32::MAX, 0), Some(0));
-        assert_eq!(refund(MAX_TAT, MAX_TAT - 1, &quota, u32::MAX, MAX_TAT - 1), Some(MAX_TAT - 1));
+        assert_eq!(
+            refund(MAX_TAT, MAX_TAT - 1, &quota, u32::MAX, MAX_TAT - 1),
+            Some(MAX_TAT - 1)
+        );
         // A charge time past the end of `u64` (a clock that stepped back):
         // at most the cost comes back.
         let most = u64::from(u32::MAX) * 100_000_000;
@@ -628,7 +631,11 @@ mod tests {
         assert_eq!(refund(cell, t0 + 400 * ms, &quota, 3, at), Some(t0 + 1_100 * ms));
         assert_eq!(refund(cell, t0 + 800 * ms, &quota, 3, at), Some(t0 + 1_200 * ms));
         assert_eq!(last_units_charged_at(t0, &quota, 10, 10), t0);
-        assert_eq!(last_units_charged_at(t0, &quota, 3, 10), t0, "more than the charge: all of it");
+        assert_eq!(
+            last_units_charged_at(t0, &quota, 3, 10),
+            t0,
+            "more than the charge: all of it"
+        );
         assert_eq!(last_units_charged_at(u64::MAX - 1, &quota, u32::MAX, 0), u64::MAX);
         // A clock that stepped back since the charge: at most the cost.
         assert_eq!(refund(cell, t0, &quota, 2, t0 + 300 * ms), Some(t0 + 1_200 * ms));
@@ -652,9 +659,7 @@ mod tests {
         fn reference(charges: &[Charged]) -> u128 {
             let mut parts: Vec<(u64, u128)> = charges.iter().flat_map(|c| c.parts.iter().copied()).collect();
             parts.sort_by_key(|p| p.0);
-            parts
-                .iter()
-                .fold(0u128, |tat, &(at, ns)| tat.max(u128::from(at)) + ns)
+            parts.iter().fold(0u128, |tat, &(at, ns)| tat.max(u128::from(at)) + ns)
         }
 
         proptest! {

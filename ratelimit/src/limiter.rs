@@ -476,7 +476,9 @@ impl<S: Store, C: Clock> Limiter<S, C> {
             Placement::Own => self.refund_cell_at(cell, quota, cost, charged_at, now),
             shared => self
                 .store
-                .update_shared(cell, shared, now, |stored| refunded(stored, now, quota, cost, charged_at))
+                .update_shared(cell, shared, now, |stored| {
+                    refunded(stored, now, quota, cost, charged_at)
+                })
                 .unwrap_or(0),
         }
     }

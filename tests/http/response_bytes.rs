@@ -720,6 +720,38 @@ async fn a_network_past_its_new_key_budget_pays_for_sizes_on_its_shared_cell() {
     assert_eq!((status, left), (StatusCode::OK, 99));
 }
 
+/// The attack on the fix: a huge streamed body on a network's shared cell
+/// puts at most one bucket of debt beyond a spent bucket on it, as on a
+/// cell of its own (so one client of the network cannot lock its
+/// neighbours out for longer than it could lock itself out), and nothing
+/// on any other network.
+#[tokio::test]
+async fn a_huge_body_on_a_shared_cell_puts_at_most_one_bucket_of_debt_on_it() {
+    let text = format!("{CONFIG}\n[store]\nnew_keys_per_network = \"2/min\"\n");
+    let app = download_app(&text).await;
+    for i in 0..2 {
+        let (status, _, _) = fetch(&app, "/download?bytes=0", &format!("[2001:db8:5:{i}::1]:1")).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // 16 MiB streamed (16,384 units) by a fresh /64 of the network.
+    let (status, _, len) = fetch(&app, "/download?bytes=16777216&chunks=256", "[2001:db8:5:100::1]:1").await;
+    assert_eq!((status, len), (StatusCode::OK, 16_777_216));
+    let r = send(&app, "/download?bytes=1", "[2001:db8:5:101::1]:1").await;
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the shared cell paid for the stream"
+    );
+    let retry: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!(retry > 3600, "in debt beyond the spent bucket: {retry}");
+    assert!(
+        retry <= 2 * 3600 + 36,
+        "at most one bucket of debt beyond a spent bucket: {retry}"
+    );
+    let (status, left, _) = fetch(&app, "/download?bytes=0", "[2001:db8:6::1]:1").await;
+    assert_eq!((status, left), (StatusCode::OK, 99), "another network pays nothing");
+}
+
 /// Issue 26, item 3: a late hang-up hands back only what the charge still
 /// holds. A 100 KiB body of known size is charged 100 units up front; the
 /// client reads one frame and keeps the body open; an hour later (the bucket
@@ -731,7 +763,12 @@ async fn a_late_hang_up_hands_back_nothing_that_time_already_refilled() {
     let clock = ManualClock::new();
     let (_rl, app) = app(&clock).await;
     let peer = "192.0.2.31:1";
-    let r = send(&app, &format!("/download?bytes={}&chunks=100&sized=true", 100 * 1024), peer).await;
+    let r = send(
+        &app,
+        &format!("/download?bytes={}&chunks=100&sized=true", 100 * 1024),
+        peer,
+    )
+    .await;
     assert_eq!((r.status(), remaining(&r)), (StatusCode::OK, 99));
     let mut body = r.into_body();
     body.frame().await.unwrap().unwrap();
@@ -752,7 +789,12 @@ async fn a_late_hang_up_hands_back_nothing_that_time_already_refilled() {
     );
     // A hang-up soon after the charge still gets the unsent part back.
     clock.advance(Duration::from_secs(3600));
-    let r = send(&app, &format!("/download?bytes={}&chunks=100&sized=true", 50 * 1024), peer).await;
+    let r = send(
+        &app,
+        &format!("/download?bytes={}&chunks=100&sized=true", 50 * 1024),
+        peer,
+    )
+    .await;
     let mut body = r.into_body();
     body.frame().await.unwrap().unwrap();
     clock.advance(Duration::from_secs(36)); // one unit's worth of time

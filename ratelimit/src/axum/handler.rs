@@ -356,7 +356,11 @@ impl<R: Rules, M> Admit<R, M> {
         }
         // A route that may settle reads the clock before its decision: time
         // repays a charge from then on, which bounds what a refund hands back.
-        let charged_at = if R::WANTS_CHARGE || R::METERED { rt.inner.now() } else { 0 };
+        let charged_at = if R::WANTS_CHARGE || R::METERED {
+            rt.inner.now()
+        } else {
+            0
+        };
         let mut outcome = R::decide(parts, rt)?;
         // A handler taking a `Charge` gets the reservation of what was
         // charged; a route charged by its response's size keeps it for the

@@ -344,7 +344,14 @@ impl Fleet {
     /// A settled charge's extra units, unchecked, locally (to the cell the
     /// check `charged` was placed in) and in the fleet count: the units
     /// really charged (the debt cap may stop it short).
-    pub(crate) fn charge_more(&self, engine: &Engine, held: &Held, quota: &Quota, cost: u32, charged: &Decision) -> u32 {
+    pub(crate) fn charge_more(
+        &self,
+        engine: &Engine,
+        held: &Held,
+        quota: &Quota,
+        cost: u32,
+        charged: &Decision,
+    ) -> u32 {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
             return gate.charge_more_counted(engine, &request(held, quota, cost), charged);

@@ -119,7 +119,12 @@ impl FleetGate {
     /// gate.charge_more_id(&limiter, &request.with_cost(59), &d); // it cost 60
     /// assert!(limiter.peek_cell(cell, &quota, 1).is_denied());
     /// ```
-    pub fn charge_more_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck, charged: &Decision) {
+    pub fn charge_more_id<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        request: &FleetCheck,
+        charged: &Decision,
+    ) {
         self.charge_more_counted(limiter, request, charged);
     }
 

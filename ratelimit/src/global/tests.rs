@@ -686,7 +686,10 @@ async fn a_late_refund_takes_no_units_of_later_requests_out_of_the_fleet_count()
     let charged_at = clock.now();
     assert!(g.check_id(&limiter, &k(4)).is_allowed());
     g.refund_id(&limiter, &k(4), charged_at);
-    assert!(g.check_id(&limiter, &k(10)).is_allowed(), "the 4 came back to the fleet count");
+    assert!(
+        g.check_id(&limiter, &k(10)).is_allowed(),
+        "the 4 came back to the fleet count"
+    );
 }
 
 #[test]
