@@ -230,6 +230,7 @@ pub(crate) fn refund(stored: u64, now: u64, quota: &Quota, cost: u32, charged_at
 /// `charged_at` count as charged, for [`refund`]: `charged_at + (whole -
 /// part) * T` (saturating; `part >= whole` is the whole charge).
 #[inline]
+#[cfg_attr(not(feature = "axum"), allow(dead_code))] // `axum::Charge` settles partly
 pub(crate) fn last_units_charged_at(charged_at: u64, quota: &Quota, whole: u32, part: u32) -> u64 {
     let ahead = u64::from(whole.saturating_sub(part)).saturating_mul(quota.interval_ns());
     charged_at.saturating_add(ahead)
