@@ -434,6 +434,46 @@ async fn a_rule_settles_by_size_through_the_layer() {
     assert_eq!(left, 99);
 }
 
+/// Through the layer (`[[rules]]`): a hang-up right after a sized body
+/// was charged gets the unsent part back; a late one, after the bucket
+/// refilled and was spent again, gets nothing.
+#[tokio::test]
+async fn a_rule_hands_back_the_unsent_part_of_a_sized_body_only_while_it_is_owed() {
+    let clock = ManualClock::new();
+    let (_rl, app) = app(&clock).await;
+    let peer = "192.0.2.32:1";
+    let r = send(&app, "/files/a.bin?bytes=20480&chunks=20&sized=true", peer).await;
+    let mut body = r.into_body();
+    body.frame().await.unwrap().unwrap();
+    drop(body);
+    let (_, left, _) = fetch(&app, "/files/b.bin?bytes=0", peer).await;
+    assert_eq!(left, 98, "1 KiB sent: 1 unit, the 19 unsent handed back");
+    // Now a late one.
+    let r = send(
+        &app,
+        &format!("/files/a.bin?bytes={}&chunks=98&sized=true", 98 * 1024),
+        peer,
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut body = r.into_body();
+    body.frame().await.unwrap().unwrap();
+    clock.advance(Duration::from_secs(3600));
+    let mut admitted = 0;
+    for _ in 0..101 {
+        let (status, _, _) = fetch(&app, "/files/b.bin?bytes=0", peer).await;
+        admitted += u32::from(status == StatusCode::OK);
+    }
+    assert_eq!(admitted, 100);
+    drop(body);
+    let r = send(&app, "/files/b.bin?bytes=0", peer).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "nothing handed back an hour late"
+    );
+}
+
 #[tokio::test]
 async fn a_route_override_of_the_cost_replaces_the_metering() {
     let text = format!("{CONFIG}\n[routes.download]\ncost = 2\n");

@@ -64,10 +64,11 @@ where
                 };
             }
         }
-        // Before the decision: a size settled later is repaid by time from
-        // then on, which bounds what a refund hands back.
-        let charged_at = self.rt.inner.now();
-        let mut decided = self.rt.inner.decide_rules(&parts);
+        // Read before the decision when a rule is charged by size: time
+        // repays that charge from then on, which bounds what a refund
+        // hands back.
+        let mut charged_at = 0;
+        let mut decided = self.rt.inner.decide_rules(&parts, &mut charged_at);
         if let Some(d) = decided.as_ref().filter(|d| d.outcomes().iter().any(Outcome::rejects)) {
             // An outer layer's wait (it admitted, with nothing left) is
             // this refusal's too: the outer layer raises Retry-After to it,

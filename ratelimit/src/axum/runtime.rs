@@ -421,7 +421,10 @@ impl Runtime {
 
     /// Applies the `[[rules]]` entries that match the request, if any: the
     /// first matching one, and the next ones while a rule says `stack`.
-    pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Decided> {
+    /// When one of them is charged by the response's size, `charged_at`
+    /// gets a clock reading taken before the decision (what bounds a later
+    /// refund); the others read no clock for it.
+    pub(crate) fn decide_rules(&self, parts: &Parts, charged_at: &mut u64) -> Option<Decided> {
         // Most layers carry no rules: one cached read says so.
         let config = super::config_cache::local(&self.config);
         if config.rules.is_empty() {
@@ -433,6 +436,9 @@ impl Runtime {
         // another matching rule follows.
         let second = if first.stack { applying.next() } else { None };
         let Some(second) = second else {
+            if first.bytes_per_unit.is_some() {
+                *charged_at = self.now();
+            }
             let name = RouteName::Shared(Arc::clone(&first.name));
             return Some(Decided::One(self.decide(
                 parts,
@@ -443,6 +449,9 @@ impl Runtime {
             )));
         };
         let rules: Vec<&RuleConfig> = [first, second].into_iter().chain(applying).take(MAX_STACK).collect();
+        if rules.iter().any(|r| r.bytes_per_unit.is_some()) {
+            *charged_at = self.now();
+        }
         let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
         let mut pending: Vec<Pending<'_>> = rules
             .iter()
