@@ -376,8 +376,10 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// reports, to the cell the store placed that charge in: the key's own,
     /// or the shared overflow or group cell it went to. A request charged to
     /// a shared cell pays its real cost there, as it would on a cell of its
-    /// own: a shared cell never makes a request cheaper. A denied `charged`
-    /// charged nothing: nothing more is charged either.
+    /// own: a shared cell never makes a request cheaper (a group cell that
+    /// recovered and was swept since the check is replaced by where a check
+    /// of the key would go now). A denied `charged` charged nothing: nothing
+    /// more is charged either.
     ///
     /// ```
     /// use ratelimit::{Limiter, ManualClock, MemoryStore, OverflowPolicy, Quota};
@@ -421,10 +423,21 @@ impl<S: Store, C: Clock> Limiter<S, C> {
             let charged = write.map_or(0, |tat| (tat.saturating_sub(stored.max(now)) / t).min(u64::from(cost)));
             (charged as u32, write)
         };
-        match placement {
-            Placement::Own => self.store.update(cell, now, force).map_or(0, |(charged, _)| charged),
-            shared => self.store.update_shared(cell, shared, now, force).unwrap_or(0),
-        }
+        let shared = match placement {
+            Placement::Own => None,
+            // A shared cell that is there (a group cell swept since the
+            // check reads 0 and is not made again by `update_shared`).
+            shared => self
+                .store
+                .update_shared(cell, shared, now, |stored| {
+                    let (charged, write) = force(stored);
+                    ((stored != 0).then_some(charged), write)
+                })
+                .flatten(),
+        };
+        // Gone (a slow stream outlived it): charged where a check of the
+        // key would go now, so a request never escapes its cost.
+        shared.unwrap_or_else(|| self.store.update(cell, now, force).map_or(0, |(charged, _)| charged))
     }
 
     /// Hands back `cost` units of the charge that `charged` (the admitted

@@ -295,6 +295,33 @@ fn a_late_refund_hands_back_nothing_that_time_already_refilled() {
     );
 }
 
+/// Issue 26, item 2: an extra charge of a request placed on its group's
+/// shared cell goes to that cell; when the cell has recovered and was swept
+/// since (a slow stream outlived it), to where a check of the key would go
+/// now: a request never escapes its cost.
+#[test]
+fn an_extra_charge_of_a_grouped_request_is_never_lost() {
+    let clock = ManualClock::new();
+    let store = MemoryStore::builder().new_keys_per_group(Quota::per_minute(1)).build();
+    let limiter = Limiter::new(store, clock.clone());
+    let q = Quota::per_hour(10); // T = 6 min
+    let key = |i: u32| limiter.grouped_cell_key(0, &i, "net");
+    assert!(limiter.check_cell(key(0), &q, 1).is_allowed());
+    let d = limiter.check_cell(key(1), &q, 1);
+    assert!(d.is_allowed() && d.is_grouped());
+    limiter.charge_placed(key(1), &q, 4, &d);
+    let next = limiter.check_cell(key(2), &q, 1);
+    assert!(next.is_grouped());
+    assert_eq!(next.remaining(), 4, "10 - 5 - 1: the group cell paid the extra 4");
+    // Two hours on, the group cell has recovered and is swept.
+    clock.advance(Duration::from_secs(2 * 3600));
+    limiter.store().sweep(clock.now());
+    limiter.charge_placed(key(1), &q, 9, &d);
+    let after = limiter.check_cell(key(1), &q, 1);
+    assert!(after.is_allowed());
+    assert_eq!(after.remaining(), 0, "the 9 were charged where the key's checks go now");
+}
+
 #[test]
 fn a_refund_for_a_key_without_a_cell_makes_none() {
     let limiter = Limiter::new(MemoryStore::with_max_keys(10), ManualClock::new());
