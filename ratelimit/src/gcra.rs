@@ -181,12 +181,32 @@ fn decide_wide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decision, Wr
     (decision, write)
 }
 
-/// What handing back `cost` units of a charge does to a cell whose TAT is
-/// `stored`: the TAT moves back by `cost * T`, but never to before `now`
-/// (capacity that time has already refilled is not given twice: a refund
-/// of more than is still owed leaves the cell exactly full, not in
-/// credit). `None`: nothing to write (the cell is already fully recovered,
-/// or the refund is empty).
+/// What handing back `cost` units of a charge made at `charged_at` does to a
+/// cell whose TAT is `stored`: the TAT moves back by what that charge still
+/// holds, `min(cost * T, charged_at + cost * T - now)` (nothing when that is
+/// negative), and never to before `now`. `None`: nothing to write (the cell
+/// is fully recovered, the refund is empty, or time has repaid the charge).
+///
+/// # Why this bound
+///
+/// A charge of `n` units at `t0` that found the bucket full is repaid by
+/// time one unit per `T`: at `now` it still holds exactly
+/// `t0 + n*T - now`. A charge that found the bucket in debt sat behind
+/// that debt and may still hold more, but the cell keeps no history that
+/// would say how much: the charges ahead of it may have been refunded
+/// since, moving it down. So the bound is the one that holds whatever the
+/// history: a cell after such a refund is never below the cell of the same
+/// history in which the charge had been that much smaller (the property
+/// test below checks it over random histories of charges, forced charges
+/// and refunds). Handing back more (flooring at `now` alone, as this did
+/// before) let a client hold a charge open until time refilled the bucket,
+/// spend the bucket again, then drop the charge and have the bucket refilled
+/// a second time. The price: a refund that comes after its charge has sat
+/// behind debt for a while gives back less than a perfect ledger would.
+///
+/// The last `r` units of a charge of `n` units made at `t0` are, for this
+/// bound, a charge of `r` units made at `t0 + (n - r) * T` (they are the
+/// last to be repaid): a partial refund passes that time.
 ///
 /// The floor is `now` itself, not `now + 1`: a cell at `now` is exactly
 /// full, where `now + 1` would leave it a nanosecond in debt (a request of
@@ -195,15 +215,25 @@ fn decide_wide(stored: u64, now: u64, quota: &Quota, cost: u32) -> (Decision, Wr
 /// the store's hand-over protocol does not rely on TATs only growing any
 /// more (see `store/memory.rs`).
 #[inline]
-pub(crate) fn refund(stored: u64, now: u64, quota: &Quota, cost: u32) -> Option<u64> {
+pub(crate) fn refund(stored: u64, now: u64, quota: &Quota, cost: u32, charged_at: u64) -> Option<u64> {
     if cost == 0 || stored <= now {
         return None;
     }
     let back = u128::from(cost) * u128::from(quota.interval_ns());
-    let floor = u128::from(now);
-    let tat = u128::from(stored).saturating_sub(back).max(floor);
+    let owed = (u128::from(charged_at) + back).saturating_sub(u128::from(now));
+    let tat = u128::from(stored).saturating_sub(back.min(owed)).max(u128::from(now));
     // `tat <= stored <= MAX_TAT`: fits.
     Some(saturate(tat)).filter(|&t| t < stored)
+}
+
+/// When the last `part` units of a charge of `whole` units made at
+/// `charged_at` count as charged, for [`refund`]: `charged_at + (whole -
+/// part) * T` (saturating; `part >= whole` is the whole charge).
+#[inline]
+#[cfg_attr(not(feature = "axum"), allow(dead_code))] // `axum::Charge` settles partly
+pub(crate) fn last_units_charged_at(charged_at: u64, quota: &Quota, whole: u32, part: u32) -> u64 {
+    let ahead = u64::from(whole.saturating_sub(part)).saturating_mul(quota.interval_ns());
+    charged_at.saturating_add(ahead)
 }
 
 /// What charging `cost` more units without a check does (work already
@@ -550,20 +580,170 @@ mod tests {
         let now = 10 * S;
         let mut cell = 0;
         step(&mut cell, now, &quota, 3);
-        assert_eq!(refund(cell, now, &quota, 1), Some(now + 200_000_000));
+        assert_eq!(refund(cell, now, &quota, 1, now), Some(now + 200_000_000));
         // More than is owed: exactly full, not in credit, not 1 ns in debt.
-        assert_eq!(refund(cell, now, &quota, 5), Some(now));
+        assert_eq!(refund(cell, now, &quota, 5, now), Some(now));
         let (d, _) = decide(now, now, &quota, 5);
         assert!(d.is_allowed(), "the whole burst fits after a full refund");
         // Time refilled part of it: only what is still owed comes back.
-        assert_eq!(refund(cell, now + 250_000_000, &quota, 3), Some(now + 250_000_000));
+        assert_eq!(refund(cell, now + 250_000_000, &quota, 3, now), Some(now + 250_000_000));
         // Nothing to hand back: recovered, empty refund, no cell.
-        assert_eq!(refund(cell, now + 300_000_000, &quota, 3), None);
-        assert_eq!(refund(cell, now, &quota, 0), None);
-        assert_eq!(refund(0, now, &quota, 3), None);
+        assert_eq!(refund(cell, now + 300_000_000, &quota, 3, now), None);
+        assert_eq!(refund(cell, now, &quota, 0, now), None);
+        assert_eq!(refund(0, now, &quota, 3, now), None);
         // Extremes do not overflow.
-        assert_eq!(refund(MAX_TAT, 0, &Quota::per_hour(1), u32::MAX), Some(0));
-        assert_eq!(refund(MAX_TAT, MAX_TAT - 1, &quota, u32::MAX), Some(MAX_TAT - 1));
+        assert_eq!(refund(MAX_TAT, 0, &Quota::per_hour(1), u32::MAX, 0), Some(0));
+        assert_eq!(
+            refund(MAX_TAT, MAX_TAT - 1, &quota, u32::MAX, MAX_TAT - 1),
+            Some(MAX_TAT - 1)
+        );
+        // A charge time past the end of `u64` (a clock that stepped back):
+        // at most the cost comes back.
+        let most = u64::from(u32::MAX) * 100_000_000;
+        assert_eq!(refund(MAX_TAT, 0, &quota, u32::MAX, u64::MAX), Some(MAX_TAT - most));
+        assert_eq!(refund(MAX_TAT, u64::MAX - 2, &quota, 1, 0), None);
+    }
+
+    #[test]
+    fn a_refund_gives_back_at_most_what_its_charge_still_holds() {
+        let quota = q(10, 10); // T = 100 ms, capacity 1 s
+        let t0 = 20 * S;
+        let ms = 1_000_000;
+        let mut cell = 0;
+        step(&mut cell, t0, &quota, 10);
+        // The case: the charge repaid by time, the bucket spent
+        // again, then the old charge refunded: nothing comes back.
+        let t1 = t0 + S;
+        step(&mut cell, t1, &quota, 10);
+        assert_eq!(cell, t1 + S);
+        assert_eq!(refund(cell, t1, &quota, 10, t0), None);
+        assert_eq!(refund(cell, t1 + 500 * ms, &quota, 10, t0), None);
+        // Part way: 400 ms after a charge of 10 on a full bucket, 6 units
+        // of it are still owed, and a later charge of 4 stays charged.
+        let mut cell = 0;
+        step(&mut cell, t0, &quota, 10);
+        step(&mut cell, t0 + 400 * ms, &quota, 4);
+        assert_eq!(cell, t0 + 1_400 * ms);
+        assert_eq!(refund(cell, t0 + 400 * ms, &quota, 10, t0), Some(t0 + 800 * ms));
+        // The last 3 units of it count as charged 700 ms in: at 400 ms
+        // all 3 are owed, at 800 ms 2 of them.
+        let at = last_units_charged_at(t0, &quota, 10, 3);
+        assert_eq!(at, t0 + 700 * ms);
+        assert_eq!(refund(cell, t0 + 400 * ms, &quota, 3, at), Some(t0 + 1_100 * ms));
+        assert_eq!(refund(cell, t0 + 800 * ms, &quota, 3, at), Some(t0 + 1_200 * ms));
+        assert_eq!(last_units_charged_at(t0, &quota, 10, 10), t0);
+        assert_eq!(
+            last_units_charged_at(t0, &quota, 3, 10),
+            t0,
+            "more than the charge: all of it"
+        );
+        assert_eq!(last_units_charged_at(u64::MAX - 1, &quota, u32::MAX, 0), u64::MAX);
+        // A clock that stepped back since the charge: at most the cost.
+        assert_eq!(refund(cell, t0, &quota, 2, t0 + 300 * ms), Some(t0 + 1_200 * ms));
+    }
+
+    mod refund_properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// One charge of the history: its parts (time, nanoseconds of TAT
+        /// it added), in the reference history, and whether it was refunded.
+        struct Charged {
+            parts: Vec<(u64, u128)>,
+            units: u32,
+            refunded: bool,
+        }
+
+        /// The TAT of the history in which every charge is what is left of
+        /// it after its refunds: the client's state had the charges been
+        /// that much smaller in the first place.
+        fn reference(charges: &[Charged]) -> u128 {
+            let mut parts: Vec<(u64, u128)> = charges.iter().flat_map(|c| c.parts.iter().copied()).collect();
+            parts.sort_by_key(|p| p.0);
+            parts.iter().fold(0u128, |tat, &(at, ns)| tat.max(u128::from(at)) + ns)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3_000))]
+
+            /// Over random histories of checks, extra charges (a request's
+            /// settlement above its reservation), time steps and refunds
+            /// (whole or partial, each charge at most once, as
+            /// `ratelimit::axum::Charge` does), the cell never falls below the
+            /// reference: no refund hands back capacity that time had repaid.
+            #[test]
+            fn a_refund_never_hands_back_more_than_a_smaller_charge_would_have_left(
+                per_sec in 1u32..1_000,
+                burst in 1u32..50,
+                ops in proptest::collection::vec((0u8..4, 0u32..60, 0u64..3_000_000_000), 1..60),
+            ) {
+                let quota = q(per_sec, burst);
+                let t = quota.interval_ns();
+                let mut now = 1_000 * S;
+                let mut cell = 0u64;
+                let mut charges: Vec<Charged> = Vec::new();
+                for (kind, a, dt) in ops {
+                    match kind {
+                        // A check of `a` units.
+                        0 => {
+                            let before = cell.max(now);
+                            let (d, w) = decide(cell, now, &quota, a);
+                            if let Write::Store(tat) = w {
+                                prop_assert!(d.is_allowed());
+                                cell = tat;
+                                charges.push(Charged { parts: vec![(now, u128::from(tat - before))], units: a, refunded: false });
+                            }
+                        }
+                        // `a` more units forced onto the latest charge.
+                        1 => {
+                            if let Some(c) = charges.last_mut().filter(|c| !c.refunded) {
+                                let before = cell.max(now);
+                                if let Some(tat) = force(cell, now, &quota, a) {
+                                    let ns = u128::from(tat - before);
+                                    cell = tat;
+                                    c.parts.push((now, ns));
+                                    c.units += u32::try_from(ns / u128::from(t)).unwrap();
+                                }
+                            }
+                        }
+                        // Time passes.
+                        2 => now += dt,
+                        // A refund of part of a charge (`a` picks which and
+                        // how much), at its last units' time.
+                        _ => {
+                            let open: Vec<usize> = (0..charges.len()).filter(|&i| !charges[i].refunded).collect();
+                            if open.is_empty() {
+                                continue;
+                            }
+                            let i = open[a as usize % open.len()];
+                            let c = &mut charges[i];
+                            let r = 1 + (a + dt as u32) % c.units.max(1);
+                            let at = last_units_charged_at(c.parts[0].0, &quota, c.units, r);
+                            let before = cell;
+                            if let Some(tat) = refund(cell, now, &quota, r, at) {
+                                prop_assert!(tat < before && tat >= now);
+                                cell = tat;
+                            }
+                            // The reference's charge is smaller by what was
+                            // handed back: the latest parts first.
+                            let mut back = u128::from(before - cell);
+                            for part in c.parts.iter_mut().rev() {
+                                let take = back.min(part.1);
+                                part.1 -= take;
+                                back -= take;
+                            }
+                            prop_assert_eq!(back, 0, "handed back more than the charge added");
+                            c.refunded = true;
+                        }
+                    }
+                    let floor = u128::from(now);
+                    prop_assert!(
+                        u128::from(cell).max(floor) >= reference(&charges).max(floor),
+                        "cell {} below the reference {} at {}", cell, reference(&charges), now
+                    );
+                }
+            }
+        }
     }
 
     #[test]

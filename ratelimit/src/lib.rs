@@ -53,7 +53,7 @@
 //! (`global::FleetGate::check_all_id`, `peek_id`, `refund_id`).
 //!
 //! ```
-//! use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
+//! use ratelimit::{Check, Clock, Limiter, ManualClock, MemoryStore, Quota};
 //!
 //! let limiter = Limiter::new(MemoryStore::default(), ManualClock::new());
 //! let per_ip = Quota::per_second(10).with_burst(20);
@@ -64,13 +64,14 @@
 //! ];
 //! assert!(limiter.check_all(&checks).iter().all(|d| d.is_allowed()));
 //! assert!(limiter.peek_cell(checks[1].cell, &per_account, 1).is_allowed(), "one more fits");
+//! let at = limiter.clock().now(); // before the charge a refund may undo
 //! limiter.check_all(&checks);
 //! let [ip, account] = limiter.check_all(&checks);
 //! assert!(account.is_denied() && ip.is_allowed(), "the account refuses");
 //! assert_eq!(limiter.peek_cell(checks[0].cell, &per_ip, 0).remaining(), 18, "the address paid for two, not three");
 //! // The last request failed before doing any work: hand its units back.
-//! limiter.refund_cell(checks[0].cell, &per_ip, 1);
-//! limiter.refund_cell(checks[1].cell, &per_account, 1);
+//! limiter.refund_cell(checks[0].cell, &per_ip, 1, at);
+//! limiter.refund_cell(checks[1].cell, &per_account, 1, at);
 //! assert!(limiter.check_all(&checks).iter().all(|d| d.is_allowed()));
 //! ```
 //!

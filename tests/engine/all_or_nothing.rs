@@ -245,7 +245,7 @@ fn a_refund_hands_back_at_most_what_was_charged_and_never_before_now() {
     assert_eq!(tat(&limiter, &c), now + 400_000_000);
     // Handing back 10 of a charge of 4 gives back the 4, and no more: the
     // cell is recovered, not in credit.
-    limiter.refund_cell(cell, &q, 10);
+    limiter.refund_cell(cell, &q, 10, now);
     assert!(tat(&limiter, &c) <= now);
     assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 10);
     assert!(limiter.check_cell(cell, &q, 10).is_allowed(), "the whole burst, once");
@@ -253,11 +253,12 @@ fn a_refund_hands_back_at_most_what_was_charged_and_never_before_now() {
 
     // An old charge: time has refilled part of it; the refund gives back
     // only what is still owed.
-    limiter.refund_cell(cell, &q, 10);
+    limiter.refund_cell(cell, &q, 10, now);
+    let charged_at = clock.now();
     assert!(limiter.check_cell(cell, &q, 3).is_allowed()); // owes 300 ms
     clock.advance(Duration::from_millis(250)); // 2.5 units refilled
     let now = clock.now();
-    limiter.refund_cell(cell, &q, 3);
+    limiter.refund_cell(cell, &q, 3, charged_at);
     assert_eq!(tat(&limiter, &c).max(now), now, "nothing beyond what time refilled");
     assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 10, "full, not 10.5");
     assert!(limiter.check_cell(cell, &q, 10).is_allowed());
@@ -267,12 +268,58 @@ fn a_refund_hands_back_at_most_what_was_charged_and_never_before_now() {
     clock.advance(Duration::from_secs(5));
     let now = clock.now();
     assert!(limiter.check_cell(cell, &q, 6).is_allowed());
-    limiter.refund_cell(cell, &q, 2);
+    limiter.refund_cell(cell, &q, 2, now);
     assert_eq!(tat(&limiter, &c), now + 400_000_000);
     assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 6);
     // A refund of 0 changes nothing.
-    limiter.refund_cell(cell, &q, 0);
+    limiter.refund_cell(cell, &q, 0, now);
     assert_eq!(tat(&limiter, &c), now + 400_000_000);
+}
+
+/// Issue 26, item 3: a refund of a charge that time has already repaid
+/// gives nothing back, even when later charges put the cell in debt again.
+#[test]
+fn a_late_refund_hands_back_nothing_that_time_already_refilled() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let q = Quota::per_second(10).with_burst(10); // T = 100 ms
+    let cell = limiter.cell_key(0, "k");
+    let charged_at = clock.now();
+    assert!(limiter.check_cell(cell, &q, 10).is_allowed());
+    clock.advance(Duration::from_secs(1)); // the charge is repaid
+    assert!(limiter.check_cell(cell, &q, 10).is_allowed(), "the refilled bucket");
+    limiter.refund_cell(cell, &q, 10, charged_at);
+    assert!(
+        limiter.check_cell(cell, &q, 1).is_denied(),
+        "the late refund handed back what time had refilled"
+    );
+}
+
+/// Issue 26, item 2: an extra charge of a request placed on its group's
+/// shared cell goes to that cell; when the cell has recovered and was swept
+/// since (a slow stream outlived it), to where a check of the key would go
+/// now: a request never escapes its cost.
+#[test]
+fn an_extra_charge_of_a_grouped_request_is_never_lost() {
+    let clock = ManualClock::new();
+    let store = MemoryStore::builder().new_keys_per_group(Quota::per_minute(1)).build();
+    let limiter = Limiter::new(store, clock.clone());
+    let q = Quota::per_hour(10); // T = 6 min
+    let key = |i: u32| limiter.grouped_cell_key(0, &i, "net");
+    assert!(limiter.check_cell(key(0), &q, 1).is_allowed());
+    let d = limiter.check_cell(key(1), &q, 1);
+    assert!(d.is_allowed() && d.is_grouped());
+    limiter.charge_placed(key(1), &q, 4, &d);
+    let next = limiter.check_cell(key(2), &q, 1);
+    assert!(next.is_grouped());
+    assert_eq!(next.remaining(), 4, "10 - 5 - 1: the group cell paid the extra 4");
+    // Two hours on, the group cell has recovered and is swept.
+    clock.advance(Duration::from_secs(2 * 3600));
+    limiter.store().sweep(clock.now());
+    limiter.charge_placed(key(1), &q, 9, &d);
+    let after = limiter.check_cell(key(1), &q, 1);
+    assert!(after.is_allowed());
+    assert_eq!(after.remaining(), 0, "the 9 were charged where the key's checks go now");
 }
 
 #[test]
@@ -281,7 +328,7 @@ fn a_refund_for_a_key_without_a_cell_makes_none() {
     let q = Quota::per_minute(10);
     assert!(limiter.check(&"present", &q).is_allowed());
     assert_eq!(limiter.store().len(), 1);
-    limiter.refund_route(ratelimit::DEFAULT_ROUTE, &"absent", &q, 5);
+    limiter.refund_route(ratelimit::DEFAULT_ROUTE, &"absent", &q, 5, limiter.clock().now());
     assert_eq!(limiter.store().len(), 1, "no cell made for a refund");
     assert_eq!(
         limiter.peek(&"absent", &q).remaining(),
@@ -310,11 +357,11 @@ fn a_refund_of_an_overflowed_charge_goes_back_to_the_overflow_cell() {
     assert!(d.is_allowed() && d.is_overflow());
     assert!(limiter.check(&"another", &q).is_denied(), "the overflow cell is spent");
     // A refund by key alone finds no cell of the newcomer's and makes none.
-    limiter.refund_cell(newcomer, &q, 3);
+    limiter.refund_cell(newcomer, &q, 3, clock.now());
     assert!(limiter.check(&"another", &q).is_denied());
     assert_eq!(limiter.store().len(), 1);
     // With the charge's decision, the units go back where they were charged.
-    limiter.refund_placed(newcomer, &q, 2, &d);
+    limiter.refund_placed(newcomer, &q, 2, &d, clock.now());
     assert_eq!(limiter.store().len(), 1);
     let again = limiter.check(&"another", &q);
     assert!(
@@ -326,7 +373,7 @@ fn a_refund_of_an_overflowed_charge_goes_back_to_the_overflow_cell() {
     // A denied decision charged nothing and hands nothing back.
     let denied = limiter.check_cell(newcomer, &q, 1);
     assert!(denied.is_denied());
-    limiter.refund_placed(newcomer, &q, 3, &denied);
+    limiter.refund_placed(newcomer, &q, 3, &denied, clock.now());
     assert!(limiter.check(&"another", &q).is_denied());
     // The resident's own cell was not touched.
     assert_eq!(limiter.peek_n(&"resident", &q, 0).remaining(), 2);

@@ -68,7 +68,11 @@ fn router() -> Router<RateLimit> {
 }
 
 async fn app(clock: &ManualClock) -> axum::routing::RouterIntoService<Body> {
-    let rl = RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+    app_with(CONFIG, clock).await
+}
+
+async fn app_with(config: &str, clock: &ManualClock) -> axum::routing::RouterIntoService<Body> {
+    let rl = RateLimit::builder(Config::from_toml_str(config).unwrap())
         .clock(clock.clone())
         .build()
         .await
@@ -127,14 +131,27 @@ async fn a_refund_never_hands_back_what_time_already_refilled() {
     // next request of cost 5 sees 10 before it, 5 after.
     let r = get_at(&app, "/search?actual=5", peer).await;
     assert_eq!(remaining(&r), 5);
-    // Half-way: a reservation taken, 30 s pass (5 units refill), then it
-    // is refunded: the bucket is full, not "full plus five".
+    // Half-way: a reservation of 5 taken on a full bucket, 15 s pass (2.5
+    // units refill, the first of its units), then it is refunded: the 2.5
+    // still owed come back, the bucket is full, not "full plus 2.5".
+    clock.advance(Duration::from_secs(60));
+    let r = get_at(&app, "/search?actual=hold", peer).await;
+    assert_eq!(remaining(&r), 5);
+    clock.advance(Duration::from_secs(15));
+    HELD.lock().unwrap().pop().unwrap().refund();
+    let r = get_at(&app, "/search?actual=5", peer).await;
+    assert_eq!(remaining(&r), 5, "10 before it: never more than the burst");
+    // A reservation behind 5 units of debt, refunded 30 s later: time
+    // repays a charge from the moment it was made (the cell keeps no
+    // history of what was ahead of it), so its 5 units count as repaid and
+    // nothing comes back: 5 before the next request, not 10. (The price of
+    // never handing back what time refilled: see `Limiter::refund_cell`.)
     let r = get_at(&app, "/search?actual=hold", peer).await;
     assert_eq!(remaining(&r), 0);
     clock.advance(Duration::from_secs(30));
     HELD.lock().unwrap().pop().unwrap().refund();
     let r = get_at(&app, "/search?actual=5", peer).await;
-    assert_eq!(remaining(&r), 5, "10 before it: never more than the burst");
+    assert_eq!((r.status(), remaining(&r)), (StatusCode::OK, 0));
 }
 
 #[tokio::test]
@@ -157,4 +174,31 @@ async fn a_stacked_charge_settles_every_limit() {
     assert_eq!(r.status(), StatusCode::OK);
     // The account: 100 - 2 - 5 (the refused one cost nothing) - 5 reserved.
     assert_eq!(remaining(&r), 5, "the address is the tighter: 10 - 5");
+}
+
+/// Issue 26, item 2: a settlement above the reservation is charged to the
+/// cell the reservation went to, shared or not. Here a /48 has spent its
+/// budget of new keys, so its fresh /64s share one cell: a request that
+/// reserved 5 and settled at 10 leaves that cell with 0, not 5.
+#[tokio::test]
+async fn settling_above_the_reservation_on_a_shared_cell_charges_it_there() {
+    let clock = ManualClock::new();
+    let text = format!("{CONFIG}\n[store]\nnew_keys_per_network = \"2/min\"\n");
+    let app = app_with(&text, &clock).await;
+    for i in 0..2 {
+        let r = get_at(&app, "/search?actual=5", &format!("[2001:db8:9:{i}::1]:1")).await;
+        assert_eq!((r.status(), remaining(&r)), (StatusCode::OK, 5));
+    }
+    // The network's shared cell: reserved 5 of 10, settled at 10.
+    let r = get_at(&app, "/search?actual=10", "[2001:db8:9:100::1]:1").await;
+    assert_eq!((r.status(), remaining(&r)), (StatusCode::OK, 5));
+    let r = get_at(&app, "/search?actual=5", "[2001:db8:9:101::1]:1").await;
+    assert_eq!(
+        (r.status(), remaining(&r)),
+        (StatusCode::TOO_MANY_REQUESTS, 0),
+        "the settlement's extra 5 were charged to the shared cell"
+    );
+    // Another /48 is not charged for it.
+    let r = get_at(&app, "/search?actual=5", "[2001:db8:a::1]:1").await;
+    assert_eq!((r.status(), remaining(&r)), (StatusCode::OK, 5));
 }

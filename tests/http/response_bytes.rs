@@ -434,6 +434,46 @@ async fn a_rule_settles_by_size_through_the_layer() {
     assert_eq!(left, 99);
 }
 
+/// Through the layer (`[[rules]]`): a hang-up right after a sized body
+/// was charged gets the unsent part back; a late one, after the bucket
+/// refilled and was spent again, gets nothing.
+#[tokio::test]
+async fn a_rule_hands_back_the_unsent_part_of_a_sized_body_only_while_it_is_owed() {
+    let clock = ManualClock::new();
+    let (_rl, app) = app(&clock).await;
+    let peer = "192.0.2.32:1";
+    let r = send(&app, "/files/a.bin?bytes=20480&chunks=20&sized=true", peer).await;
+    let mut body = r.into_body();
+    body.frame().await.unwrap().unwrap();
+    drop(body);
+    let (_, left, _) = fetch(&app, "/files/b.bin?bytes=0", peer).await;
+    assert_eq!(left, 98, "1 KiB sent: 1 unit, the 19 unsent handed back");
+    // Now a late one.
+    let r = send(
+        &app,
+        &format!("/files/a.bin?bytes={}&chunks=98&sized=true", 98 * 1024),
+        peer,
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut body = r.into_body();
+    body.frame().await.unwrap().unwrap();
+    clock.advance(Duration::from_secs(3600));
+    let mut admitted = 0;
+    for _ in 0..101 {
+        let (status, _, _) = fetch(&app, "/files/b.bin?bytes=0", peer).await;
+        admitted += u32::from(status == StatusCode::OK);
+    }
+    assert_eq!(admitted, 100);
+    drop(body);
+    let r = send(&app, "/files/b.bin?bytes=0", peer).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "nothing handed back an hour late"
+    );
+}
+
 #[tokio::test]
 async fn a_route_override_of_the_cost_replaces_the_metering() {
     let text = format!("{CONFIG}\n[routes.download]\ncost = 2\n");
@@ -659,10 +699,10 @@ mod fleet {
 }
 
 /// A request charged to a shared cell (here the full store's overflow
-/// cell) pays its reserved unit only, and a settlement never hands back
-/// units that were not taken from that cell.
+/// cell) pays its size there, like on a cell of its own, and a client that
+/// leaves early gets the unsent part handed back to that cell.
 #[tokio::test]
-async fn a_shared_cell_is_neither_charged_the_size_nor_refunded_it() {
+async fn a_shared_overflow_cell_is_charged_the_size_and_refunded_the_unsent_part() {
     let text = format!("{CONFIG}\n[store]\nmax_keys = 1\n");
     let app = download_app(&text).await;
     // The first client takes the store's one cell.
@@ -674,14 +714,136 @@ async fn a_shared_cell_is_neither_charged_the_size_nor_refunded_it() {
     let r = send(&app, "/download?bytes=10240&chunks=10&sized=true", peer).await;
     assert_eq!(remaining(&r), 99);
     let mut body = r.into_body();
+    // Charged its 10 units up front on the overflow cell ...
+    let (_, left, _) = fetch(&app, "/download?bytes=0", "198.51.100.21:1").await;
+    assert_eq!(left, 89, "the size was charged to the shared cell");
     body.frame().await.unwrap().unwrap();
     body.frame().await.unwrap().unwrap();
     drop(body);
-    // The overflow cell kept the one unit reserved (not the size, shared as
-    // it is; nor less: nothing of the size was taken, so nothing is handed
-    // back): 98 after this request.
+    // ... and settled at the 2 KiB sent: 100 - 2 - 1 - 1.
     let (status, left, _) = fetch(&app, "/download?bytes=0", peer).await;
-    assert_eq!((status, left), (StatusCode::OK, 98));
+    assert_eq!((status, left), (StatusCode::OK, 96));
+}
+
+/// The issue's case: an IPv6 /48 spends its network's budget of new keys,
+/// then every fresh /64 of it lands in the network's shared cell. Each one
+/// downloading 64 KiB must pay 64 units there, as it would on a cell of its
+/// own: the cell's burst (plus its capped debt) bounds what the whole /48
+/// downloads, not its number of requests.
+#[tokio::test]
+async fn a_network_past_its_new_key_budget_pays_for_sizes_on_its_shared_cell() {
+    let text = format!("{CONFIG}\n[store]\nnew_keys_per_network = \"2/min\"\n");
+    let app = download_app(&text).await;
+    // Two /64s of 2001:db8:7::/48 spend the network's two new keys.
+    for i in 0..2 {
+        let (status, left, _) = fetch(&app, "/download?bytes=0", &format!("[2001:db8:7:{i}::1]:1")).await;
+        assert_eq!((status, left), (StatusCode::OK, 99));
+    }
+    // 100 fresh /64s of it, each downloading 64 KiB (a body of known size).
+    let mut served = Vec::new();
+    let mut bytes = 0;
+    for i in 100..200 {
+        let (status, left, len) = fetch(&app, "/download?bytes=65536", &format!("[2001:db8:7:{i}::1]:1")).await;
+        if status == StatusCode::OK {
+            served.push(left);
+            bytes += len;
+        }
+    }
+    // The shared cell: 1 reserved + 63 for the size = 64; the second fits
+    // its one reserved unit (36 left) and goes into debt for its size; then
+    // the cell is spent for the whole /48.
+    assert_eq!(served, [99, 35], "RateLimit-Remaining of the downloads served");
+    assert_eq!(bytes, 2 * 65536);
+    // The shared cell is the network's: a client of another /48 keeps its
+    // whole burst.
+    let (status, left, _) = fetch(&app, "/download?bytes=0", "[2001:db8:8::1]:1").await;
+    assert_eq!((status, left), (StatusCode::OK, 99));
+}
+
+/// The attack on the fix: a huge streamed body on a network's shared cell
+/// puts at most one bucket of debt beyond a spent bucket on it, as on a
+/// cell of its own (so one client of the network cannot lock its
+/// neighbours out for longer than it could lock itself out), and nothing
+/// on any other network.
+#[tokio::test]
+async fn a_huge_body_on_a_shared_cell_puts_at_most_one_bucket_of_debt_on_it() {
+    let text = format!("{CONFIG}\n[store]\nnew_keys_per_network = \"2/min\"\n");
+    let app = download_app(&text).await;
+    for i in 0..2 {
+        let (status, _, _) = fetch(&app, "/download?bytes=0", &format!("[2001:db8:5:{i}::1]:1")).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // 16 MiB streamed (16,384 units) by a fresh /64 of the network.
+    let (status, _, len) = fetch(&app, "/download?bytes=16777216&chunks=256", "[2001:db8:5:100::1]:1").await;
+    assert_eq!((status, len), (StatusCode::OK, 16_777_216));
+    let r = send(&app, "/download?bytes=1", "[2001:db8:5:101::1]:1").await;
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the shared cell paid for the stream"
+    );
+    let retry: u64 = r.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!(retry > 3600, "in debt beyond the spent bucket: {retry}");
+    assert!(
+        retry <= 2 * 3600 + 36,
+        "at most one bucket of debt beyond a spent bucket: {retry}"
+    );
+    let (status, left, _) = fetch(&app, "/download?bytes=0", "[2001:db8:6::1]:1").await;
+    assert_eq!((status, left), (StatusCode::OK, 99), "another network pays nothing");
+}
+
+/// Issue 26, item 3: a late hang-up hands back only what the charge still
+/// holds. A 100 KiB body of known size is charged 100 units up front; the
+/// client reads one frame and keeps the body open; an hour later (the bucket
+/// refilled by time) it spends the refilled bucket; then it drops the old
+/// body. Time has already given those 100 units back: the hang-up gives
+/// nothing more.
+#[tokio::test]
+async fn a_late_hang_up_hands_back_nothing_that_time_already_refilled() {
+    let clock = ManualClock::new();
+    let (_rl, app) = app(&clock).await;
+    let peer = "192.0.2.31:1";
+    let r = send(
+        &app,
+        &format!("/download?bytes={}&chunks=100&sized=true", 100 * 1024),
+        peer,
+    )
+    .await;
+    assert_eq!((r.status(), remaining(&r)), (StatusCode::OK, 99));
+    let mut body = r.into_body();
+    body.frame().await.unwrap().unwrap();
+    clock.advance(Duration::from_secs(3600));
+    let mut admitted = 0;
+    for _ in 0..101 {
+        let (status, _, _) = fetch(&app, "/download?bytes=0", peer).await;
+        admitted += u32::from(status == StatusCode::OK);
+    }
+    assert_eq!(admitted, 100, "the refilled bucket, then 429");
+    drop(body);
+    let r = send(&app, "/download?bytes=0", peer).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the hang-up refilled the bucket again ({:?} left)",
+        r.headers().get("ratelimit-remaining")
+    );
+    // A hang-up soon after the charge still gets the unsent part back.
+    clock.advance(Duration::from_secs(3600));
+    let r = send(
+        &app,
+        &format!("/download?bytes={}&chunks=100&sized=true", 50 * 1024),
+        peer,
+    )
+    .await;
+    let mut body = r.into_body();
+    body.frame().await.unwrap().unwrap();
+    clock.advance(Duration::from_secs(36)); // one unit's worth of time
+    drop(body);
+    // Charged 50 on a full bucket, 1 KiB sent: time repaid the first unit
+    // (the one sent), the 49 unsent are still owed and all come back. The
+    // bucket is full before this request.
+    let (status, left, _) = fetch(&app, "/download?bytes=0", peer).await;
+    assert_eq!((status, left), (StatusCode::OK, 99));
 }
 
 /// The size charged up front is capped (one bucket of debt beyond a spent

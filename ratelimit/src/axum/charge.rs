@@ -19,11 +19,17 @@ use crate::Quota;
 /// more (into debt if need be, the work being done, but at most one
 /// bucket's worth beyond a spent bucket) or hands back the surplus
 /// when it cost less; [`refund`](Self::refund) hands it all back (the
-/// upstream call failed). A hand-back never returns more than was charged
-/// and never capacity that time has already refilled. Dropped unsettled, the
-/// charge stands. With stacked attributes, every limit is settled to the
-/// same cost. Through the fleet gate, the fleet's count of the key follows
-/// the settlement (see `docs/http.md`, reserve then settle).
+/// upstream call failed). Both go to the cell the reservation was charged
+/// to, the client's own or a shared one (a full store's overflow, a network
+/// past its budget of new keys): a shared cell never makes a request
+/// cheaper. A hand-back never returns more than the charge still holds
+/// against the client: time repays a charge from the moment it was made,
+/// so a reservation held until the bucket refilled gives nothing back (see
+/// [`Limiter::refund_cell`](crate::Limiter::refund_cell)). Dropped
+/// unsettled, the charge stands. With stacked attributes, every limit is
+/// settled to the same cost. Through the fleet gate, the fleet's count of
+/// the key follows the settlement (see `docs/http.md`, reserve then
+/// settle).
 ///
 /// ```no_run
 /// use axum::{routing::post, Json, Router};
@@ -64,6 +70,9 @@ struct Reserved {
     seen: u32,
     /// The admitted decision: where the store placed the charge.
     decision: crate::Decision,
+    /// A clock reading taken before the check: time repays the charge
+    /// from then on, which bounds what a refund may hand back.
+    charged_at: u64,
 }
 
 /// What `Admit` leaves in the request's extensions for a [`Charge`].
@@ -82,8 +91,9 @@ impl Clone for Charge {
 }
 
 impl Charge {
-    /// A reservation of the limits of `outcomes` that charged the request.
-    pub(crate) fn reserve(rt: &RateLimit, outcomes: &[Outcome]) -> Charge {
+    /// A reservation of the limits of `outcomes` that charged the request;
+    /// `charged_at`: a clock reading taken before they were decided.
+    pub(crate) fn reserve(rt: &RateLimit, outcomes: &[Outcome], charged_at: u64) -> Charge {
         let limits = outcomes
             .iter()
             .filter(|o| o.decision.is_allowed() && o.cost > 0)
@@ -95,6 +105,7 @@ impl Charge {
                 so_far: o.cost,
                 seen: o.cost,
                 decision: o.decision,
+                charged_at,
             })
             .collect();
         Charge { rt: rt.clone(), limits }
@@ -130,10 +141,9 @@ impl Charge {
             let l = self.limits[i];
             let Some(per) = l.bytes_per_unit else { continue };
             let due = crate::config::Cost::units_for(bytes, per);
-            // Only what was really charged counts (a shared cell's limit
-            // stays at its reservation; the debt cap stops a huge size
-            // short), so a settlement never hands back units not taken.
-            // `seen` is how far the size has been metered.
+            // Only what was really charged counts (the debt cap stops a
+            // huge size short), so a settlement never hands back units not
+            // taken. `seen` is how far the size has been metered.
             if due > l.seen {
                 let charged = self.charge_extra(&l, due - l.seen);
                 self.limits[i].seen = due;
@@ -153,25 +163,31 @@ impl Charge {
             let Some(per) = l.bytes_per_unit else { continue };
             let due = crate::config::Cost::units_for(bytes, per);
             if due < l.so_far {
-                self.rt.inner.refund(&l.held, &l.quota, l.so_far - due, &l.decision);
+                self.hand_back(l, l.so_far - due);
             }
         }
     }
 
-    /// Charges `units` more to a limit, unchecked, unless the charge went to
-    /// a shared cell (a full store's overflow, a network past its budget of
-    /// new keys): the extra is not put on everyone who shares it.
-    /// Returns the units really charged.
+    /// Charges `units` more to a limit, unchecked, to the cell its
+    /// reservation went to: the client's own, or the shared cell (a full
+    /// store's overflow, a network past its budget of new keys) it would
+    /// otherwise escape its size on, one unit a request. Returns the units
+    /// really charged.
     fn charge_extra(&self, l: &Reserved, units: u32) -> u32 {
-        if l.decision.is_overflow() || l.decision.is_grouped() {
-            return 0;
-        }
-        self.rt.inner.charge_more(&l.held, &l.quota, units)
+        self.rt.inner.charge_more(&l.held, &l.quota, units, &l.decision)
+    }
+
+    /// Hands back the last `units` of what a limit was charged: the last
+    /// of its units to be repaid by time, so they count as charged
+    /// `so_far - units` intervals after the reservation.
+    fn hand_back(&self, l: &Reserved, units: u32) {
+        let at = crate::gcra::last_units_charged_at(l.charged_at, &l.quota, l.so_far, units);
+        self.rt.inner.refund(&l.held, &l.quota, units, &l.decision, at);
     }
 
     fn settle_one(&self, l: &Reserved, actual: u32) {
         if actual < l.cost {
-            self.rt.inner.refund(&l.held, &l.quota, l.cost - actual, &l.decision);
+            self.hand_back(l, l.cost - actual);
         } else if actual > l.cost {
             self.charge_extra(l, actual - l.cost);
         }

@@ -354,13 +354,20 @@ impl<R: Rules, M> Admit<R, M> {
         if rt.inner.is_probe(&parts.method) {
             return Err(R::probe(parts, rt));
         }
+        // A route that may settle reads the clock before its decision: time
+        // repays a charge from then on, which bounds what a refund hands back.
+        let charged_at = if R::WANTS_CHARGE || R::METERED {
+            rt.inner.now()
+        } else {
+            0
+        };
         let mut outcome = R::decide(parts, rt)?;
         // A handler taking a `Charge` gets the reservation of what was
         // charged; a route charged by its response's size keeps it for the
         // body (the attribute refuses both on one handler).
         let metered = R::METERED && outcome.outcomes().iter().any(|o| o.bytes_per_unit.is_some());
         let meter = if R::WANTS_CHARGE || metered {
-            let charge = super::Charge::reserve(rt, outcome.outcomes());
+            let charge = super::Charge::reserve(rt, outcome.outcomes(), charged_at);
             if R::WANTS_CHARGE {
                 parts.extensions.insert(super::charge::Reservation(Some(charge)));
                 None

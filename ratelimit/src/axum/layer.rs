@@ -64,7 +64,11 @@ where
                 };
             }
         }
-        let mut decided = self.rt.inner.decide_rules(&parts);
+        // Read before the decision when a rule is charged by size: time
+        // repays that charge from then on, which bounds what a refund
+        // hands back.
+        let mut charged_at = 0;
+        let mut decided = self.rt.inner.decide_rules(&parts, &mut charged_at);
         if let Some(d) = decided.as_ref().filter(|d| d.outcomes().iter().any(Outcome::rejects)) {
             // An outer layer's wait (it admitted, with nothing left) is
             // this refusal's too: the outer layer raises Retry-After to it,
@@ -116,7 +120,7 @@ where
         let meter = decided
             .as_ref()
             .filter(|d| d.outcomes().iter().any(|o| o.bytes_per_unit.is_some()))
-            .map(|d| super::Charge::reserve(&self.rt, d.outcomes()));
+            .map(|d| super::Charge::reserve(&self.rt, d.outcomes(), charged_at));
         let future = self.inner.call(Request::from_parts(parts, body));
         ResponseFuture {
             state: State::Inner {

@@ -322,24 +322,45 @@ impl Fleet {
 
     /// A settled charge's surplus handed back, to the cell it was charged
     /// to (the key's own, or a shared overflow or group cell), and in the
-    /// fleet count.
-    pub(crate) fn refund(&self, engine: &Engine, held: &Held, quota: &Quota, cost: u32, charged: &Decision) {
+    /// fleet count: never more than the charge, made at `charged_at`, still
+    /// holds.
+    pub(crate) fn refund(
+        &self,
+        engine: &Engine,
+        held: &Held,
+        quota: &Quota,
+        cost: u32,
+        charged: &Decision,
+        charged_at: u64,
+    ) {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
-            gate.refund_placed_id(engine, &request(held, quota, cost), charged);
+            gate.refund_placed_id(engine, &request(held, quota, cost), charged, charged_at);
             return;
         }
-        engine.refund_placed(held.cell, quota, cost, charged);
+        engine.refund_placed(held.cell, quota, cost, charged, charged_at);
     }
 
-    /// A settled charge's extra units, unchecked, locally and in the fleet
-    /// count: the units really charged (the debt cap may stop it short).
-    pub(crate) fn charge_more(&self, engine: &Engine, held: &Held, quota: &Quota, cost: u32) -> u32 {
+    /// A settled charge's extra units, unchecked, locally (to the cell the
+    /// check `charged` was placed in) and in the fleet count: the units
+    /// really charged (the debt cap may stop it short).
+    pub(crate) fn charge_more(
+        &self,
+        engine: &Engine,
+        held: &Held,
+        quota: &Quota,
+        cost: u32,
+        charged: &Decision,
+    ) -> u32 {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
-            return gate.charge_more_counted(engine, &request(held, quota, cost));
+            return gate.charge_more_counted(engine, &request(held, quota, cost), charged);
         }
-        engine.charge_cell_at(held.cell, quota, cost, engine.clock().now())
+        if charged.is_denied() {
+            return 0;
+        }
+        let placement = crate::limiter::placement_of(charged);
+        engine.charge_placed_at(held.cell, quota, cost, placement, engine.clock().now())
     }
 }
 

@@ -306,21 +306,37 @@ impl Runtime {
         admitted
     }
 
-    /// Hands back `cost` units of a settled charge (a [`Charge`](super::Charge)).
+    /// Hands back `cost` units of a settled charge (a [`Charge`](super::Charge))
+    /// made at `charged_at`.
     pub(crate) fn refund(
         &self,
         held: &super::respond::Held,
         quota: &crate::Quota,
         cost: u32,
         charged: &crate::Decision,
+        charged_at: u64,
     ) {
-        self.fleet.refund(&self.limiter, held, quota, cost, charged);
+        self.fleet.refund(&self.limiter, held, quota, cost, charged, charged_at);
     }
 
-    /// Charges `cost` more units of a settled charge, unchecked: the units
-    /// really charged (the debt cap may stop it short).
-    pub(crate) fn charge_more(&self, held: &super::respond::Held, quota: &crate::Quota, cost: u32) -> u32 {
-        self.fleet.charge_more(&self.limiter, held, quota, cost)
+    /// Charges `cost` more units of a settled charge, unchecked, to the
+    /// cell its check `charged` was placed in: the units really charged
+    /// (the debt cap may stop it short).
+    pub(crate) fn charge_more(
+        &self,
+        held: &super::respond::Held,
+        quota: &crate::Quota,
+        cost: u32,
+        charged: &crate::Decision,
+    ) -> u32 {
+        self.fleet.charge_more(&self.limiter, held, quota, cost, charged)
+    }
+
+    /// A clock reading taken before a decision, for a reservation: no later
+    /// than its charge, so a refund never counts it as younger than it is.
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.limiter.clock().now()
     }
 
     /// Whether a request with `method` is a probe (`[responses]
@@ -408,7 +424,10 @@ impl Runtime {
 
     /// Applies the `[[rules]]` entries that match the request, if any: the
     /// first matching one, and the next ones while a rule says `stack`.
-    pub(crate) fn decide_rules(&self, parts: &Parts) -> Option<Decided> {
+    /// When one of them is charged by the response's size, `charged_at`
+    /// gets a clock reading taken before the decision (what bounds a later
+    /// refund); the others read no clock for it.
+    pub(crate) fn decide_rules(&self, parts: &Parts, charged_at: &mut u64) -> Option<Decided> {
         // Most layers carry no rules: one cached read says so.
         let config = super::config_cache::local(&self.config);
         if config.rules.is_empty() {
@@ -420,6 +439,9 @@ impl Runtime {
         // another matching rule follows.
         let second = if first.stack { applying.next() } else { None };
         let Some(second) = second else {
+            if first.bytes_per_unit.is_some() {
+                *charged_at = self.now();
+            }
             let name = RouteName::Shared(Arc::clone(&first.name));
             return Some(Decided::One(self.decide(
                 parts,
@@ -430,6 +452,9 @@ impl Runtime {
             )));
         };
         let rules: Vec<&RuleConfig> = [first, second].into_iter().chain(applying).take(MAX_STACK).collect();
+        if rules.iter().any(|r| r.bytes_per_unit.is_some()) {
+            *charged_at = self.now();
+        }
         let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
         let mut pending: Vec<Pending<'_>> = rules
             .iter()

@@ -15,7 +15,7 @@ use crate::Check;
 ///
 /// ```
 /// use ratelimit::global::{FleetCheck, FleetGate, GateSettings};
-/// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
+/// use ratelimit::{Check, Clock, Limiter, ManualClock, MemoryStore, Quota};
 ///
 /// let clock = ManualClock::new();
 /// let gate = FleetGate::new(GateSettings::new(b"a fleet-wide secret, 16+ bytes"), &clock).unwrap();
@@ -24,11 +24,12 @@ use crate::Check;
 /// // The key "user-1" on route 1: its local cell and its fleet id.
 /// let (cell, id) = (limiter.cell_key(1, "user-1"), gate.fleet_id(1, "user-1"));
 /// let request = FleetCheck::new(Check::new(cell, quota, 1), 1, id);
+/// let at = clock.now();
 /// assert!(gate.check_id(&limiter, &request).is_allowed());
 /// // The same limit at another cost (a settlement, a refund).
 /// let refund = request.with_cost(1);
 /// assert_eq!((refund.local.cell, refund.route, refund.fleet_id), (cell, 1, id));
-/// gate.refund_id(&limiter, &refund);
+/// gate.refund_id(&limiter, &refund, at);
 /// assert_eq!(limiter.peek_cell(cell, &quota, 0).remaining(), 60);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

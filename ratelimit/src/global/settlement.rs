@@ -7,17 +7,21 @@ use std::sync::atomic::Ordering;
 use super::check::FleetCheck;
 use super::gate::{FleetGate, MAX_FLEET_BURST, NONZERO};
 use super::table::{Pending, Slot};
+use crate::limiter::placement_of;
 use crate::{Clock, Decision, Limiter, Quota, Store};
 
 impl FleetGate {
     /// Hands back `request.local.cost` units of a request
     /// [`check_id`](Self::check_id) admitted (it cost less than it was
-    /// charged, or its work failed): locally through
-    /// [`Limiter::refund_cell`] (never more than was charged, never before
-    /// now), and out of this instance's count of the key's units that the
-    /// sync loop has not taken for a push yet, in the current slice and
-    /// then the one before. No I/O, no lock, no allocation; no slot is
-    /// claimed for a key the table does not hold.
+    /// charged, or its work failed); `charged_at` is a clock reading taken
+    /// no later than that check. Locally through [`Limiter::refund_cell`]
+    /// (never more than the charge still holds, never before now), and the
+    /// units that came back locally out of this instance's count of the
+    /// key's units that the sync loop has not taken for a push yet, in the
+    /// slice the charge was counted in (the current one or the one before;
+    /// an older charge's units are pushed or out of the window, and the
+    /// units pending now are other requests'). No I/O, no lock, no
+    /// allocation; no slot is claimed for a key the table does not hold.
     ///
     /// Units already taken for a push (or pushed) stay counted fleet-wide
     /// until they leave the window: a refund after the push is
@@ -29,7 +33,7 @@ impl FleetGate {
     ///
     /// ```
     /// use ratelimit::global::{FleetCheck, FleetGate, GateSettings};
-    /// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
+    /// use ratelimit::{Check, Clock, Limiter, ManualClock, MemoryStore, Quota};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
@@ -39,16 +43,17 @@ impl FleetGate {
     /// let quota = Quota::per_minute(60).with_burst(100); // fleet: 10 per 10 s
     /// let cell = limiter.cell_key(1, "user-1");
     /// let request = FleetCheck::new(Check::new(cell, quota, 10), 1, gate.fleet_id(1, "user-1"));
+    /// let at = clock.now();
     /// assert!(gate.check_id(&limiter, &request).is_allowed());
     /// assert!(gate.peek_id(&limiter, &request.with_cost(1)).is_denied(), "the fleet's 10 are spent");
-    /// gate.refund_id(&limiter, &request.with_cost(4)); // it cost 6
+    /// gate.refund_id(&limiter, &request.with_cost(4), at); // it cost 6
     /// assert!(gate.check_id(&limiter, &request.with_cost(4)).is_allowed());
     /// ```
-    pub fn refund_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) {
+    pub fn refund_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck, charged_at: u64) {
         let local = &request.local;
         let now = limiter.clock().now();
-        limiter.refund_cell_at(local.cell, &local.quota, local.cost, now);
-        self.take_back(request.fleet_id, &local.quota, local.cost, now);
+        let back = limiter.refund_cell_at(local.cell, &local.quota, local.cost, charged_at, now);
+        self.take_back(request.fleet_id, &local.quota, back, charged_at, now);
     }
 
     /// [`refund_id`](Self::refund_id) of the charge that `charged` (the
@@ -60,26 +65,31 @@ impl FleetGate {
         limiter: &Limiter<S, C>,
         request: &FleetCheck,
         charged: &Decision,
+        charged_at: u64,
     ) {
         let local = &request.local;
         let now = limiter.clock().now();
-        limiter.refund_placed_at(local.cell, &local.quota, local.cost, charged, now);
-        self.take_back(request.fleet_id, &local.quota, local.cost, now);
+        let back = limiter.refund_placed_at(local.cell, &local.quota, local.cost, charged, charged_at, now);
+        self.take_back(request.fleet_id, &local.quota, back, charged_at, now);
     }
 
-    /// Takes `cost` units out of this instance's not yet pushed fleet count
-    /// of the key (the current slice, then the previous one).
-    fn take_back(&self, fleet_id: u64, quota: &Quota, cost: u32, now: u64) {
+    /// Takes `units` out of this instance's not yet pushed fleet count of
+    /// the key, in the slice a charge made at `charged_at` was counted in,
+    /// when that is the current slice or the one before.
+    fn take_back(&self, fleet_id: u64, quota: &Quota, units: u32, charged_at: u64, now: u64) {
         // A quota the gate limits locally only was never counted.
-        if cost == 0 || quota.burst() > MAX_FLEET_BURST || self.limits_locally(quota) {
+        if units == 0 || quota.burst() > MAX_FLEET_BURST || self.limits_locally(quota) {
             return;
         }
         let Some(place) = self.place(now) else {
             return;
         };
+        let charged_in = self.window.locate(self.wall(charged_at)).slice;
+        if place.slice.wrapping_sub(charged_in) > 1 {
+            return;
+        }
         if let Some(slot) = place.table.find(fleet_id | NONZERO) {
-            let left = take_back_pending(slot, place.slice, u64::from(cost));
-            take_back_pending(slot, place.slice.wrapping_sub(1), left);
+            take_back_pending(slot, charged_in, u64::from(units));
         }
     }
 
@@ -104,23 +114,34 @@ impl FleetGate {
     /// let quota = Quota::per_minute(60);
     /// let cell = limiter.cell_key(1, "user-1");
     /// let request = FleetCheck::new(Check::new(cell, quota, 1), 1, gate.fleet_id(1, "user-1"));
-    /// assert!(gate.check_id(&limiter, &request).is_allowed());
-    /// gate.charge_more_id(&limiter, &request.with_cost(59)); // it cost 60
+    /// let d = gate.check_id(&limiter, &request);
+    /// assert!(d.is_allowed());
+    /// gate.charge_more_id(&limiter, &request.with_cost(59), &d); // it cost 60
     /// assert!(limiter.peek_cell(cell, &quota, 1).is_denied());
     /// ```
-    pub fn charge_more_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) {
-        self.charge_more_counted(limiter, request);
+    pub fn charge_more_id<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        request: &FleetCheck,
+        charged: &Decision,
+    ) {
+        self.charge_more_counted(limiter, request, charged);
     }
 
     /// [`charge_more_id`](Self::charge_more_id), returning the units charged
     /// locally (what a later refund may hand back).
-    pub(crate) fn charge_more_counted<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) -> u32 {
+    pub(crate) fn charge_more_counted<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        request: &FleetCheck,
+        charged: &Decision,
+    ) -> u32 {
         let local = &request.local;
-        if local.cost == 0 {
+        if local.cost == 0 || charged.is_denied() {
             return 0;
         }
         let now = limiter.clock().now();
-        let charged = limiter.charge_cell_at(local.cell, &local.quota, local.cost, now);
+        let charged = limiter.charge_placed_at(local.cell, &local.quota, local.cost, placement_of(charged), now);
         if charged == 0 || local.quota.burst() > MAX_FLEET_BURST || self.limits_locally(&local.quota) {
             return charged;
         }

@@ -617,33 +617,79 @@ async fn refund_id_takes_back_unpushed_units_and_keeps_pushed_ones() {
     let q = fleet_bound();
     let (cell, id) = (limiter.cell_key(1, "k"), g.fleet_id(1, "k"));
     let k = |cost| FleetCheck::new(Check::new(cell, q, cost), 1, id);
+    // The clock stands still: every charge here is made at `at`.
+    let at = clock.now();
     g.sync_once(&store, &clock).await.unwrap();
     assert!(g.check_id(&limiter, &k(10)).is_allowed());
     assert!(g.peek_id(&limiter, &k(1)).is_denied());
     // Not pushed yet: the refund takes the units out of this instance's
     // count, and hands them back locally.
-    g.refund_id(&limiter, &k(4));
+    g.refund_id(&limiter, &k(4), at);
     assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 94);
     assert!(g.peek_id(&limiter, &k(4)).is_allowed());
     assert!(g.peek_id(&limiter, &k(5)).is_denied());
     // Refunding more than is pending takes what is there, never below 0.
-    g.refund_id(&limiter, &k(50));
+    g.refund_id(&limiter, &k(50), at);
     assert!(g.check_id(&limiter, &k(10)).is_allowed());
     assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 90);
     // Pushed: the fleet counts the units; a refund hands back locally but
     // the fleet keeps them (conservative) until they leave the window.
     g.sync_once(&store, &clock).await.unwrap();
     assert!(g.peek_id(&limiter, &k(1)).is_denied());
-    g.refund_id(&limiter, &k(3));
+    g.refund_id(&limiter, &k(3), at);
     assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 93);
     let d = g.peek_id(&limiter, &k(1));
     assert_eq!(d.denial(), Some(Denial::FleetLimited), "pushed units stay counted");
     // A refund for a key the gate does not hold claims no slot.
     let (other, other_id) = (limiter.cell_key(1, "other"), g.fleet_id(1, "other"));
     let before = occupied(&g);
-    g.refund_id(&limiter, &FleetCheck::new(Check::new(other, q, 3), 1, other_id));
+    g.refund_id(&limiter, &FleetCheck::new(Check::new(other, q, 3), 1, other_id), at);
     assert_eq!(occupied(&g), before);
     assert_eq!(limiter.store().len(), 1);
+}
+
+/// Issue 26, item 3: a late refund takes out of the fleet count only what
+/// the charge still holds. A charge of 5 (T = 1 s) is repaid by time 5 s
+/// later; the 5 units admitted then are another request's, and a refund of
+/// the old charge must not take them out of this instance's count.
+#[tokio::test]
+async fn a_late_refund_takes_no_units_of_later_requests_out_of_the_fleet_count() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let store = MemoryGlobalStore::new();
+    let q = fleet_bound(); // fleet: 10 per 10 s
+    let (cell, id) = (limiter.cell_key(1, "k"), g.fleet_id(1, "k"));
+    let k = |cost| FleetCheck::new(Check::new(cell, q, cost), 1, id);
+    g.sync_once(&store, &clock).await.unwrap();
+    let charged_at = clock.now();
+    assert!(g.check_id(&limiter, &k(5)).is_allowed());
+    // Pushed; 5 s later the fleet still counts them (10 s window).
+    g.sync_once(&store, &clock).await.unwrap();
+    clock.advance(Duration::from_secs(5));
+    g.sync_once(&store, &clock).await.unwrap();
+    assert!(g.check_id(&limiter, &k(5)).is_allowed());
+    assert!(g.peek_id(&limiter, &k(1)).is_denied(), "the fleet's 10 are spent");
+    g.refund_id(&limiter, &k(5), charged_at);
+    let d = g.peek_id(&limiter, &k(1));
+    assert_eq!(
+        d.denial(),
+        Some(Denial::FleetLimited),
+        "the late refund took admitted units out of the fleet count"
+    );
+    // Locally too: the old charge was repaid by time, the new one stands.
+    assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 95);
+    // A refund right after its charge still takes its units back (20 s
+    // on: the window has let go of the earlier units).
+    clock.advance(Duration::from_secs(20));
+    g.sync_once(&store, &clock).await.unwrap();
+    let charged_at = clock.now();
+    assert!(g.check_id(&limiter, &k(4)).is_allowed());
+    g.refund_id(&limiter, &k(4), charged_at);
+    assert!(
+        g.check_id(&limiter, &k(10)).is_allowed(),
+        "the 4 came back to the fleet count"
+    );
 }
 
 #[test]

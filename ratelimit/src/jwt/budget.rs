@@ -69,6 +69,9 @@ pub(super) struct Taken {
     share_count: usize,
     process: Decision,
     pool: Quota,
+    /// When the units were taken (a refund hands back at most what is
+    /// still owed on them).
+    at: u64,
 }
 
 /// A per-window budget of `n` (at least 1) at once and per `window`.
@@ -189,6 +192,7 @@ impl FailureBudget {
             share_count,
             process,
             pool,
+            at: now,
         };
         if process.is_denied() {
             self.give_back_shares(&taken, now);
@@ -202,13 +206,13 @@ impl FailureBudget {
         let now = self.limiter.clock().now();
         self.give_back_shares(&taken, now);
         self.limiter
-            .refund_placed_at(self.process_cell, &taken.pool, 1, &taken.process, now);
+            .refund_placed_at(self.process_cell, &taken.pool, 1, &taken.process, taken.at, now);
     }
 
     fn give_back_shares(&self, taken: &Taken, now: u64) {
         for (check, decision) in &taken.shares[..taken.share_count] {
             self.limiter
-                .refund_placed_at(check.cell, &check.quota, check.cost, decision, now);
+                .refund_placed_at(check.cell, &check.quota, check.cost, decision, taken.at, now);
         }
     }
 }

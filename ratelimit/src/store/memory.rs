@@ -613,7 +613,7 @@ impl MemoryStore {
             return true;
         }
         if let Some((cell, share)) = share {
-            let _ = self.update(cell, now, |stored| ((), gcra::refund(stored, now, share, 1)));
+            let _ = self.update(cell, now, |stored| ((), gcra::refund(stored, now, share, 1, now)));
         }
         false
     }

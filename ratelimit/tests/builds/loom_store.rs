@@ -198,8 +198,9 @@ fn charge_at(store: &MemoryStore, k: CellKey, now: u64, burst: u64) -> Option<(b
     })
 }
 
-/// What `Limiter::refund_cell` does: the TAT moves back by `units * T`,
-/// never to `now` or before; a key with no cell gets none.
+/// What `Limiter::refund_cell` does with a charge made at `now`: the TAT
+/// moves back by `units * T`, never to `now` or before; a key with no cell
+/// gets none.
 fn refund_at(store: &MemoryStore, k: CellKey, now: u64, units: u64) {
     let _ = store.update(k, now, |tat| {
         let back = tat.saturating_sub(units * T).max(now + 1);
