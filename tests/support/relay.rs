@@ -32,7 +32,9 @@ impl Relay {
         runtime.spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 tokio::spawn(async move {
-                    let Ok(server) = TcpStream::connect(to).await else { return };
+                    let Ok(server) = TcpStream::connect(to).await else {
+                        return;
+                    };
                     let _ = client.set_nodelay(true);
                     let _ = server.set_nodelay(true);
                     let (cr, cw) = client.into_split();
@@ -70,7 +72,10 @@ async fn pipe(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp:
         match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                if tx.send((tokio::time::Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                if tx
+                    .send((tokio::time::Instant::now() + delay, buf[..n].to_vec()))
+                    .is_err()
+                {
                     break;
                 }
             }

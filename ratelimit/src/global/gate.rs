@@ -405,12 +405,14 @@ impl FleetGate {
             _ => 1,
         };
         let interval_ns = quota.interval_ns().saturating_mul(share);
-        let fit = used.map(|(used, _)| match self.window.fits(used, cost, interval_ns, place.into) {
-            Fit::Fits { slack_ns } => Fit::Fits {
-                slack_ns: slack_ns / share,
+        let fit = used.map(
+            |(used, _)| match self.window.fits(used, cost, interval_ns, place.into) {
+                Fit::Fits { slack_ns } => Fit::Fits {
+                    slack_ns: slack_ns / share,
+                },
+                exceeds => exceeds,
             },
-            exceeds => exceeds,
-        });
+        );
         Look {
             fit,
             used: used.map(|(used, _)| used),

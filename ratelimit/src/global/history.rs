@@ -33,6 +33,9 @@ pub(super) struct KeyHistory {
     pub(super) reexpire: Option<(Counter, u32)>,
     /// The last slice in which the key was active (pulled).
     pub(super) active_until: u64,
+    /// A round has read the key's window here (a key new to this
+    /// instance, or back after idling, has only what its pushes answered).
+    pub(super) read: bool,
 }
 
 impl KeyHistory {
@@ -45,6 +48,7 @@ impl KeyHistory {
             expire_epoch: None,
             reexpire: None,
             active_until: slice,
+            read: false,
         }
     }
 

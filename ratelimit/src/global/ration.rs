@@ -15,12 +15,17 @@ use super::store::{Counter, OpResult, SyncOp};
 
 /// A key's priority for reads: refused by the fleet since the last round
 /// first (at its budget here, so what the others used decides its next
-/// request), then by the units it pushed this round.
-pub(super) fn rank(refused: bool, units: u64) -> u64 {
+/// request), then a key this instance has never read (new here, or back
+/// after idling: what other instances used of it is unknown, and a key
+/// that moves between instances would get its share on each), then by the
+/// units it pushed this round.
+pub(super) fn rank(refused: bool, read_before: bool, units: u64) -> u64 {
     if refused {
         u64::MAX
+    } else if !read_before {
+        u64::MAX - 1
     } else {
-        units.min(u64::MAX - 1)
+        units.min(u64::MAX - 2)
     }
 }
 
@@ -168,9 +173,10 @@ mod tests {
         assert_eq!(unread.len(), 200);
         assert!(unread.iter().all(|&key| key < 200), "the least busy are not read");
         // A key refused by the fleet pushes nothing, and is read first.
-        let active = (0..1_200u64).map(|key| (rank(key == 3, key), key));
+        let active = (0..1_200u64).map(|key| (rank(key == 3, key != 5, key), key));
         let unread = r.unread(active);
         assert!(!unread.contains(&3), "a refused key fell out of the ration");
+        assert!(!unread.contains(&5), "a key never read fell out of the ration");
         assert_eq!(unread.len(), 200);
         r.after_round(ms(60), ms(100), 100, 3_000);
         assert_eq!(r.budget, Some(MIN_READS));

@@ -14,8 +14,8 @@ use super::history::{KeyHistory, Taken};
 use super::names::{
     set_degraded, Reason, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNREAD_KEYS, UNTRACKED,
 };
-use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
 use super::ration::{rank, Roster};
+use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
 use super::table::{pack, read_touched, tag32, Closed, Pending, Slot, ROUND};
 use super::tracking::carry_over;
 use crate::Clock;
@@ -208,7 +208,10 @@ impl FleetGate {
         // Reads, rationed while rounds run long: the busiest keys first.
         let unread = history
             .ration
-            .unread(work.iter().filter(|(_, w)| w.active).map(|(&key, w)| (rank(w.refused, w.units), key)));
+            .unread(work.iter().filter(|(_, w)| w.active).map(|(&key, w)| {
+                let read_before = history.keys.get(&key).is_some_and(|h| h.read);
+                (rank(w.refused, read_before, w.units), key)
+            }));
         let any_unread = !unread.is_empty();
         for key in unread {
             if let Some(w) = work.get_mut(&key) {
@@ -455,6 +458,7 @@ impl FleetGate {
                 }
             }
             h.final_upto = final_slice.map(|f| f.min(s)).max(h.final_upto);
+            h.read = true;
             report.pulled += 1;
         }
         for t in confirmed {
@@ -473,6 +477,9 @@ impl FleetGate {
             let Some(w) = work.get(key).filter(|w| !w.active) else {
                 continue;
             };
+            // Back after idling, it counts as never read (others' use since
+            // is unknown).
+            h.read = false;
             let Some(slot) = w.current.or(w.previous) else { continue };
             h.advance(s);
             slot.closed
