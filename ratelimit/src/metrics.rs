@@ -95,6 +95,9 @@ pub const GLOBAL_SYNC_ROUNDS: &str = "ratelimit_global_sync_rounds_total";
 pub const GLOBAL_SYNC_DURATION: &str = "ratelimit_global_sync_duration_seconds";
 /// Keys the last successful round synced.
 pub const GLOBAL_SYNCED_KEYS: &str = "ratelimit_global_synced_keys";
+/// Keys the last sync round did not read (reads rationed): held to their
+/// fair share of the fleet budget until a round reads them.
+pub const GLOBAL_UNREAD_KEYS: &str = "ratelimit_global_unread_keys";
 /// Keys the gate could not track (its table full): limited locally only.
 pub const GLOBAL_UNTRACKED: &str = "ratelimit_global_untracked_total";
 
@@ -350,6 +353,15 @@ pub const CATALOGUE: &[Metric] = &[
         &[],
         "redis",
         "Keys the last successful fleet sync round exchanged with the store."
+    ),
+    metric!(
+        GLOBAL_UNREAD_KEYS,
+        Gauge,
+        Count,
+        &[],
+        "redis",
+        "Keys the last fleet sync round did not read because rounds ran long (reads rationed): each is held to its \
+         fair share of the fleet budget (budget / live instances) until a round reads it."
     ),
     metric!(
         GLOBAL_UNTRACKED,

@@ -13,7 +13,7 @@ use super::check::FleetCheck;
 use super::history::History;
 use super::ids::FleetHasher;
 use super::settings::{GateError, GateSettings};
-use super::table::{touch, Closed, Slot, Slots, Table};
+use super::table::{touch_refused, Closed, Slot, Slots, Table};
 use crate::store::CellKey;
 use crate::window::{Fit, SlidingWindow};
 use crate::{Check, Clock, Decision, Limiter, Quota, Store};
@@ -48,6 +48,12 @@ pub struct FleetGate {
     pub(super) round: AtomicU64,
     pub(super) failures: AtomicU64,
     pub(super) untracked: AtomicU64,
+    /// Instances of the fleet, as the roster last read them (at least 1):
+    /// a key the last round did not read is held to `1 / live` of its
+    /// budget (see `ration.rs`).
+    pub(super) live: AtomicU64,
+    /// Keys the last round did not read (reads rationed).
+    pub(super) unread_keys: AtomicU64,
     /// The sync loop's own state (never touched by requests).
     pub(super) history: Mutex<History>,
     pub(super) last_error: Mutex<Option<String>>,
@@ -127,6 +133,8 @@ impl FleetGate {
             round: AtomicU64::new(1),
             failures: AtomicU64::new(0),
             untracked: AtomicU64::new(0),
+            live: AtomicU64::new(1),
+            unread_keys: AtomicU64::new(0),
             history: Mutex::new(History::default()),
             last_error: Mutex::new(None),
             window_ns: u64::try_from(settings.window.as_nanos()).unwrap_or(u64::MAX),
@@ -335,9 +343,10 @@ impl FleetGate {
         let look = self.look(fleet_id, &quota, cost, now);
         if let Some(Fit::Exceeds { retry_ns }) = look.fit {
             if mode == Mode::Check {
-                // Kept synced: the key is still requested.
+                // Kept synced, and read first: the key is requested, and at
+                // its fleet budget here.
                 if let Some(slot) = look.at.and_then(|at| at.own.or(at.previous)) {
-                    touch(slot, request.route, self.round.load(Ordering::Relaxed));
+                    touch_refused(slot, request.route, self.round.load(Ordering::Relaxed));
                 }
             }
             return local(0).fleet_denied(retry_ns, cost);
@@ -382,13 +391,32 @@ impl FleetGate {
             // epoch's slot knew still counts (the sync loop has not moved
             // it yet).
             (true, None) => match at.previous {
-                Some(p) => p.used(&self.window, place.slice),
-                None => Some(0),
+                Some(p) => p
+                    .used(&self.window, place.slice)
+                    .map(|used| (used, Closed::is_held(p.closed.load(Ordering::Relaxed)))),
+                None => Some((0, false)),
             },
         };
+        // A key whose fleet use the last round did not read is held to its
+        // fair share: `budget / live`, that is the emission interval times
+        // `live` (its slack in the quota's own nanoseconds divided back).
+        let share = match used {
+            Some((_, true)) => self.live.load(Ordering::Relaxed).max(1),
+            _ => 1,
+        };
+        let interval_ns = quota.interval_ns().saturating_mul(share);
+        let fit = used.map(
+            |(used, _)| match self.window.fits(used, cost, interval_ns, place.into) {
+                Fit::Fits { slack_ns } => Fit::Fits {
+                    slack_ns: slack_ns / share,
+                },
+                exceeds => exceeds,
+            },
+        );
         Look {
-            fit: used.map(|used| self.window.fits(used, cost, quota.interval_ns(), place.into)),
-            used,
+            fit,
+            used: used.map(|(used, _)| used),
+            interval_ns,
             into: place.into,
             at: Some(at),
         }
@@ -399,7 +427,9 @@ impl FleetGate {
     #[inline]
     pub(super) fn within(&self, d: Decision, look: &Look<'_>, quota: &Quota, cost: u32) -> Decision {
         match (look.fit, look.used) {
-            (Some(Fit::Fits { slack_ns }), Some(used)) => self.within_fleet(d, used, cost, slack_ns, quota, look.into),
+            (Some(Fit::Fits { slack_ns }), Some(used)) => {
+                self.within_fleet(d, used, cost, slack_ns, quota, look.interval_ns, look.into)
+            }
             _ => d,
         }
     }
@@ -407,15 +437,27 @@ impl FleetGate {
     /// An admitted decision reporting the fleet's room when it is tighter;
     /// when the fleet has less than one unit left, its next unit is not
     /// sooner than the fleet's window lets one in (the `t` a client reads).
+    /// `interval_ns`: the emission interval the fleet held the key to (the
+    /// quota's, or a multiple for a key held to its fair share).
     #[inline]
-    fn within_fleet(&self, d: Decision, used: u64, cost: u32, slack_ns: u64, quota: &Quota, into: u64) -> Decision {
+    #[allow(clippy::too_many_arguments)]
+    fn within_fleet(
+        &self,
+        d: Decision,
+        used: u64,
+        cost: u32,
+        slack_ns: u64,
+        quota: &Quota,
+        interval_ns: u64,
+        into: u64,
+    ) -> Decision {
         let d = d.tightened(slack_ns);
         if slack_ns >= quota.interval_ns() {
             return d;
         }
         match self
             .window
-            .fits(used.saturating_add(u64::from(cost)), 1, quota.interval_ns(), into)
+            .fits(used.saturating_add(u64::from(cost)), 1, interval_ns, into)
         {
             Fit::Exceeds { retry_ns } => d.next_unit_no_sooner(retry_ns),
             Fit::Fits { .. } => d,
@@ -423,18 +465,21 @@ impl FleetGate {
     }
 
     /// A slot's estimate ([`SlidingWindow::estimate`] on what the slot
-    /// holds); a slot just claimed by another thread (its carry over not
-    /// written yet) also counts what the previous epoch's slot knew.
+    /// holds), and whether the key is held to its fair share (its fleet use
+    /// not read: [`Closed::HELD`]); a slot just claimed by another thread
+    /// (its carry over not written yet) also counts what the previous
+    /// epoch's slot knew.
     #[inline]
-    fn used(&self, slot: &Slot, epoch: u64, fleet_id: u64, slice: u64) -> Option<u64> {
+    fn used(&self, slot: &Slot, epoch: u64, fleet_id: u64, slice: u64) -> Option<(u64, bool)> {
         let closed = slot.closed.load(Ordering::Relaxed);
         let here = slot.used_with(&self.window, closed, slice)?;
         if closed == Closed::UNKNOWN {
             if let Some(p) = self.previous_slot(epoch, fleet_id) {
-                return p.used(&self.window, slice).map(|before| before + here);
+                let held = Closed::is_held(p.closed.load(Ordering::Relaxed));
+                return p.used(&self.window, slice).map(|before| (before + here, held));
             }
         }
-        Some(here)
+        Some((here, Closed::is_held(closed)))
     }
 }
 
@@ -455,6 +500,9 @@ pub(super) struct Look<'g> {
     /// beyond the gate's counters, a cost above the burst).
     pub(super) fit: Option<Fit>,
     pub(super) used: Option<u64>,
+    /// The emission interval the fleet holds the key to: the quota's, or
+    /// `live` times it while the key is held to its fair share.
+    pub(super) interval_ns: u64,
     pub(super) into: u64,
     /// Where an admitted request is counted, or `None` when the fleet does
     /// not track it.
@@ -466,6 +514,7 @@ impl Look<'_> {
     const LOCAL_ONLY: Look<'static> = Look {
         fit: None,
         used: None,
+        interval_ns: 0,
         into: 0,
         at: None,
     };

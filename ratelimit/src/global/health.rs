@@ -24,6 +24,13 @@ pub struct GateStatus {
     pub failures: u64,
     /// Keys seen that the table could not track.
     pub untracked: u64,
+    /// Keys the last round did not read because rounds run long (reads
+    /// rationed): each is held to its fair share of the fleet budget
+    /// (budget / live instances) until a round reads it.
+    pub unread_keys: u64,
+    /// Live instances in the fleet's roster, as last read (1 until read:
+    /// it is read while some key goes unread).
+    pub live_instances: u64,
 }
 
 /// Whether the fleet limit is in force: what a readiness probe asks.
@@ -32,6 +39,15 @@ pub struct GateStatus {
 pub enum FleetHealth {
     /// Every tracked key is limited fleet-wide.
     InForce,
+    /// Every tracked key is limited fleet-wide, but sync rounds run long
+    /// (a flood of keys, a slow Redis) and the last one did not read these
+    /// keys: each is held to its fair share of the budget (budget / live
+    /// instances) until a round reads it, so a client of one of them may
+    /// get less than its budget.
+    Rationed {
+        /// Keys the last round did not read.
+        unread_keys: u64,
+    },
     /// The fleet limit holds except for these keys, limited locally only.
     Partial {
         /// Keys limited locally only.
@@ -52,6 +68,8 @@ impl FleetGate {
             rounds: self.round.load(Ordering::Relaxed) - 1,
             failures: self.failures.load(Ordering::Relaxed),
             untracked: self.untracked.load(Ordering::Relaxed),
+            unread_keys: self.unread_keys.load(Ordering::Relaxed),
+            live_instances: self.live.load(Ordering::Relaxed),
         }
     }
 
@@ -62,6 +80,7 @@ impl FleetGate {
     /// # let gate = FleetGate::new(GateSettings::new(b"a fleet-wide secret, 16+ bytes"), &ratelimit::ManualClock::new()).unwrap();
     /// match gate.health() {
     ///     FleetHealth::InForce => {}
+    ///     FleetHealth::Rationed { unread_keys } => eprintln!("{unread_keys} keys held to their fair share"),
     ///     FleetHealth::Partial { local_only_keys } => eprintln!("{local_only_keys} keys limited locally"),
     ///     FleetHealth::LocalOnly => eprintln!("fleet limit off: {:?}", gate.last_error()),
     ///     // The enum is `#[non_exhaustive]`: a state added later.
@@ -75,6 +94,10 @@ impl FleetGate {
         } else if s.degraded_keys > 0 {
             FleetHealth::Partial {
                 local_only_keys: s.degraded_keys,
+            }
+        } else if s.unread_keys > 0 {
+            FleetHealth::Rationed {
+                unread_keys: s.unread_keys,
             }
         } else {
             FleetHealth::InForce

@@ -63,7 +63,7 @@ pub use self::redis::{RedisSettings, RedisStore};
 pub use check::FleetCheck;
 pub use gate::{FleetGate, MAX_FLEET_BURST};
 pub use health::{FleetHealth, GateStatus};
-pub use names::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED};
+pub use names::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNREAD_KEYS, UNTRACKED};
 pub use settings::{GateError, GateSettings, DEFAULT_SUB_EPOCHS};
 pub use store::{Counter, GlobalError, GlobalStore, MemoryGlobalStore, OpResult, SyncOp};
 pub use sync::SyncReport;

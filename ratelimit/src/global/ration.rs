@@ -1,9 +1,110 @@
 //! Read rationing: sync rounds slower than half the interval ration the next
-//! round's reads to the busiest keys (pushes are never skipped), and fast
-//! rounds lift the ration again. A key not read keeps the estimate it had
-//! (its last closed sum still counts).
+//! round's reads (pushes are never skipped), and fast rounds lift the ration
+//! again. Keys refused by the fleet are read first (they are at their
+//! budget, and push nothing), then the busiest. A key not read keeps the
+//! estimate it had (its last closed sum still counts) and is held to its
+//! fair share of the budget, `budget / live instances`, until a round reads
+//! it: what other instances used of it is not seen meanwhile, and if every
+//! instance that cannot read it keeps to its share, together they stay
+//! within the budget. The live instances are counted in a roster in the
+//! store (each instance joins it once per epoch).
 
 use std::time::Duration;
+
+use super::store::{Counter, OpResult, SyncOp};
+
+/// A key's priority for reads: refused by the fleet since the last round
+/// first (at its budget here, so what the others used decides its next
+/// request), then a key this instance has never read (new here, or back
+/// after idling: what other instances used of it is unknown, and a key
+/// that moves between instances would get its share on each), then by the
+/// units it pushed this round.
+pub(super) fn rank(refused: bool, read_before: bool, units: u64) -> u64 {
+    if refused {
+        u64::MAX
+    } else if !read_before {
+        u64::MAX - 1
+    } else {
+        units.min(u64::MAX - 2)
+    }
+}
+
+/// The roster's counter of `epoch`: fleet id 0, which no key has (every
+/// fleet id has its low bit set), so it never meets a client key's.
+pub(crate) fn roster(epoch: u64) -> Counter {
+    Counter {
+        route: 0,
+        key: 0,
+        epoch,
+    }
+}
+
+/// The roster of live instances, as the sync loop keeps it: the epoch this
+/// instance last joined (one `HINCRBY` per epoch), and the count last read.
+#[derive(Debug, Default)]
+pub(super) struct Roster {
+    pub(super) joined: Option<u64>,
+}
+
+/// A round's roster operations: where they start in the round's list, and
+/// which they are.
+#[derive(Debug)]
+pub(super) struct RosterOps {
+    /// The index of the first (every operation before it is a key's).
+    pub(super) first: usize,
+    join: Option<(usize, u64)>,
+    read: Option<usize>,
+}
+
+impl Roster {
+    /// Appends the round's roster operations to `ops`: a join, once per
+    /// epoch; a read of this epoch's and the previous one's counts, when
+    /// `read` (some key goes unread this round).
+    pub(super) fn ops(ops: &mut Vec<SyncOp>, epoch: u64, joined: Option<u64>, read: bool) -> RosterOps {
+        let first = ops.len();
+        let join = (joined != Some(epoch)).then(|| {
+            ops.push(SyncOp::Add {
+                counter: roster(epoch),
+                slice: 0,
+                delta: 1,
+                expire: true,
+            });
+            (first, epoch)
+        });
+        let read = read.then(|| {
+            let i = ops.len();
+            for e in [epoch.saturating_sub(1), epoch] {
+                ops.push(SyncOp::Read {
+                    counter: roster(e),
+                    slices: 0..1,
+                });
+            }
+            i
+        });
+        RosterOps { first, join, read }
+    }
+
+    /// After the round: records the join, and returns the live instances
+    /// read (the larger of the two epochs' counts, at least 1), if read.
+    /// A join whose reply was lost is sent again: the count may then be one
+    /// too high, which only makes the share smaller.
+    pub(super) fn after(&mut self, ops: &RosterOps, results: &[OpResult]) -> Option<u64> {
+        if let Some((i, epoch)) = ops.join {
+            if let Some(OpResult::Added(Some(_))) = results.get(i) {
+                self.joined = Some(epoch);
+            }
+        }
+        let i = ops.read?;
+        let count = |r: Option<&OpResult>| match r {
+            Some(OpResult::Read(v)) => v.first().copied(),
+            _ => None,
+        };
+        match (count(results.get(i)), count(results.get(i + 1))) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).max(b.unwrap_or(0)).max(1)),
+        }
+    }
+}
 
 /// The fewest keys a rationed round still reads.
 pub(super) const MIN_READS: usize = 256;
@@ -71,6 +172,12 @@ mod tests {
         let unread = r.unread(active);
         assert_eq!(unread.len(), 200);
         assert!(unread.iter().all(|&key| key < 200), "the least busy are not read");
+        // A key refused by the fleet pushes nothing, and is read first.
+        let active = (0..1_200u64).map(|key| (rank(key == 3, key != 5, key), key));
+        let unread = r.unread(active);
+        assert!(!unread.contains(&3), "a refused key fell out of the ration");
+        assert!(!unread.contains(&5), "a key never read fell out of the ration");
+        assert_eq!(unread.len(), 200);
         r.after_round(ms(60), ms(100), 100, 3_000);
         assert_eq!(r.budget, Some(MIN_READS));
         r.after_round(ms(30), ms(100), MIN_READS, 3_000);

@@ -133,7 +133,12 @@ impl RedisStore {
     /// The hash tag is the shard alone, so every key of a round's pipeline
     /// (one per shard, whatever the routes) is in one cluster slot; `key` is
     /// a keyed hash, never the raw client value.
+    /// The roster of live instances (fleet id 0, which no key has) is
+    /// `{prefix:0}:instances:epoch`, one field.
     pub fn key(&self, route: u32, key: u64, epoch: u64) -> String {
+        if key == 0 {
+            return format!("{{{}:0}}:instances:{epoch}", self.settings.prefix);
+        }
         let shard = self.shard(key);
         format!("{{{}:{shard:x}}}:{route:08x}:{key:016x}:{epoch}", self.settings.prefix)
     }

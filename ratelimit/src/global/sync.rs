@@ -12,10 +12,11 @@ use super::delta::{hand_back, take_unpushed, Take};
 use super::gate::FleetGate;
 use super::history::{KeyHistory, Taken};
 use super::names::{
-    set_degraded, Reason, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNTRACKED,
+    set_degraded, Reason, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNREAD_KEYS, UNTRACKED,
 };
+use super::ration::{rank, Roster};
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
-use super::table::{pack, tag32, unpack, Closed, Pending, Slot, LOW};
+use super::table::{pack, read_touched, tag32, Closed, Pending, Slot, ROUND};
 use super::tracking::carry_over;
 use crate::Clock;
 
@@ -35,8 +36,10 @@ pub struct SyncReport {
     /// Redis operations in the round.
     pub operations: usize,
     /// Active keys not read this round: rounds ran long (a flood of keys),
-    /// so reads are rationed, busiest keys first. Their closed sums come
-    /// from the totals their pushes answered and those last read.
+    /// so reads are rationed, keys refused by the fleet and then the
+    /// busiest first. Their closed sums come from the totals their pushes
+    /// answered and those last read, and until a round reads them they are
+    /// held to their fair share of the budget (budget / live instances).
     pub unread_keys: usize,
 }
 
@@ -53,6 +56,8 @@ struct Work<'a> {
     reads: [Option<(u64, usize)>; 2],
     /// Units taken for a push this round (its priority for reads).
     units: u64,
+    /// A request refused by the fleet since the last round (read first).
+    refused: bool,
     /// Active, but not read this round (reads rationed).
     unread: bool,
     /// Slices it pushes into this round (two at most: one per parity), and
@@ -122,15 +127,17 @@ impl FleetGate {
                         });
                     }
                 }
-                let (route, last) = unpack(slot.touched.load(Ordering::Relaxed));
-                let active = (round & LOW).wrapping_sub(last) & LOW <= idle;
+                let (route, last, refused) = read_touched(slot.touched.load(Ordering::Relaxed));
+                let age = (round & ROUND).wrapping_sub(last) & ROUND;
+                let active = age <= idle;
                 let w = work.entry(key).or_insert(Work {
-                    route: route as u32,
+                    route,
                     active: false,
                     current: None,
                     previous: None,
                     reads: [None; 2],
                     units: 0,
+                    refused: false,
                     unread: false,
                     pushed: [None; 2],
                     expired: None,
@@ -138,6 +145,9 @@ impl FleetGate {
                     failed: false,
                 });
                 w.active |= active;
+                // Refused in this round or the one before (requests count
+                // the round a round ahead once its reply is in).
+                w.refused |= refused && age <= 1;
                 if is_current {
                     w.current = Some(slot);
                 } else {
@@ -145,6 +155,8 @@ impl FleetGate {
                 }
             }
         }
+        // Every unit taken was admitted by now (dates them: `history.rs`).
+        let taken_at = self.wall(clock.now());
         // Active keys get a slot in the current table, so requests find
         // their estimate there from the first round of an epoch.
         for (&key, w) in work.iter_mut() {
@@ -196,7 +208,11 @@ impl FleetGate {
         // Reads, rationed while rounds run long: the busiest keys first.
         let unread = history
             .ration
-            .unread(work.iter().filter(|(_, w)| w.active).map(|(&key, w)| (w.units, key)));
+            .unread(work.iter().filter(|(_, w)| w.active).map(|(&key, w)| {
+                let read_before = history.keys.get(&key).is_some_and(|h| h.read);
+                (rank(w.refused, read_before, w.units), key)
+            }));
+        let any_unread = !unread.is_empty();
         for key in unread {
             if let Some(w) = work.get_mut(&key) {
                 w.unread = true;
@@ -249,6 +265,10 @@ impl FleetGate {
                 });
             }
         }
+
+        // The roster of live instances: joined once per epoch, read while
+        // some key goes unread (it sets their fair share).
+        let roster = Roster::ops(&mut ops, epoch, history.roster.joined, any_unread);
 
         // 3. One round trip.
         let started = std::time::Instant::now();
@@ -360,7 +380,13 @@ impl FleetGate {
                 }
             }
         }
-        if !ops.is_empty() && results.iter().all(|r| matches!(r, OpResult::Failed(_))) {
+        // The roster's own operations fail nothing: a refused join is sent
+        // again, a failed read keeps the last count.
+        if let Some(live) = history.roster.after(&roster, &results) {
+            self.live.store(live, Ordering::Relaxed);
+        }
+        let keyed = &results[..roster.first];
+        if !keyed.is_empty() && keyed.iter().all(|r| matches!(r, OpResult::Failed(_))) {
             // Every operation failed (deltas already handed back where they
             // certainly did not apply): the whole gate is local-only.
             history.forget_pulls();
@@ -432,9 +458,15 @@ impl FleetGate {
                 }
             }
             h.final_upto = final_slice.map(|f| f.min(s)).max(h.final_upto);
+            h.read = true;
             report.pulled += 1;
         }
         for t in confirmed {
+            if t.slice == t.word_slice {
+                if let Some(h) = history.keys.get_mut(&t.key) {
+                    h.date_own(&self.window, t.slice, taken_at, t.delta);
+                }
+            }
             t.confirm();
             report.pushed += t.delta;
         }
@@ -445,10 +477,13 @@ impl FleetGate {
             let Some(w) = work.get(key).filter(|w| !w.active) else {
                 continue;
             };
+            // Back after idling, it counts as never read (others' use since
+            // is unknown).
+            h.read = false;
             let Some(slot) = w.current.or(w.previous) else { continue };
             h.advance(s);
             slot.closed
-                .store(Closed::word(s, h.closed_sum(&self.window, s)), Ordering::Relaxed);
+                .store(Closed::word(s, h.closed_sum(&self.window, s, wall)), Ordering::Relaxed);
         }
         // The closed sums: pulled totals plus this instance's units not in
         // them (the slice just closed from its slot; older ones as kept).
@@ -467,6 +502,8 @@ impl FleetGate {
             }
             let Some(h) = history.keys.get_mut(&key) else { continue };
             let last = s.wrapping_sub(1);
+            // Not read: held to its fair share until a round reads it.
+            let word = if w.unread { Closed::held } else { Closed::word };
             if let Some(holder) = self.slot_of(last, epoch, w) {
                 h.set(
                     last,
@@ -478,7 +515,7 @@ impl FleetGate {
                 );
             }
             slot.closed
-                .store(Closed::word(s, h.closed_sum(&self.window, s)), Ordering::Relaxed);
+                .store(word(s, h.closed_sum(&self.window, s, wall)), Ordering::Relaxed);
         }
         for (key, h) in history.keys.iter_mut() {
             if work.get(key).is_some_and(|w| w.failed) {
@@ -508,6 +545,8 @@ impl FleetGate {
         // 5. Health.
         self.degraded_keys.store(report.failed_keys as u64, Ordering::Relaxed);
         metrics::gauge!(DEGRADED_KEYS).set(report.failed_keys as f64);
+        self.unread_keys.store(report.unread_keys as u64, Ordering::Relaxed);
+        metrics::gauge!(UNREAD_KEYS).set(report.unread_keys as f64);
         if failed_now {
             metrics::counter!(FAILED_KEYS).increment(report.failed_keys as u64);
             let e = first_error.map_or_else(|| "unknown".to_owned(), |e| e.to_string());

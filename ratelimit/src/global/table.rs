@@ -16,8 +16,9 @@ use crate::window::SlidingWindow;
 pub(crate) struct Slot {
     /// The key's fleet id, `0` for an empty slot.
     pub(crate) key: AtomicU64,
-    /// The route (high 32 bits) and the sync round in which the key was
-    /// last requested (low 32 bits, for idleness).
+    /// The route (high 32 bits), the sync round in which the key was last
+    /// requested (low 31 bits, for idleness) and whether a request of that
+    /// round was refused by the fleet (bit 31, for the read ration).
     pub(crate) touched: AtomicU64,
     /// The fleet's consumption in the window's closed slices, as the sync
     /// loop last computed it: `(slice tag, sum)` (see [`Closed`]).
@@ -63,8 +64,25 @@ impl Closed {
     /// Never computed (a fresh slot).
     pub(crate) const UNKNOWN: u64 = 0;
 
+    /// Set in the sum of a key whose fleet use the last round did not read
+    /// (reads rationed): requests hold it to its fair share of the budget
+    /// (budget / live instances) until a round reads it.
+    pub(crate) const HELD: u64 = 1 << 31;
+
     pub(crate) fn word(slice: u64, sum: u64) -> u64 {
-        (tag32(slice) << 32) | sum.min(Self::DEGRADED - 1)
+        (tag32(slice) << 32) | sum.min(Self::HELD - 1)
+    }
+
+    /// [`word`](Self::word), marked [`HELD`](Self::HELD).
+    pub(crate) fn held(slice: u64, sum: u64) -> u64 {
+        Self::word(slice, sum) | Self::HELD
+    }
+
+    /// Whether a word (not degraded) holds its key to its fair share.
+    #[inline(always)]
+    pub(crate) fn is_held(word: u64) -> bool {
+        let sum = word & LOW;
+        sum != Self::DEGRADED && sum & Self::HELD != 0
     }
 
     pub(crate) fn degraded(slice: u64) -> u64 {
@@ -141,6 +159,7 @@ impl Slot {
         if sum == Closed::DEGRADED {
             return None;
         }
+        let sum = sum & !Closed::HELD;
         let before = slice.wrapping_sub(1);
         let age = tag32(slice).wrapping_sub(tag) & LOW;
         // A sum tagged ahead of this slice (a request that read the clock
@@ -329,17 +348,41 @@ pub(super) struct Slots<'g> {
     pub(super) previous: Option<&'g Slot>,
 }
 
+/// The round bits of the `touched` word (rounds wrap after 2^31: 68 years
+/// at 1 s, 248 days at 10 ms; idleness is a difference of a few rounds).
+pub(crate) const ROUND: u64 = 0x7fff_ffff;
+
+/// The `touched` word's mark of a request refused by the fleet in its round.
+pub(crate) const REFUSED: u64 = 1 << 31;
+
 /// The `touched` word: the route (high half) and the round of the last
-/// request (low half).
+/// request (low 31 bits).
 pub(super) fn touched(route: u32, round: u64) -> u64 {
-    (u64::from(route) << 32) | (round & LOW)
+    (u64::from(route) << 32) | (round & ROUND)
+}
+
+/// The route, the round of the last request, and whether a request of that
+/// round was refused by the fleet.
+pub(super) fn read_touched(v: u64) -> (u32, u64, bool) {
+    ((v >> 32) as u32, v & ROUND, v & REFUSED != 0)
 }
 
 /// Marks a key as requested this round (kept synced), with one store at
-/// most per round.
+/// most per round (a refusal's mark, if any, stays for the round).
 #[inline]
 pub(super) fn touch(slot: &Slot, route: u32, round: u64) {
     let now = touched(route, round);
+    if slot.touched.load(Ordering::Relaxed) & !REFUSED != now {
+        slot.touched.store(now, Ordering::Relaxed);
+    }
+}
+
+/// [`touch`] for a request the fleet refused: the key is at its fleet
+/// budget, so the next round reads it first (a refused key pushes nothing,
+/// and would otherwise rank below every key that did).
+#[inline]
+pub(super) fn touch_refused(slot: &Slot, route: u32, round: u64) {
+    let now = touched(route, round) | REFUSED;
     if slot.touched.load(Ordering::Relaxed) != now {
         slot.touched.store(now, Ordering::Relaxed);
     }
