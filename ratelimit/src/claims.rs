@@ -96,7 +96,10 @@ impl VerifiedClaims {
 pub(crate) enum ClaimKey<'a> {
     Text(&'a str),
     /// Digits in `buf[start..]` (an `i128` has at most 40 characters).
-    Integer { buf: [u8; 40], start: u8 },
+    Integer {
+        buf: [u8; 40],
+        start: u8,
+    },
 }
 
 impl<'a> ClaimKey<'a> {

@@ -257,13 +257,21 @@ fn promised(method: http::Method) -> (String, Vec<(u64, u64)>) {
     let text = check::explain(&config, &req).to_string();
     let number = |line: &str, after: &str| -> u64 {
         let rest = &line[line.find(after).unwrap_or_else(|| panic!("{after:?} in {line}")) + after.len()..];
-        rest.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
     };
     let rules = text
         .lines()
         .filter(|l| l.starts_with("would apply:"))
         .map(|l| {
-            let charged = if l.contains("never charged") { 0 } else { number(l, "cost ") };
+            let charged = if l.contains("never charged") {
+                0
+            } else {
+                number(l, "cost ")
+            };
             (number(l, "burst "), charged)
         })
         .collect();
@@ -290,7 +298,23 @@ async fn explain_shows_the_rules_stacked_under_the_first_match_as_the_runtime_ap
         admitted += 1;
         assert!(admitted <= 10, "no limit");
     }
-    assert_eq!(admitted, promised, "explain promised {promised}, the runtime admitted {admitted}:\n{text}");
+    assert_eq!(
+        admitted, promised,
+        "explain promised {promised}, the runtime admitted {admitted}:\n{text}"
+    );
+    // The same through the API: both rules, in the runtime's order.
+    let config = Config::from_toml_str(STACKED).unwrap();
+    let e = check::explain(&config, &ExplainRequest::new(http::Method::GET, "/k"));
+    let rules: Vec<(&str, u32, bool)> = e
+        .rules()
+        .iter()
+        .map(|r| (r.name(), r.anonymous().quota.burst(), r.anonymous().probe))
+        .collect();
+    assert_eq!(rules, [("all", 5, false), ("k", 2, false)]);
+    assert_eq!(e.rule(), Some("all"));
+    // A path only the first rule matches: that rule alone.
+    let e = check::explain(&config, &ExplainRequest::new(http::Method::GET, "/other"));
+    assert_eq!(e.rules().len(), 1);
 }
 
 /// A probe method is answered by the limiter and charges nothing; `explain`
@@ -316,5 +340,18 @@ async fn explain_says_a_probe_is_not_charged_as_the_runtime_does() {
         admitted += 1;
         assert!(admitted <= 10, "no limit");
     }
-    assert_eq!(admitted, left, "explain promised {left} after five probes, the runtime admitted {admitted}:\n{text}");
+    assert_eq!(
+        admitted, left,
+        "explain promised {left} after five probes, the runtime admitted {admitted}:\n{text}"
+    );
+    let config = Config::from_toml_str(STACKED).unwrap();
+    let e = check::explain(&config, &ExplainRequest::new(http::Method::HEAD, "/k"));
+    assert!(e.rules().iter().all(|r| r.anonymous().probe), "{e}");
+    // OPTIONS is not a probe here: charged as any request.
+    let e = check::explain(&config, &ExplainRequest::new(http::Method::OPTIONS, "/k"));
+    assert!(e.rules().iter().all(|r| !r.anonymous().probe), "{e}");
+    assert_eq!(
+        send_as(&app, http::Method::OPTIONS).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }

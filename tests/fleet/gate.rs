@@ -647,15 +647,30 @@ mod over_http {
         // shared fleet id stops the eleventh.
         let mut statuses = Vec::new();
         for i in 0..11 {
-            let sub = if i % 2 == 0 { serde_json::json!("42") } else { serde_json::json!(42) };
+            let sub = if i % 2 == 0 {
+                serde_json::json!("42")
+            } else {
+                serde_json::json!(42)
+            };
             statuses.push(app.clone().oneshot(as_sub(sub)).await.unwrap().status().as_u16());
         }
-        assert_eq!(statuses, [vec![200; 10], vec![429]].concat(), "\"42\" and 42 share one fleet budget");
+        assert_eq!(
+            statuses,
+            [vec![200; 10], vec![429]].concat(),
+            "\"42\" and 42 share one fleet budget"
+        );
         let r = app.clone().oneshot(as_sub(serde_json::json!(42))).await.unwrap();
         let body = r.into_body().collect().await.unwrap().to_bytes();
-        assert!(String::from_utf8_lossy(&body).contains("fleet-wide"), "a fleet rejection");
+        assert!(
+            String::from_utf8_lossy(&body).contains("fleet-wide"),
+            "a fleet rejection"
+        );
         assert_eq!(
-            app.clone().oneshot(as_sub(serde_json::json!("042"))).await.unwrap().status(),
+            app.clone()
+                .oneshot(as_sub(serde_json::json!("042")))
+                .await
+                .unwrap()
+                .status(),
             200,
             "\"042\" is another client"
         );

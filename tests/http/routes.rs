@@ -851,7 +851,10 @@ impl Recorder {
 }
 
 impl ratelimit::service::LimitService for Recorder {
-    async fn lookup(&self, key: u64) -> Result<Option<ratelimit::service::ServiceAnswer>, ratelimit::service::ServiceError> {
+    async fn lookup(
+        &self,
+        key: u64,
+    ) -> Result<Option<ratelimit::service::ServiceAnswer>, ratelimit::service::ServiceError> {
         self.0.lock().unwrap().push(key);
         Ok(None)
     }
@@ -893,12 +896,20 @@ resolve = ["service", "default"]
         .unwrap();
     let app = router().layer(rl.layer()).into_service();
     let exp = get_current_timestamp() + 600;
-    let as_sub = |sub: Value, peer: &str| with_token(request("/plain", peer), &token(&json!({"sub": sub, "exp": exp}), SECRET));
+    let as_sub = |sub: Value, peer: &str| {
+        with_token(
+            request("/plain", peer),
+            &token(&json!({"sub": sub, "exp": exp}), SECRET),
+        )
+    };
     let ids = ratelimit::service::ServiceIdKey::new(ID_SECRET).unwrap();
     let id_of = |text: &str| ids.id_of_fields(&[b"claim:", b"sub", text.as_bytes()]);
 
     // Each from its own address: only the claim can join them.
-    assert_eq!(send(&app, as_sub(json!("42"), "192.0.2.1:1")).await.status(), StatusCode::OK);
+    assert_eq!(
+        send(&app, as_sub(json!("42"), "192.0.2.1:1")).await.status(),
+        StatusCode::OK
+    );
     let start = std::time::Instant::now();
     while service.ids().is_empty() {
         assert!(start.elapsed() < Duration::from_secs(10), "the service was never asked");
@@ -911,10 +922,20 @@ resolve = ["service", "default"]
     );
     // Another client: its own bucket, and its own lookup, which (on this
     // single-threaded runtime) runs after any the request above started.
-    assert_eq!(send(&app, as_sub(json!("042"), "192.0.2.3:1")).await.status(), StatusCode::OK);
+    assert_eq!(
+        send(&app, as_sub(json!("042"), "192.0.2.3:1")).await.status(),
+        StatusCode::OK
+    );
     while !service.ids().contains(&id_of("042")) {
-        assert!(start.elapsed() < Duration::from_secs(10), "the service was never asked about 042");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the service was never asked about 042"
+        );
         tokio::task::yield_now().await;
     }
-    assert_eq!(service.ids(), [id_of("42"), id_of("042")], "one service id for \"42\" and 42");
+    assert_eq!(
+        service.ids(),
+        [id_of("42"), id_of("042")],
+        "one service id for \"42\" and 42"
+    );
 }

@@ -199,7 +199,10 @@ async fn a_refresh_with_the_same_keys_keeps_verified_tokens_cached() {
     let (hot, other) = (token(RSA_PRIVATE, "key-1"), token(RSA2_PRIVATE, "key-2"));
     assert!(v.verify(&hot).is_some() && v.verify(&other).is_some());
     assert_eq!(v.signature_checks(), 2);
-    for (round, served) in [JWKS.to_owned(), reordered.clone(), JWKS.to_owned()].into_iter().enumerate() {
+    for (round, served) in [JWKS.to_owned(), reordered.clone(), JWKS.to_owned()]
+        .into_iter()
+        .enumerate()
+    {
         server.set(Reply::Json(served));
         forced_refresh(&v, round).await;
         assert!(v.verify(&hot).is_some() && v.verify(&other).is_some());

@@ -20,10 +20,9 @@ impl PinnedKey {
     fn same_as(&self, other: &PinnedKey) -> bool {
         let material = match (self.key.kind(), other.key.kind()) {
             (DecodingKeyKind::SecretOrDer(a), DecodingKeyKind::SecretOrDer(b)) => a == b,
-            (
-                DecodingKeyKind::RsaModulusExponent { n, e },
-                DecodingKeyKind::RsaModulusExponent { n: n2, e: e2 },
-            ) => n == n2 && e == e2,
+            (DecodingKeyKind::RsaModulusExponent { n, e }, DecodingKeyKind::RsaModulusExponent { n: n2, e: e2 }) => {
+                n == n2 && e == e2
+            }
             _ => false,
         };
         self.alg == other.alg && self.key.family() == other.key.family() && material
@@ -34,7 +33,9 @@ impl PinnedKey {
 /// same algorithm and key material. A refresh that fetched the same set
 /// changes nothing a verification depends on.
 pub(super) fn same_keys(a: &HashMap<String, PinnedKey>, b: &HashMap<String, PinnedKey>) -> bool {
-    a.len() == b.len() && a.iter().all(|(kid, k)| b.get(kid).is_some_and(|other| k.same_as(other)))
+    a.len() == b.len()
+        && a.iter()
+            .all(|(kid, k)| b.get(kid).is_some_and(|other| k.same_as(other)))
 }
 
 /// The keys a verifier holds.

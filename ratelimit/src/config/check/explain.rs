@@ -279,8 +279,7 @@ pub fn explain(config: &Config, request: &Request) -> Explanation {
 
     // The token: read only when a rule's key or chain reads claims, as the
     // runtime does.
-    let reads_claims =
-        |rule: &RuleConfig| rule.resolve.wants_claims() || rule.key_text().starts_with("jwt_claim:");
+    let reads_claims = |rule: &RuleConfig| rule.resolve.wants_claims() || rule.key_text().starts_with("jwt_claim:");
     let token = bearer(&request.headers);
     let claims = match token {
         None => None,
