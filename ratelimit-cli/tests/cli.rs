@@ -510,6 +510,97 @@ fn usage_mistakes_exit_2() {
     assert!(out.contains("ratelimit check FILE"), "{out}");
 }
 
+const STACKED: &str = r#"default_profile = "standard"
+
+[profiles.standard]
+rate = "60/min"
+burst = 5
+
+[profiles.tight]
+rate = "6/min"
+burst = 2
+
+[responses]
+probe_methods = ["HEAD"]
+
+[[rules]]
+name = "all"
+path = "/{*rest}"
+key = "ip"
+resolve = ["default"]
+stack = true
+
+[[rules]]
+name = "open"
+path = "/open"
+key = "ip"
+resolve = ["default"]
+
+[[rules]]
+name = "login"
+path = "/login"
+key = "ip"
+resolve = ["profile:tight", "default"]
+"#;
+
+/// A rule stacked under the first match is shown with its own key, steps
+/// and numbers; a rule that does not match is skipped; a probe method is
+/// decided, never charged.
+#[test]
+fn explain_shows_stacked_rules_and_probes() {
+    let path = file("explain-stacked.toml", STACKED);
+    let name = path.to_str().expect("UTF-8");
+    let (code, out, err) = run(&[
+        "explain",
+        name,
+        "--method",
+        "POST",
+        "--path",
+        "/login",
+        "--peer",
+        "192.0.2.1",
+    ]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let rules: Vec<String> = out
+        .lines()
+        .filter(|l| l.starts_with("rule:"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "rule: #1 \"all\" (any /{*rest}; first match wins; stack = true: the next matching rule applies too)",
+            "rule: #3 \"login\" (any /login; stacked under #1: one decision, admitted only if every rule of the stack \
+             admits, none charged otherwise)",
+        ],
+        "{out}"
+    );
+    let applies: Vec<&str> = out.lines().filter(|l| l.starts_with("would apply:")).collect();
+    assert_eq!(
+        applies,
+        [
+            "would apply: profile standard: rate 60/min, burst 5, cost 1, window 5s, enforced",
+            "would apply: profile tight: rate 6/min, burst 2, cost 1, window 20s, enforced",
+        ],
+        "{out}"
+    );
+    assert!(!out.contains("probe"), "{out}");
+
+    let (_, out, _) = run(&["explain", name, "--method", "HEAD", "--path", "/login"]);
+    assert!(
+        row(&out, "probe:")
+            .starts_with("probe: HEAD is a probe method ([responses] probe_methods): the limiter answers it itself"),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.contains("cost 1 (a probe: decided at this cost, never charged)"))
+            .count(),
+        2,
+        "{out}"
+    );
+}
+
 #[test]
 fn check_reports_every_refused_value_of_a_file_that_does_not_load() {
     let text = r#"default_profile = "standard"

@@ -60,16 +60,18 @@ impl VerifiedClaims {
     }
 
     /// A claim as text: strings as they are, integers in decimal; other
-    /// types (objects, arrays, floats, booleans) are not keys.
+    /// types (objects, arrays, floats, booleans) are not keys. A string and
+    /// the integer it spells (`"42"`, `42`) are one key: one client to the
+    /// local limit, the limit service and the fleet alike.
     pub fn get_text(&self, path: &str) -> Option<std::borrow::Cow<'_, str>> {
         Some(match self.get_key(path)? {
             ClaimKey::Text(s) => std::borrow::Cow::Borrowed(s),
-            ClaimKey::Integer(i) => std::borrow::Cow::Owned(i.to_string()),
+            digits @ ClaimKey::Integer { .. } => std::borrow::Cow::Owned(digits.as_str().to_owned()),
         })
     }
 
-    /// A claim usable as a key, without building text: a non-empty string
-    /// or an integer (the same rule as [`get_text`](Self::get_text)).
+    /// A claim usable as a key, without allocating: a non-empty string or an
+    /// integer (the same rule as [`get_text`](Self::get_text)).
     pub(crate) fn get_key(&self, path: &str) -> Option<ClaimKey<'_>> {
         match self.get(path)? {
             Value::String(s) if !s.is_empty() => Some(ClaimKey::Text(s)),
@@ -77,18 +79,73 @@ impl VerifiedClaims {
                 .as_i64()
                 .map(i128::from)
                 .or_else(|| n.as_u64().map(i128::from))
-                .map(ClaimKey::Integer),
+                .map(ClaimKey::integer),
             _ => None,
         }
     }
 }
 
-/// A claim value that can key a client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A claim value that can key a client, as its text: a string as it is, an
+/// integer as its decimal digits (`-` if negative), written on the stack.
+/// Every identity of a claim key (the local cell's hash, the limit
+/// service's id, the fleet id) is taken from [`as_str`](Self::as_str), so a
+/// token saying `"sub": "42"` and one saying `"sub": 42` are one client
+/// everywhere: JSON's type is the token issuer's spelling, not a second
+/// identity (a client would otherwise hold two buckets, one per spelling).
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum ClaimKey<'a> {
     Text(&'a str),
-    Integer(i128),
+    /// Digits in `buf[start..]` (an `i128` has at most 40 characters).
+    Integer {
+        buf: [u8; 40],
+        start: u8,
+    },
 }
+
+impl<'a> ClaimKey<'a> {
+    fn integer(n: i128) -> ClaimKey<'a> {
+        let mut buf = [0u8; 40];
+        let mut i = buf.len();
+        let mut m = n.unsigned_abs();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (m % 10) as u8;
+            m /= 10;
+            if m == 0 {
+                break;
+            }
+        }
+        if n < 0 {
+            i -= 1;
+            buf[i] = b'-';
+        }
+        ClaimKey::Integer { buf, start: i as u8 }
+    }
+
+    /// The key's text.
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            ClaimKey::Text(s) => s,
+            // ASCII digits and `-`, written above.
+            ClaimKey::Integer { buf, start } => std::str::from_utf8(&buf[usize::from(*start)..]).unwrap_or(""),
+        }
+    }
+}
+
+/// Hashed as its text: one cell for a string and the integer it spells.
+impl std::hash::Hash for ClaimKey<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialEq for ClaimKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ClaimKey<'_> {}
 
 /// Marks a request whose token was already found unverifiable (or without
 /// claims) by a rule of the runtime, so nothing beneath verifies it again.
@@ -113,5 +170,32 @@ mod tests {
         assert_eq!(c.get_text("https://example.com/nope"), None);
         assert_eq!(c.get_text("org..id"), None);
         assert_eq!(c.get_text(".org"), None);
+    }
+
+    /// Integers read as their decimal digits, at the extremes too; a string
+    /// and the integer it spells are one key, other spellings are not.
+    #[test]
+    fn an_integer_claim_is_the_key_of_its_decimal_text() {
+        let c = VerifiedClaims::from_json(&format!(
+            r#"{{"n": 42, "s": "42", "neg": -42, "zero": 0, "min": {}, "max": {}, "pad": "042", "f": 42.0, "e": ""}}"#,
+            i64::MIN,
+            u64::MAX
+        ))
+        .unwrap();
+        let key = |p: &str| c.get_key(p).map(|k| k.as_str().to_owned());
+        assert_eq!(key("n").as_deref(), Some("42"));
+        assert_eq!(c.get_key("n"), c.get_key("s"));
+        assert_eq!(key("neg").as_deref(), Some("-42"));
+        assert_eq!(key("zero").as_deref(), Some("0"));
+        assert_eq!(key("min"), Some(i64::MIN.to_string()));
+        assert_eq!(key("max"), Some(u64::MAX.to_string()));
+        assert_ne!(c.get_key("pad"), c.get_key("n"));
+        // Not keys: a float (even a whole one) and an empty string.
+        assert_eq!(key("f"), None);
+        assert_eq!(key("e"), None);
+        assert_eq!(c.get_text("n").as_deref(), Some("42"));
+        for n in [i128::MIN, i128::MAX, -1, 1] {
+            assert_eq!(super::ClaimKey::integer(n).as_str(), n.to_string());
+        }
     }
 }

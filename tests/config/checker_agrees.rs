@@ -218,3 +218,140 @@ fn urls_with_credentials_are_refused_at_load() {
     )
     .is_ok());
 }
+
+/// A stack: every request is held by "all" (burst 5), and `/k` also by
+/// "k" (burst 2); HEAD is a probe.
+const STACKED: &str = r#"
+default_profile = "standard"
+
+[profiles.standard]
+rate = "1/min"
+burst = 5
+
+[profiles.tight]
+rate = "1/min"
+burst = 2
+
+[responses]
+probe_methods = ["HEAD"]
+
+[[rules]]
+name = "all"
+path = "/{*rest}"
+key = "ip"
+resolve = ["default"]
+stack = true
+
+[[rules]]
+name = "k"
+path = "/k"
+key = "ip"
+resolve = ["profile:tight", "default"]
+"#;
+
+/// What `explain`'s text promises for `method /k`: per rule it lists, the
+/// burst, and the units one such request takes from it (none for a probe).
+fn promised(method: http::Method) -> (String, Vec<(u64, u64)>) {
+    let config = Config::from_toml_str(STACKED).unwrap();
+    let req = ExplainRequest::new(method, "/k").with_peer("192.0.2.9".parse::<IpAddr>().unwrap());
+    let text = check::explain(&config, &req).to_string();
+    let number = |line: &str, after: &str| -> u64 {
+        let rest = &line[line.find(after).unwrap_or_else(|| panic!("{after:?} in {line}")) + after.len()..];
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let rules = text
+        .lines()
+        .filter(|l| l.starts_with("would apply:"))
+        .map(|l| {
+            let charged = if l.contains("never charged") {
+                0
+            } else {
+                number(l, "cost ")
+            };
+            (number(l, "burst "), charged)
+        })
+        .collect();
+    (text, rules)
+}
+
+async fn send_as(app: &axum::routing::RouterIntoService<Body>, method: http::Method) -> StatusCode {
+    let mut r = Request::builder().method(method).uri("/k").body(Body::empty()).unwrap();
+    r.extensions_mut().insert(PeerAddr("192.0.2.9:4000".parse().unwrap()));
+    app.clone().oneshot(r).await.unwrap().status()
+}
+
+/// `explain` showed only the first matching rule, although the runtime
+/// also applies every rule stacked under it: it promised the first rule's
+/// burst of 5 where the runtime admits 2.
+#[tokio::test]
+async fn explain_shows_the_rules_stacked_under_the_first_match_as_the_runtime_applies_them() {
+    let (text, rules) = promised(http::Method::GET);
+    // Back to back from idle: each rule's burst over its cost, the least.
+    let promised = rules.iter().map(|(burst, cost)| burst / cost).min().unwrap();
+    let app = app(STACKED).await;
+    let mut admitted = 0;
+    while send_as(&app, http::Method::GET).await == StatusCode::OK {
+        admitted += 1;
+        assert!(admitted <= 10, "no limit");
+    }
+    assert_eq!(
+        admitted, promised,
+        "explain promised {promised}, the runtime admitted {admitted}:\n{text}"
+    );
+    // The same through the API: both rules, in the runtime's order.
+    let config = Config::from_toml_str(STACKED).unwrap();
+    let e = check::explain(&config, &ExplainRequest::new(http::Method::GET, "/k"));
+    let rules: Vec<(&str, u32, bool)> = e
+        .rules()
+        .iter()
+        .map(|r| (r.name(), r.anonymous().quota.burst(), r.anonymous().probe))
+        .collect();
+    assert_eq!(rules, [("all", 5, false), ("k", 2, false)]);
+    assert_eq!(e.rule(), Some("all"));
+    // A path only the first rule matches: that rule alone.
+    let e = check::explain(&config, &ExplainRequest::new(http::Method::GET, "/other"));
+    assert_eq!(e.rules().len(), 1);
+}
+
+/// A probe method is answered by the limiter and charges nothing; `explain`
+/// reported it charged at the rule's cost.
+#[tokio::test]
+async fn explain_says_a_probe_is_not_charged_as_the_runtime_does() {
+    let (text, rules) = promised(http::Method::HEAD);
+    let app = app(STACKED).await;
+    for _ in 0..5 {
+        // The probe: answered by the limiter itself.
+        assert_eq!(send_as(&app, http::Method::HEAD).await, StatusCode::NO_CONTENT);
+    }
+    // What the five probes left, by explain's account.
+    let (_, get) = promised(http::Method::GET);
+    let left = rules
+        .iter()
+        .zip(&get)
+        .map(|((burst, charged), (_, cost))| burst.saturating_sub(5 * charged) / cost)
+        .min()
+        .unwrap();
+    let mut admitted = 0;
+    while send_as(&app, http::Method::GET).await == StatusCode::OK {
+        admitted += 1;
+        assert!(admitted <= 10, "no limit");
+    }
+    assert_eq!(
+        admitted, left,
+        "explain promised {left} after five probes, the runtime admitted {admitted}:\n{text}"
+    );
+    let config = Config::from_toml_str(STACKED).unwrap();
+    let e = check::explain(&config, &ExplainRequest::new(http::Method::HEAD, "/k"));
+    assert!(e.rules().iter().all(|r| r.anonymous().probe), "{e}");
+    // OPTIONS is not a probe here: charged as any request.
+    let e = check::explain(&config, &ExplainRequest::new(http::Method::OPTIONS, "/k"));
+    assert!(e.rules().iter().all(|r| !r.anonymous().probe), "{e}");
+    assert_eq!(
+        send_as(&app, http::Method::OPTIONS).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}

@@ -620,6 +620,63 @@ mod over_http {
         );
     }
 
+    #[rate_limit(key = jwt_claim("sub"), resolve = [default], name = "fleet.sub")]
+    async fn by_sub() -> &'static str {
+        "ok"
+    }
+
+    /// A verified `sub` spelled as a string or as a number is one client
+    /// to the fleet too (one fleet id, the digits as text), as it is to the
+    /// local limit and the limit service (`tests/http/routes.rs`); `"042"`
+    /// is another client.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_spelled_as_a_string_or_a_number_has_one_fleet_budget() {
+        let server = RedisServer::start();
+        let (rl, _) = instance(&server.url(), &ManualClock::new()).await;
+        let app = Router::new()
+            .route("/sub", get(by_sub))
+            .with_state(rl.clone())
+            .into_service();
+        let as_sub = |sub: serde_json::Value| {
+            let mut r = ::http::Request::get("/sub").body(Body::empty()).unwrap();
+            r.extensions_mut().insert(PeerAddr("192.0.2.78:1".parse().unwrap()));
+            let claims = ratelimit::resolve::VerifiedClaims::from_json(&serde_json::json!({ "sub": sub }).to_string());
+            r.extensions_mut().insert(claims.unwrap());
+            r
+        };
+        // The fleet budget is 10 a window, the local burst 100: only a
+        // shared fleet id stops the eleventh.
+        let mut statuses = Vec::new();
+        for i in 0..11 {
+            let sub = if i % 2 == 0 {
+                serde_json::json!("42")
+            } else {
+                serde_json::json!(42)
+            };
+            statuses.push(app.clone().oneshot(as_sub(sub)).await.unwrap().status().as_u16());
+        }
+        assert_eq!(
+            statuses,
+            [vec![200; 10], vec![429]].concat(),
+            "\"42\" and 42 share one fleet budget"
+        );
+        let r = app.clone().oneshot(as_sub(serde_json::json!(42))).await.unwrap();
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        assert!(
+            String::from_utf8_lossy(&body).contains("fleet-wide"),
+            "a fleet rejection"
+        );
+        assert_eq!(
+            app.clone()
+                .oneshot(as_sub(serde_json::json!("042")))
+                .await
+                .unwrap()
+                .status(),
+            200,
+            "\"042\" is another client"
+        );
+    }
+
     #[tokio::test]
     async fn a_missing_fleet_secret_is_refused_at_startup() {
         let toml = "[profiles.standard]\nrate = \"60/min\"\n[global]\nredis_url = \"redis://127.0.0.1:1/\"\nkey_secret_env = \"RATELIMIT_TEST_SECRET_THAT_IS_NOT_SET\"\n";

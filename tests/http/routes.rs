@@ -839,3 +839,103 @@ async fn a_verified_token_without_the_key_claim_keeps_its_tier() {
     // The premium profile's burst (10), not the anonymous standard one (3).
     assert_eq!(header(&r, "ratelimit-limit").as_deref(), Some("10"));
 }
+
+/// Records the client ids the runtime asks the limit service about.
+#[derive(Clone, Default)]
+struct Recorder(std::sync::Arc<std::sync::Mutex<Vec<u64>>>);
+
+impl Recorder {
+    fn ids(&self) -> Vec<u64> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl ratelimit::service::LimitService for Recorder {
+    async fn lookup(
+        &self,
+        key: u64,
+    ) -> Result<Option<ratelimit::service::ServiceAnswer>, ratelimit::service::ServiceError> {
+        self.0.lock().unwrap().push(key);
+        Ok(None)
+    }
+}
+
+/// A token saying `"sub": "42"` and one saying `"sub": 42` are one client
+/// everywhere: one local cell (they had two, so a client holding both
+/// spellings got two buckets), and one limit-service id (as before, the
+/// digits as text: `docs/http.md`'s id fields). `"042"` is another client.
+/// The fleet id is checked in `tests/fleet/gate.rs`.
+#[tokio::test]
+async fn a_claim_spelled_as_a_string_or_a_number_is_one_client_everywhere() {
+    const ID_SECRET: &[u8] = b"routes-test-service-id-secret-of-32+";
+    let toml = r#"
+default_profile = "one"
+
+[profiles.one]
+rate = "1/min"
+burst = 1
+
+[service]
+id_secret_env = "UNUSED_ROUTES_ID_SECRET"
+
+[[rules]]
+name = "by-sub"
+path = "/plain"
+key = "jwt_claim:sub"
+resolve = ["service", "default"]
+"#;
+    let mut config = Config::from_toml_str(toml).unwrap();
+    config.service.as_mut().unwrap().id_secret = Some(ratelimit::config::ServiceSecret(ID_SECRET.to_vec()));
+    let service = Recorder::default();
+    let rl = RateLimit::builder(config)
+        .clock(ManualClock::new())
+        .jwt_verifier(JwtVerifier::hmac(SECRET, Algorithm::HS256).unwrap())
+        .limit_service(service.clone())
+        .build()
+        .await
+        .unwrap();
+    let app = router().layer(rl.layer()).into_service();
+    let exp = get_current_timestamp() + 600;
+    let as_sub = |sub: Value, peer: &str| {
+        with_token(
+            request("/plain", peer),
+            &token(&json!({"sub": sub, "exp": exp}), SECRET),
+        )
+    };
+    let ids = ratelimit::service::ServiceIdKey::new(ID_SECRET).unwrap();
+    let id_of = |text: &str| ids.id_of_fields(&[b"claim:", b"sub", text.as_bytes()]);
+
+    // Each from its own address: only the claim can join them.
+    assert_eq!(
+        send(&app, as_sub(json!("42"), "192.0.2.1:1")).await.status(),
+        StatusCode::OK
+    );
+    let start = std::time::Instant::now();
+    while service.ids().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the service was never asked");
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        send(&app, as_sub(json!(42), "192.0.2.2:1")).await.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "sub 42 got a bucket of its own beside sub \"42\""
+    );
+    // Another client: its own bucket, and its own lookup, which (on this
+    // single-threaded runtime) runs after any the request above started.
+    assert_eq!(
+        send(&app, as_sub(json!("042"), "192.0.2.3:1")).await.status(),
+        StatusCode::OK
+    );
+    while !service.ids().contains(&id_of("042")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the service was never asked about 042"
+        );
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        service.ids(),
+        [id_of("42"), id_of("042")],
+        "one service id for \"42\" and 42"
+    );
+}

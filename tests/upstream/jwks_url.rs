@@ -164,3 +164,66 @@ async fn startup_asks_a_briefly_unavailable_jwks_again() {
     assert!(e.contains("status 503 Service Unavailable (tried 3 times)"), "{e}");
     assert_eq!(down.hits(), 3);
 }
+
+/// The fixture JWKS with its keys in the other order, and with `kid`
+/// `key-1` given key-2's material.
+fn reordered_and_swapped() -> (String, String) {
+    let set: Value = serde_json::from_str(JWKS).unwrap();
+    let mut reordered = set.clone();
+    reordered["keys"].as_array_mut().unwrap().reverse();
+    let mut swapped = set.clone();
+    swapped["keys"][0]["n"] = set["keys"][1]["n"].clone();
+    swapped["keys"][0]["e"] = set["keys"][1]["e"].clone();
+    (reordered.to_string(), swapped.to_string())
+}
+
+/// A refresh forced by a token naming an unknown `kid`, finished: the
+/// fetch is counted once its keys are in force.
+async fn forced_refresh(v: &JwtVerifier, round: usize) {
+    tokio::time::sleep(Duration::from_millis(60)).await; // past the cooldown
+    let fetched = v.jwks_fetches();
+    let unknown = token(RSA_PRIVATE, &format!("unknown-{round}"));
+    eventually(|| v.verify(&unknown).is_none() && v.jwks_fetches() > fetched).await;
+}
+
+/// An unknown `kid` forces a refresh every cooldown (any client can send
+/// one); a refresh that brings the same keys (here also in another order)
+/// keeps the tokens verified under them cached, so it costs no client a
+/// signature check. A changed set still ends them: a key removed, or a
+/// `kid` whose material changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_with_the_same_keys_keeps_verified_tokens_cached() {
+    let (reordered, swapped) = reordered_and_swapped();
+    let server = Stub::start("/.well-known/jwks.json", Reply::Json(JWKS.to_owned()), Duration::ZERO).await;
+    let v = JwtVerifier::jwks_url(&server.url, settings(50)).await.unwrap();
+    let (hot, other) = (token(RSA_PRIVATE, "key-1"), token(RSA2_PRIVATE, "key-2"));
+    assert!(v.verify(&hot).is_some() && v.verify(&other).is_some());
+    assert_eq!(v.signature_checks(), 2);
+    for (round, served) in [JWKS.to_owned(), reordered.clone(), JWKS.to_owned()]
+        .into_iter()
+        .enumerate()
+    {
+        server.set(Reply::Json(served));
+        forced_refresh(&v, round).await;
+        assert!(v.verify(&hot).is_some() && v.verify(&other).is_some());
+        assert_eq!(
+            v.signature_checks(),
+            2,
+            "refresh {round} brought the same keys, yet the cached tokens were checked again"
+        );
+    }
+    assert_eq!(server.hits(), 4, "each forced refresh fetched");
+
+    // key-2 removed: the set changed, the cache is emptied, key-1's token
+    // is checked again (and verifies), key-2's no longer verifies.
+    server.set(Reply::Json(first_key_only()));
+    forced_refresh(&v, 10).await;
+    assert!(v.verify(&hot).is_some());
+    assert_eq!(v.signature_checks(), 3);
+    assert!(v.verify(&other).is_none());
+    // key-1's material replaced under the same kid: its cached token is
+    // checked again, and fails.
+    server.set(Reply::Json(swapped));
+    forced_refresh(&v, 11).await;
+    assert!(v.verify(&hot).is_none(), "a token of a replaced key stayed cached");
+}

@@ -344,9 +344,7 @@ impl Runtime {
     #[inline]
     pub(crate) fn is_probe(&self, method: &http::Method) -> bool {
         let probes = self.probes.load(std::sync::atomic::Ordering::Relaxed);
-        probes != 0
-            && ((probes & 1 != 0 && *method == http::Method::HEAD)
-                || (probes & 2 != 0 && *method == http::Method::OPTIONS))
+        probes != 0 && crate::config::ResponseConfig::mask_has(probes, method)
     }
 
     /// Decides prepared limits as a check would, charging nothing (a

@@ -46,7 +46,6 @@ pub use error::ConfigError;
 /// `[[rules]]` speak: units, or the size of its response.
 pub use ratelimit_spec::Cost;
 pub use reload::ConfigHandle;
-#[cfg(feature = "axum")]
 pub(crate) use rules::applying;
 pub use rules::{PathPattern, PathPatternError, RuleConfig};
 
@@ -276,6 +275,14 @@ impl ResponseConfig {
             };
         }
         Ok(mask)
+    }
+
+    /// Whether `method` is a probe under `mask` (what
+    /// [`probe_mask`](Self::probe_mask) made): the runtime's test, and
+    /// `ratelimit explain`'s.
+    #[inline]
+    pub(crate) fn mask_has(mask: u8, method: &http::Method) -> bool {
+        (mask & 1 != 0 && *method == http::Method::HEAD) || (mask & 2 != 0 && *method == http::Method::OPTIONS)
     }
 }
 

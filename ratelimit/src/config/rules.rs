@@ -68,8 +68,8 @@ impl RuleConfig {
 
 /// The rules that apply to a request, in order: the first matching one,
 /// and while the last one taken says `stack = true`, the next matching one
-/// too. Never allocates.
-#[cfg(feature = "axum")]
+/// too. Never allocates. The runtime decides these, and `ratelimit
+/// explain` describes them.
 pub(crate) fn applying<'a>(
     rules: &'a [RuleConfig],
     method: &'a Method,

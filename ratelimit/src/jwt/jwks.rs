@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
+use super::keys::same_keys;
 use super::{err, nanos, parse_jwks, JwtConfigError, JwtVerifier, Keys, PinnedKey};
 use crate::net::http::{http_client, http_get, is_http_or_https, HttpClient as Client};
 
@@ -90,9 +91,13 @@ async fn fetch_at_startup(
 }
 
 /// A key set and its generation: a counter, bumped by each refresh that
-/// installs keys, swapped together with the keys (a heap address could
-/// be reused by a later set and revive verifications made under a
-/// removed key).
+/// installs a different set (a `kid` added or removed, or one whose
+/// algorithm or key material changed), swapped together with the keys (a
+/// heap address could be reused by a later set and revive verifications
+/// made under a removed key). A refresh that fetches the same set keeps
+/// the generation, so the tokens verified under it stay cached: an unknown
+/// `kid` forces a refresh every cooldown, and a client sending one must not
+/// empty every other client's cache with it.
 pub(super) struct KeySet {
     generation: usize,
     pub(super) keys: HashMap<String, PinnedKey>,
@@ -210,17 +215,22 @@ impl RemoteJwks {
         let guard = InFlight(Arc::clone(self));
         self.runtime.spawn(async move {
             let this = &guard.0;
-            this.fetches.fetch_add(1, Ordering::Relaxed);
             let result = fetch(&this.client, &this.url, this.settings.timeout).await;
             count_fetch(result.is_ok());
             match result {
                 Ok(keys) => {
-                    // One refresh at a time (`in_flight`): the counter
-                    // only grows.
-                    let generation = this.keys.load().generation.wrapping_add(1);
                     let count = keys.len();
-                    this.keys.store(Arc::new(KeySet { generation, keys }));
+                    let current = this.keys.load_full();
+                    if !same_keys(&current.keys, &keys) {
+                        // One refresh at a time (`in_flight`): the counter
+                        // only grows.
+                        let generation = current.generation.wrapping_add(1);
+                        this.keys.store(Arc::new(KeySet { generation, keys }));
+                    }
                     this.loaded_at_ns.store(nanos(this.base.elapsed()), Ordering::Relaxed);
+                    // Counted once the outcome is in force, so whoever
+                    // sees the count grow sees the keys it brought.
+                    this.fetches.fetch_add(1, Ordering::Relaxed);
                     // Reset whole: the next incident's first failure
                     // is logged at once.
                     let failed = this.failing.lock().map_or(0, |mut f| std::mem::take(&mut *f).0);
@@ -238,6 +248,7 @@ impl RemoteJwks {
                 // certificate that stopped verifying is seen, not silent,
                 // and a provider down for hours is not a flood.
                 Err(e) => {
+                    this.fetches.fetch_add(1, Ordering::Relaxed);
                     let due = this.failing.lock().ok().and_then(|mut f| {
                         f.0 += 1;
                         let due = f.1.is_none_or(|at| at.elapsed() >= LOG_EVERY);
@@ -331,8 +342,9 @@ impl JwtVerifier {
         )))
     }
 
-    /// How many times the JWKS URL was fetched (for monitoring and tests);
-    /// 0 for other key sources.
+    /// How many times the JWKS URL was fetched (for monitoring and tests),
+    /// each counted once its outcome is in force (the keys it brought
+    /// installed, or the keys in force kept); 0 for other key sources.
     pub fn jwks_fetches(&self) -> usize {
         match &self.keys {
             Keys::Remote(r) => r.fetches.load(std::sync::atomic::Ordering::Relaxed),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use jsonwebtoken::jwk::JwkSet;
-use jsonwebtoken::{Algorithm, DecodingKey};
+use jsonwebtoken::{Algorithm, DecodingKey, DecodingKeyKind};
 
 use super::{err, JwtConfigError};
 
@@ -12,6 +12,30 @@ use super::{err, JwtConfigError};
 pub(super) struct PinnedKey {
     pub(super) key: DecodingKey,
     pub(super) alg: Algorithm,
+}
+
+impl PinnedKey {
+    /// The same algorithm and the same key material (its family and bytes:
+    /// an RSA modulus and exponent, an EC or Ed25519 point, a DER key).
+    fn same_as(&self, other: &PinnedKey) -> bool {
+        let material = match (self.key.kind(), other.key.kind()) {
+            (DecodingKeyKind::SecretOrDer(a), DecodingKeyKind::SecretOrDer(b)) => a == b,
+            (DecodingKeyKind::RsaModulusExponent { n, e }, DecodingKeyKind::RsaModulusExponent { n: n2, e: e2 }) => {
+                n == n2 && e == e2
+            }
+            _ => false,
+        };
+        self.alg == other.alg && self.key.family() == other.key.family() && material
+    }
+}
+
+/// Whether two key sets hold the same keys: the same `kid`s, each with the
+/// same algorithm and key material. A refresh that fetched the same set
+/// changes nothing a verification depends on.
+pub(super) fn same_keys(a: &HashMap<String, PinnedKey>, b: &HashMap<String, PinnedKey>) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .all(|(kid, k)| b.get(kid).is_some_and(|other| k.same_as(other)))
 }
 
 /// The keys a verifier holds.

@@ -14,7 +14,7 @@ use http::HeaderName;
 
 use super::header::HeaderValues;
 use super::ClientKey;
-use crate::claims::{ClaimKey, NotVerified, VerifiedClaims};
+use crate::claims::{NotVerified, VerifiedClaims};
 
 /// A way to key requests. The built-in sources are [`Ip`], [`Header`] and
 /// [`Claim`]; implement it for your own type to key by anything a request
@@ -471,15 +471,12 @@ impl<N: AsRef<str> + Send + Sync> KeySource for Claim<N> {
         Some(self.0.as_ref())
     }
     fn write_id(&self, cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
-        let claim = cx.claims.as_ref().and_then(|c| c.get_key(self.0.as_ref()));
-        match (key, claim) {
-            (ClientKey::Claim(_), Some(ClaimKey::Text(t))) => {
+        // The claim's text: the same a string and the integer it spells
+        // (`ClaimKey`), as for the local cell.
+        match (key, cx.claims.as_ref().and_then(|c| c.get_key(self.0.as_ref()))) {
+            (ClientKey::Claim(_), Some(claim)) => {
                 h.write(b"claim:");
-                h.write(t.as_bytes());
-            }
-            (ClientKey::Claim(_), Some(ClaimKey::Integer(n))) => {
-                h.write(b"claim:");
-                write_decimal(n, h);
+                h.write(claim.as_str().as_bytes());
             }
             _ => write_address_id(key, h),
         }
@@ -564,53 +561,5 @@ pub fn write_address_id(key: &ClientKey, h: &mut dyn Hasher) {
             h.write(&a.octets());
         }
         _ => h.write(b"unknown"),
-    }
-}
-
-fn write_decimal(n: i128, h: &mut dyn Hasher) {
-    let mut buf = [0u8; 40];
-    let mut i = buf.len();
-    let negative = n < 0;
-    let mut m = n.unsigned_abs();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (m % 10) as u8;
-        m /= 10;
-        if m == 0 {
-            break;
-        }
-    }
-    if negative {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    h.write(&buf[i..]);
-}
-
-#[cfg(test)]
-mod tests {
-    use std::hash::Hasher;
-
-    /// Records each `write` as one field.
-    #[derive(Default)]
-    struct Fields(Vec<Vec<u8>>);
-
-    impl Hasher for Fields {
-        fn write(&mut self, bytes: &[u8]) {
-            self.0.push(bytes.to_vec());
-        }
-        fn finish(&self) -> u64 {
-            0
-        }
-    }
-
-    #[test]
-    fn integers_are_written_as_one_field_of_decimal_digits() {
-        let min = i128::MIN.to_string();
-        for (n, text) in [(0, "0"), (42, "42"), (-42, "-42"), (i128::MIN, min.as_str())] {
-            let mut f = Fields::default();
-            super::write_decimal(n, &mut f);
-            assert_eq!(f.0, vec![text.as_bytes().to_vec()]);
-        }
     }
 }

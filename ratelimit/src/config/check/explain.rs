@@ -87,14 +87,57 @@ impl Request {
     }
 }
 
-/// What a request would get: the rule, the key, the steps and the numbers.
+/// What a request would get: the rules that apply (the first match, and
+/// the rules stacked under it), the key, the steps and the numbers.
 /// `Display` is the text `ratelimit explain` prints.
 #[derive(Debug, Clone)]
 pub struct Explanation {
-    rule: Option<Arc<str>>,
-    verified: Option<Applied>,
-    anonymous: Option<Applied>,
+    rules: Vec<AppliedRule>,
     text: String,
+}
+
+/// One `[[rules]]` entry that applies to the request, and the numbers it
+/// would apply. A request meets several when the first match says `stack =
+/// true`: one decision then admits it only if every one of them admits it.
+///
+/// ```
+/// use ratelimit::config::{check, Config};
+///
+/// let config = Config::from_toml_str(
+///     "default_profile = \"standard\"\n[profiles.standard]\nrate = \"60/min\"\n[profiles.tight]\nrate = \"1/s\"\nburst = 1\n\
+///      [[rules]]\nname = \"all\"\npath = \"/{*rest}\"\nkey = \"ip\"\nresolve = [\"default\"]\nstack = true\n\
+///      [[rules]]\nname = \"login\"\npath = \"/login\"\nkey = \"ip\"\nresolve = [\"profile:tight\", \"default\"]\n",
+/// )
+/// .unwrap();
+/// let e = check::explain(&config, &check::Request::new(http::Method::POST, "/login"));
+/// let names: Vec<&str> = e.rules().iter().map(|r| r.name()).collect();
+/// assert_eq!(names, ["all", "login"]);
+/// assert_eq!(e.rules()[1].anonymous().quota.burst(), 1);
+/// ```
+#[derive(Debug, Clone)]
+pub struct AppliedRule {
+    name: Arc<str>,
+    verified: Option<Applied>,
+    anonymous: Applied,
+}
+
+impl AppliedRule {
+    /// The rule's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What this rule applies to a request whose token (if any) does not
+    /// verify, or that has none.
+    pub fn anonymous(&self) -> &Applied {
+        &self.anonymous
+    }
+
+    /// What this rule applies if the request's bearer token verifies;
+    /// `None` without a token the rule reads.
+    pub fn if_verified(&self) -> Option<&Applied> {
+        self.verified.as_ref()
+    }
 }
 
 /// The numbers that would apply.
@@ -110,24 +153,36 @@ pub struct Applied {
     pub cost: u32,
     /// Decided and counted, never rejected.
     pub shadow: bool,
+    /// A probe (`[responses] probe_methods`): decided at `cost` as if
+    /// charged, but nothing is charged and the handler does not run (the
+    /// limiter answers 204 with the headers, or the 429).
+    pub probe: bool,
 }
 
 impl Explanation {
-    /// The matching rule's name; `None` when no rule matches.
+    /// The first matching rule's name (the one "first match wins" picks);
+    /// `None` when no rule matches.
     pub fn rule(&self) -> Option<&str> {
-        self.rule.as_deref()
+        self.rules.first().map(AppliedRule::name)
     }
 
-    /// What applies to a request whose token (if any) does not verify, or
-    /// that has none.
+    /// Every rule that applies, in the order the runtime decides them: the
+    /// first match, then each rule stacked under it; empty when no rule
+    /// matches.
+    pub fn rules(&self) -> &[AppliedRule] {
+        &self.rules
+    }
+
+    /// What the first matching rule applies to a request whose token (if
+    /// any) does not verify, or that has none.
     pub fn anonymous(&self) -> Option<&Applied> {
-        self.anonymous.as_ref()
+        self.rules.first().map(AppliedRule::anonymous)
     }
 
-    /// What applies if the request's bearer token verifies; `None` without a
-    /// token the rule reads.
+    /// What the first matching rule applies if the request's bearer token
+    /// verifies; `None` without a token the rule reads.
     pub fn if_verified(&self) -> Option<&Applied> {
-        self.verified.as_ref()
+        self.rules.first().and_then(AppliedRule::if_verified)
     }
 }
 
@@ -166,12 +221,12 @@ pub fn explain(config: &Config, request: &Request) -> Explanation {
         Ok(uri) => uri.path().to_owned(),
         Err(_) => request.path.clone(),
     };
-    let found = config
-        .rules
-        .iter()
-        .enumerate()
-        .find(|(_, r)| r.matches(&request.method, &path));
-    let Some((index, rule)) = found else {
+    // The rules the runtime applies: the first match, and the ones stacked
+    // under it (the runtime's own selection).
+    let rules: Vec<(usize, &RuleConfig)> = crate::config::applying(&config.rules, &request.method, &path)
+        .map(|r| (config.rules.iter().position(|c| std::ptr::eq(c, r)).unwrap_or(0), r))
+        .collect();
+    let Some(&(index, first)) = rules.first() else {
         let _ = writeln!(
             out,
             "rule: none of the {} [[rules]] entries matches: the config-driven layer does not limit this request",
@@ -181,19 +236,17 @@ pub fn explain(config: &Config, request: &Request) -> Explanation {
             "  (attribute routes, #[rate_limit] in code, are not in the file: a handler's own limit may still apply)\n",
         );
         return Explanation {
-            rule: None,
-            verified: None,
-            anonymous: None,
+            rules: Vec::new(),
             text: out,
         };
     };
     let _ = writeln!(
         out,
-        "rule: #{} {:?} ({} {}; first match wins{})",
+        "rule: #{} {:?} ({} {}; first match wins{}{})",
         index + 1,
-        &*rule.name,
-        methods_label(rule),
-        rule.path.as_str(),
+        &*first.name,
+        methods_label(first),
+        first.path.as_str(),
         if index == 0 {
             String::new()
         } else {
@@ -205,17 +258,37 @@ pub fn explain(config: &Config, request: &Request) -> Explanation {
                     format!("rules #1..#{index}")
                 }
             )
+        },
+        if first.stack {
+            "; stack = true: the next matching rule applies too"
+        } else {
+            ""
         }
     );
+    let probe = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods)
+        .is_ok_and(|mask| crate::config::ResponseConfig::mask_has(mask, &request.method));
+    if probe {
+        let _ = writeln!(
+            out,
+            "probe: {} is a probe method ([responses] probe_methods): the limiter answers it itself, 204 with the \
+             headers the request would get (or the 429), decided at the rule's cost but charging nothing; the \
+             handler does not run",
+            request.method
+        );
+    }
 
-    // The token: read only when the rule's key or chain reads claims, as
-    // the runtime does.
-    let reads_claims = rule.resolve.wants_claims() || rule.key_text().starts_with("jwt_claim:");
+    // The token: read only when a rule's key or chain reads claims, as the
+    // runtime does.
+    let reads_claims = |rule: &RuleConfig| rule.resolve.wants_claims() || rule.key_text().starts_with("jwt_claim:");
     let token = bearer(&request.headers);
     let claims = match token {
         None => None,
-        Some(_) if !reads_claims => {
-            out.push_str("token: a bearer token, not read by this rule (no jwt step, and the key is not a claim)\n");
+        Some(_) if !rules.iter().any(|(_, r)| reads_claims(r)) => {
+            let _ = writeln!(
+                out,
+                "token: a bearer token, not read by {} (no jwt step, and the key is not a claim)",
+                if rules.len() == 1 { "this rule" } else { "these rules" }
+            );
             None
         }
         Some(t) => match unverified_claims(t) {
@@ -245,18 +318,54 @@ pub fn explain(config: &Config, request: &Request) -> Explanation {
     };
 
     let address = client_address(config, request, &mut out);
-    key(config, rule, request, claims.as_ref(), &address, &mut out);
+    let mut applied = Vec::with_capacity(rules.len());
+    for (n, &(index, rule)) in rules.iter().enumerate() {
+        if n > 0 {
+            let _ = writeln!(
+                out,
+                "rule: #{} {:?} ({} {}; stacked under #{}: one decision, admitted only if every rule of the stack \
+                 admits, none charged otherwise{})",
+                index + 1,
+                &*rule.name,
+                methods_label(rule),
+                rule.path.as_str(),
+                rules[n - 1].0 + 1,
+                if rule.stack {
+                    "; stack = true: the next matching rule applies too"
+                } else {
+                    ""
+                }
+            );
+        }
+        let claims = claims.as_ref().filter(|_| reads_claims(rule));
+        applied.push(explain_rule(config, rule, request, claims, &address, probe, &mut out));
+    }
+    Explanation {
+        rules: applied,
+        text: out,
+    }
+}
 
-    let verified_ctx = claims
-        .as_ref()
-        .map(|c| ResolveContext::new(config, &rule.name, Some(c)));
+/// One applying rule: its key, its steps and its numbers.
+fn explain_rule(
+    config: &Config,
+    rule: &RuleConfig,
+    request: &Request,
+    claims: Option<&VerifiedClaims>,
+    address: &Option<IpAddr>,
+    probe: bool,
+    out: &mut String,
+) -> AppliedRule {
+    key(config, rule, request, claims, address, out);
+
+    let verified_ctx = claims.map(|c| ResolveContext::new(config, &rule.name, Some(c)));
     let anonymous_ctx = ResolveContext::new(config, &rule.name, None);
     let _ = writeln!(
         out,
         "resolve: {} (tried in order, the first answer wins)",
         chain_label(rule)
     );
-    steps(config, rule, verified_ctx.as_ref(), &anonymous_ctx, &mut out);
+    steps(config, rule, verified_ctx.as_ref(), &anonymous_ctx, out);
 
     let applied = |ctx: &ResolveContext<'_>| {
         let r: Resolved = rule.resolve.resolve_final(ctx);
@@ -265,11 +374,11 @@ pub fn explain(config: &Config, request: &Request) -> Explanation {
             quota: r.quota,
             cost: rule_cost(config, rule).0,
             shadow: rule_shadow(config, rule).0,
+            probe,
         }
     };
     let anonymous = applied(&anonymous_ctx);
     let verified = verified_ctx.as_ref().map(applied);
-    let service_first = rule.resolve.wants_service();
     if let Some(v) = &verified {
         let _ = writeln!(out, "would apply if the token verifies: {}", numbers(config, rule, v));
         let _ = writeln!(
@@ -280,17 +389,16 @@ pub fn explain(config: &Config, request: &Request) -> Explanation {
     } else {
         let _ = writeln!(out, "would apply: {}", numbers(config, rule, &anonymous));
     }
-    if service_first {
+    if rule.resolve.wants_service() {
         out.push_str(
             "  unless the limit service has answered for this client before (its cached answer comes at the \
              service step)\n",
         );
     }
-    Explanation {
-        rule: Some(Arc::clone(&rule.name)),
+    AppliedRule {
+        name: Arc::clone(&rule.name),
         verified,
-        anonymous: Some(anonymous),
-        text: out,
+        anonymous,
     }
 }
 
@@ -304,6 +412,7 @@ fn numbers(config: &Config, rule: &RuleConfig, a: &Applied) -> String {
     // A rule charged by its response's size reserves one unit; an override
     // in [routes] replaces the metering with its number.
     let metered = match rule.bytes_per_unit {
+        _ if a.probe => " (a probe: decided at this cost, never charged)".to_owned(),
         Some(per) if !cost_override => format!(" (reserved; settled at 1 per {per} response bytes)"),
         _ => String::new(),
     };

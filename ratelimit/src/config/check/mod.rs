@@ -28,7 +28,7 @@ mod report;
 
 use std::path::Path;
 
-pub use explain::{explain, Explanation, HeaderLineError, Request};
+pub use explain::{explain, Applied, AppliedRule, Explanation, HeaderLineError, Request};
 
 use super::{Config, ConfigError};
 
