@@ -466,9 +466,9 @@ fn failed_check_budget_under_floods() {
             sent += 1;
             i += 1;
             // Every 2,000 forgeries, a fresh valid token from each place.
-            if i % 2_000 == 0 {
+            if i.is_multiple_of(2_000) {
                 tries += 1;
-                let places = [addr(0, 0), addr(0, 0x0200), addr(0xffff_ff, 1)];
+                let places = [addr(0, 0), addr(0, 0x0200), addr(0x00ff_ffff, 1)];
                 for (k, place) in places.into_iter().enumerate() {
                     let token = rs256(
                         &json!({"sub": format!("valid-{tries}-{k}"), "exp": in_ten_minutes()}),
