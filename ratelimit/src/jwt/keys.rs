@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use jsonwebtoken::jwk::JwkSet;
-use jsonwebtoken::{Algorithm, DecodingKey, DecodingKeyKind};
+use jsonwebtoken::{Algorithm, DecodingKey};
 
 use super::{err, JwtConfigError};
 
@@ -14,10 +14,13 @@ pub(super) struct PinnedKey {
     pub(super) alg: Algorithm,
 }
 
+// A JWKS URL's refreshes compare sets (feature `service`).
+#[cfg(feature = "service")]
 impl PinnedKey {
     /// The same algorithm and the same key material (its family and bytes:
     /// an RSA modulus and exponent, an EC or Ed25519 point, a DER key).
     fn same_as(&self, other: &PinnedKey) -> bool {
+        use jsonwebtoken::DecodingKeyKind;
         let material = match (self.key.kind(), other.key.kind()) {
             (DecodingKeyKind::SecretOrDer(a), DecodingKeyKind::SecretOrDer(b)) => a == b,
             (DecodingKeyKind::RsaModulusExponent { n, e }, DecodingKeyKind::RsaModulusExponent { n: n2, e: e2 }) => {
@@ -32,6 +35,7 @@ impl PinnedKey {
 /// Whether two key sets hold the same keys: the same `kid`s, each with the
 /// same algorithm and key material. A refresh that fetched the same set
 /// changes nothing a verification depends on.
+#[cfg(feature = "service")]
 pub(super) fn same_keys(a: &HashMap<String, PinnedKey>, b: &HashMap<String, PinnedKey>) -> bool {
     a.len() == b.len()
         && a.iter()
