@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 
 use super::keys::same_keys;
-use super::{err, nanos, parse_jwks, JwtConfigError, JwtVerifier, Keys, PinnedKey};
+use super::{err, parse_jwks, JwtConfigError, JwtVerifier, Keys, PinnedKey};
 use crate::net::http::{http_client, http_get, is_http_or_https, HttpClient as Client};
 
 async fn fetch(
@@ -351,4 +351,8 @@ impl JwtVerifier {
             _ => 0,
         }
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

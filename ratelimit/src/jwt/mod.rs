@@ -112,10 +112,6 @@ impl JwtConfigError {
     }
 }
 
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 fn err(message: impl Into<String>) -> JwtConfigError {
     JwtConfigError::new(message)
 }
