@@ -227,8 +227,9 @@ impl Runtime {
         // Within its network, a subnet brings in at most a quarter of the
         // network's new keys (a /56 of a /48: one tenant of a shared
         // network leaves the others most of its budget).
-        let cell = match (client, cx.network_of(), cx.subnet_of()) {
-            (ClientKey::Ip(_) | ClientKey::Header(_), Some(net), Some(subnet)) => {
+        let cell = match (client, cx.network_of(), cx.address()) {
+            (ClientKey::Ip(_) | ClientKey::Header(_), Some(net), ClientKey::Ip(address)) => {
+                let subnet = config.ip.subnet(address);
                 self.limiter.subgrouped_cell_key(route.id, &client, &net, &subnet)
             }
             _ => self.limiter.cell_key(route.id, &client),

@@ -125,8 +125,6 @@ pub struct KeyContext<'a> {
     claims_checked: bool,
     /// The network of the address key, when the runtime groups keys.
     network: Option<std::net::IpAddr>,
-    /// The subnet of the address key within `network`.
-    subnet: Option<std::net::IpAddr>,
     /// Verify even a request the runtime marked [`NotVerified`]: the
     /// verifier here is not the runtime's.
     own_verifier: bool,
@@ -163,7 +161,6 @@ impl<'a> KeyContext<'a> {
             claims: None,
             claims_checked: false,
             network: None,
-            subnet: None,
             own_verifier: false,
         }
     }
@@ -199,17 +196,11 @@ impl<'a> KeyContext<'a> {
     /// network prefixes.
     #[must_use]
     pub(crate) fn network(mut self, ip: &super::ClientIpConfig) -> Self {
-        (self.network, self.subnet) = match self.address {
-            ClientKey::Ip(a) => (Some(ip.network(a)), Some(ip.subnet(a))),
-            _ => (None, None),
+        self.network = match self.address {
+            ClientKey::Ip(a) => Some(ip.network(a)),
+            _ => None,
         };
         self
-    }
-
-    /// The address key's subnet within its network, when grouped.
-    #[cfg(feature = "axum")]
-    pub(crate) fn subnet_of(&self) -> Option<std::net::IpAddr> {
-        self.subnet
     }
 
     /// The address key's network, when grouped.
