@@ -185,8 +185,10 @@ async fn settling_above_the_reservation_on_a_shared_cell_charges_it_there() {
     let clock = ManualClock::new();
     let text = format!("{CONFIG}\n[store]\nnew_keys_per_network = \"2/min\"\n");
     let app = app_with(&text, &clock).await;
+    // Two /64s of two /56s: a /56 may bring in only a quarter of its
+    // network's new keys.
     for i in 0..2 {
-        let r = get_at(&app, "/search?actual=5", &format!("[2001:db8:9:{i}::1]:1")).await;
+        let r = get_at(&app, "/search?actual=5", &format!("[2001:db8:9:{i}000::1]:1")).await;
         assert_eq!((r.status(), remaining(&r)), (StatusCode::OK, 5));
     }
     // The network's shared cell: reserved 5 of 10, settled at 10.

@@ -734,9 +734,10 @@ async fn a_shared_overflow_cell_is_charged_the_size_and_refunded_the_unsent_part
 async fn a_network_past_its_new_key_budget_pays_for_sizes_on_its_shared_cell() {
     let text = format!("{CONFIG}\n[store]\nnew_keys_per_network = \"2/min\"\n");
     let app = download_app(&text).await;
-    // Two /64s of 2001:db8:7::/48 spend the network's two new keys.
+    // Two /64s of 2001:db8:7::/48, in two of its /56s (a /56 may bring in
+    // only a quarter of its network's new keys), spend the network's two.
     for i in 0..2 {
-        let (status, left, _) = fetch(&app, "/download?bytes=0", &format!("[2001:db8:7:{i}::1]:1")).await;
+        let (status, left, _) = fetch(&app, "/download?bytes=0", &format!("[2001:db8:7:{i}000::1]:1")).await;
         assert_eq!((status, left), (StatusCode::OK, 99));
     }
     // 100 fresh /64s of it, each downloading 64 KiB (a body of known size).
@@ -769,8 +770,9 @@ async fn a_network_past_its_new_key_budget_pays_for_sizes_on_its_shared_cell() {
 async fn a_huge_body_on_a_shared_cell_puts_at_most_one_bucket_of_debt_on_it() {
     let text = format!("{CONFIG}\n[store]\nnew_keys_per_network = \"2/min\"\n");
     let app = download_app(&text).await;
+    // In two /56s: each may bring in a quarter of the network's new keys.
     for i in 0..2 {
-        let (status, _, _) = fetch(&app, "/download?bytes=0", &format!("[2001:db8:5:{i}::1]:1")).await;
+        let (status, _, _) = fetch(&app, "/download?bytes=0", &format!("[2001:db8:5:{i}000::1]:1")).await;
         assert_eq!(status, StatusCode::OK);
     }
     // 16 MiB streamed (16,384 units) by a fresh /64 of the network.
