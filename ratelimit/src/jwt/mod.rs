@@ -394,7 +394,8 @@ impl JwtVerifier {
     /// let v = JwtVerifier::pem(pem, Algorithm::ES256).unwrap().failed_checks_per_second(20);
     /// for i in 0..1_000u32 {
     ///     let forged = format!("eyJhbGciOiJFUzI1NiJ9.eyJleHAiOjk5OTk5OTk5OTl9.forged{i}");
-    ///     let addr = std::net::IpAddr::from((0x2001_0db8_0000_0000_0000_0000_0000_0000u128) | u128::from(i) << 80);
+    ///     // One /48 each: 2001:db8:<i>::/48.
+    ///     let addr = std::net::IpAddr::V6((0x2001_0db8_u128 << 96 | u128::from(i) << 80).into());
     ///     assert!(v.verify_from(&forged, Some(addr)).is_none());
     /// }
     /// assert!(v.signature_checks() <= 21, "{}", v.signature_checks());

@@ -312,7 +312,7 @@ impl MemoryStoreBuilder {
     ///     let key = CellKey::new(key, 0).in_group(7).in_subgroup(subnet);
     ///     store.update(key, 0, |_| ((), Some(1_000))).unwrap().1
     /// };
-    /// let own = (0..100).filter(|&k| charge(k, 1) == Placement::Own).count();
+    /// let own = (1..100).filter(|&k| charge(k, 1) == Placement::Own).count();
     /// assert_eq!(own, 2, "subnet 1: its share, a quarter of 8");
     /// assert_eq!(charge(1000, 2), Placement::Own, "subnet 2 still has its own");
     /// ```
