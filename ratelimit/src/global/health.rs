@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::gate::FleetGate;
-use super::names::{set_degraded, Reason};
+use super::names::{set_degraded, Reason, SYNC_ROUNDS};
+use super::store::GlobalError;
 
 /// The state of a gate, for health checks and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -169,5 +170,42 @@ impl FleetGate {
             );
         }
         false
+    }
+}
+
+/// A failed round's bookkeeping: the error, the counters, degraded mode and
+/// its one log line.
+impl FleetGate {
+    pub(super) fn set_last_error(&self, e: Option<String>) {
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = e;
+        }
+    }
+
+    pub(super) fn fail(&self, e: GlobalError) -> GlobalError {
+        let reason = if e.is_timeout() {
+            Reason::SyncTimeout
+        } else {
+            Reason::SyncError
+        };
+        self.fail_because(e, reason)
+    }
+
+    /// Marks the round failed, for `reason`.
+    pub(super) fn fail_because(&self, e: GlobalError, reason: Reason) -> GlobalError {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        self.degraded_keys.store(0, Ordering::Relaxed);
+        metrics::counter!(SYNC_ROUNDS, "result" => "error").increment(1);
+        set_degraded(Some(reason));
+        self.set_last_error(Some(e.to_string()));
+        let was = self.degraded.swap(true, Ordering::Relaxed);
+        // A stall that requests noticed first (a round that hangs until its
+        // timeout) was logged then: one incident, one line.
+        let noticed = self.stalled.load(Ordering::Relaxed);
+        self.mark_stale();
+        if !was && !noticed {
+            tracing::warn!(target: "ratelimit", error = %e, "fleet gate: sync failed, limiting locally only until it recovers");
+        }
+        e
     }
 }

@@ -12,7 +12,7 @@ use super::delta::{hand_back, take_unpushed, Take};
 use super::gate::FleetGate;
 use super::history::{KeyHistory, Taken};
 use super::names::{
-    set_degraded, Reason, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNREAD_KEYS, UNTRACKED,
+    set_degraded, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNREAD_KEYS, UNTRACKED,
 };
 use super::ration::{rank, Roster};
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
@@ -586,38 +586,5 @@ impl FleetGate {
         } else {
             w.previous
         }
-    }
-
-    pub(super) fn set_last_error(&self, e: Option<String>) {
-        if let Ok(mut last) = self.last_error.lock() {
-            *last = e;
-        }
-    }
-
-    pub(super) fn fail(&self, e: GlobalError) -> GlobalError {
-        let reason = if e.is_timeout() {
-            Reason::SyncTimeout
-        } else {
-            Reason::SyncError
-        };
-        self.fail_because(e, reason)
-    }
-
-    /// Marks the round failed, for `reason`.
-    pub(super) fn fail_because(&self, e: GlobalError, reason: Reason) -> GlobalError {
-        self.failures.fetch_add(1, Ordering::Relaxed);
-        self.degraded_keys.store(0, Ordering::Relaxed);
-        metrics::counter!(SYNC_ROUNDS, "result" => "error").increment(1);
-        set_degraded(Some(reason));
-        self.set_last_error(Some(e.to_string()));
-        let was = self.degraded.swap(true, Ordering::Relaxed);
-        // A stall that requests noticed first (a round that hangs until its
-        // timeout) was logged then: one incident, one line.
-        let noticed = self.stalled.load(Ordering::Relaxed);
-        self.mark_stale();
-        if !was && !noticed {
-            tracing::warn!(target: "ratelimit", error = %e, "fleet gate: sync failed, limiting locally only until it recovers");
-        }
-        e
     }
 }

@@ -25,10 +25,12 @@
 
 mod explain;
 mod report;
+mod request;
 
 use std::path::Path;
 
-pub use explain::{explain, Applied, AppliedRule, Explanation, HeaderLineError, Request};
+pub use explain::{explain, Applied, AppliedRule, Explanation};
+pub use request::{HeaderLineError, Request};
 
 use super::{Config, ConfigError};
 
