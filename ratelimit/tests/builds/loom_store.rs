@@ -149,9 +149,15 @@ fn a_takeover_racing_an_update_loses_no_charge() {
 /// The ABA race: key 5's updater reads TAT 100, then a sweep evicts key 5
 /// (recovered at 100) and key 9 is inserted into the same slot wanting TAT
 /// 100, exactly the value the updater expects. The claim publishes above the
-/// evicted TAT, so the updater's CAS cannot land on key 9's cell (the store
-/// asserts this after every CAS under loom), and key 5's charge ends up in
-/// key 5's own cell.
+/// evicted TAT, so the updater's CAS cannot land on key 9's cell (had it
+/// landed, the store would have handed the value back and counted it in
+/// `repaired`, which stays 0), and key 5's charge ends up in key 5's own
+/// cell. With the claim's floor removed, this model fails.
+///
+/// The sweep and the insert run on one thread, in the order the race needs:
+/// with a third thread the model took 6 to 10 CPU minutes of CI for
+/// interleavings of the sweep with the insert, which the next model checks
+/// on their own.
 #[test]
 fn a_stale_cas_never_lands_on_another_keys_cell() {
     model(|| {
@@ -161,27 +167,55 @@ fn a_stale_cas_never_lands_on_another_keys_cell() {
             let store = store.clone();
             thread::spawn(move || charge(&store, key(5)).expect("room"))
         };
+        let takeover = {
+            let store = store.clone();
+            thread::spawn(move || {
+                store.sweep(NOW);
+                // Key 9's first request stores exactly the TAT key 5 had.
+                store.update(key(9), NOW, |_| ((), Some(NOW))).expect("room");
+            })
+        };
+        let (admitted, placement) = updater.join().unwrap();
+        takeover.join().unwrap();
+        assert!(admitted);
+        assert_eq!(placement, Placement::Own);
+        assert_eq!(read(&store, key(5)), NOW + T, "key 5's charge is in key 5's cell");
+        // Key 9 holds what it asked for, or one more if it took key 5's swept
+        // slot (claims publish above the evicted TAT); never key 5's charge.
+        let nine = read(&store, key(9));
+        assert!([NOW, NOW + 1].contains(&nine), "key 9 holds {nine}");
+        assert!(store.len() <= 2);
+        // Without refunds no CAS ever lands on another key's cell, so the
+        // store never had to hand a value back.
+        assert_eq!(store.stats().repaired, 0, "a stale CAS landed on key 9's cell");
+    });
+}
+
+/// A sweep races a new key's first request while a recovered key waits to
+/// be evicted: the new key holds what it asked for (one more if it took the
+/// swept slot), or nothing if the sweep dropped it (it was recovered at
+/// NOW); the occupancy count matches the cells either way.
+#[test]
+fn a_sweep_racing_a_new_key_keeps_the_count() {
+    model(|| {
+        let store = Arc::new(MemoryStore::builder().max_keys(4).build());
+        store.update(key(5), 0, |_| ((), Some(NOW))).expect("room");
         let sweeper = {
             let store = store.clone();
             thread::spawn(move || store.sweep(NOW))
         };
         let inserter = {
             let store = store.clone();
-            // Key 9's first request stores exactly the TAT key 5 had.
             thread::spawn(move || store.update(key(9), NOW, |_| ((), Some(NOW))).expect("room"))
         };
-        let (admitted, placement) = updater.join().unwrap();
         sweeper.join().unwrap();
-        inserter.join().unwrap();
-        assert!(admitted);
+        let ((), placement) = inserter.join().unwrap();
         assert_eq!(placement, Placement::Own);
-        assert_eq!(read(&store, key(5)), NOW + T, "key 5's charge is in key 5's cell");
-        // Key 9 holds what it asked for, or one more if it took key 5's swept
-        // slot (claims publish above the evicted TAT), or nothing if the
-        // sweep dropped it (it was recovered at NOW); never key 5's charge.
         let nine = read(&store, key(9));
         assert!([0, NOW, NOW + 1].contains(&nine), "key 9 holds {nine}");
-        assert!(store.len() <= 2);
+        let five = read(&store, key(5));
+        assert!([0, NOW].contains(&five), "key 5 holds {five}");
+        assert_eq!(store.len(), usize::from(nine != 0) + usize::from(five != 0));
     });
 }
 
