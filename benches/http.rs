@@ -70,9 +70,17 @@ static GLOBAL: Counting = Counting;
 /// the bucket refills every 100 ns, so every request finds it full (the
 /// headers say 100 / 99 / 1, as a realistic profile's would).
 const CONFIG: &str = r#"
+default_profile = "bench"
+
 [profiles.bench]
 rate = "10000000/s"
 burst = 100
+
+# The same rate, and at most 64 requests of a client in flight at once.
+[profiles.in_flight]
+rate = "10000000/s"
+burst = 100
+concurrency = 64
 "#;
 
 async fn unannotated() -> &'static str {
@@ -103,6 +111,13 @@ impl axum::response::IntoResponse for HeadersOnly {
 
 #[rate_limit(key = ip, resolve = [default])]
 async fn annotated() -> &'static str {
+    "hello"
+}
+
+/// `annotated` with a concurrency limit: a permit taken and given back per
+/// request.
+#[rate_limit(key = ip, resolve = [profile("in_flight"), default])]
+async fn annotated_in_flight() -> &'static str {
     "hello"
 }
 
@@ -176,6 +191,7 @@ struct Apps {
     governor_headers: App,
     state: App,
     app_state: App,
+    in_flight: App,
     jwt: App,
     /// The same app as `jwt` (the same runtime), for the forged-token rows.
     jwt_forged: App,
@@ -241,6 +257,10 @@ fn apps() -> Apps {
         .route("/hello", get(annotated))
         .with_state(limiter.clone())
         .into_service();
+    let in_flight = Router::new()
+        .route("/hello", get(annotated_in_flight))
+        .with_state(limiter.clone())
+        .into_service();
     let app_state = Router::new()
         .route("/hello", get(annotated_from_state))
         .with_state(AppState {
@@ -257,6 +277,7 @@ fn apps() -> Apps {
         governor_headers,
         state,
         app_state,
+        in_flight,
         jwt_forged: jwt.clone(),
         jwt,
         valid,
@@ -323,6 +344,9 @@ fn bench(c: &mut Criterion) {
     g.bench_function("rate_limit jwt_claim(sub), forged token", |b| {
         b.iter(|| black_box(call_with(&a.rt, &mut a.jwt, request_with(&forged))))
     });
+    g.bench_function("rate_limit attribute, state, concurrency = 64", |b| {
+        b.iter(|| black_box(call(&a.rt, &mut a.in_flight)))
+    });
     g.bench_function("tower_governor", |b| b.iter(|| black_box(call(&a.rt, &mut a.governor))));
     g.bench_function("tower_governor, use_headers", |b| {
         b.iter(|| black_box(call(&a.rt, &mut a.governor_headers)))
@@ -349,6 +373,7 @@ fn summary() {
         ("jwt_claim(sub), valid cached token", &mut a.jwt, valid),
         ("jwt_claim(sub), forged token", &mut a.jwt_forged, forged),
         ("unannotated + the 3 headers, no decision", &mut a.headers, None),
+        ("#[rate_limit], state, concurrency = 64", &mut a.in_flight, None),
     ];
     let mut times = vec![Vec::new(); apps.len()];
     let mut ratios = vec![Vec::new(); apps.len()];
@@ -435,6 +460,15 @@ fn summary() {
          {:.2}x for the decision, against {:.2}x now",
         (1.2 - floor).max(0.0),
         ratio - floor
+    );
+    let in_flight = median(&mut ratios[9]);
+    println!(
+        "target (concurrency, issue 30): at most +0.05x over the same route without it: {} ({in_flight:.2}x \
+         against {ratio:.2}x, {:+.2}x); no allocation: {} ({:+.2} per request)",
+        if in_flight - ratio <= 0.05 { "met" } else { "NOT met" },
+        in_flight - ratio,
+        if allocs[9] <= allocs[1] { "met" } else { "NOT met" },
+        allocs[9] - allocs[1]
     );
     let from_ref = median(&mut ratios[3]);
     println!(

@@ -7,6 +7,10 @@
 //! * `GET /public`: limited per client address, with the default profile.
 //! * `GET /me`: limited per verified `sub` claim; the token's
 //!   `ratelimit_tier` claim picks the profile (`standard` without one).
+//! * `GET /export?ms=2000`: a slow download (its body streams for `ms`
+//!   milliseconds, at most 60,000), limited per client address by the
+//!   `exports` profile: a rate, and at most 3 exports in flight at once
+//!   (`concurrency = 3`); a 4th at the same time gets 429 at once.
 //! * `GET /token?sub=alice&tier=premium`: mints a demo token (HS256, one
 //!   hour) so you can try `/me` without writing code. **A demo only**: a
 //!   real service never hands out tokens like this.
@@ -65,6 +69,48 @@ async fn me(claims: Option<axum::Extension<VerifiedClaims>>) -> Json<serde_json:
         .and_then(|c| c.get_text("sub").map(|s| s.into_owned()))
         .unwrap_or_else(|| "anonymous".to_owned());
     Json(serde_json::json!({ "sub": sub }))
+}
+
+#[derive(serde::Deserialize)]
+struct ExportRequest {
+    ms: Option<u64>,
+}
+
+/// A slow download: a line every 100 ms for `ms` milliseconds. It holds one
+/// of the client's 3 permits until the last byte is sent, or the client
+/// hangs up.
+#[rate_limit(key = ip, resolve = [profile("exports"), default], state)]
+async fn export(Query(q): Query<ExportRequest>) -> axum::body::Body {
+    let ticks = q.ms.unwrap_or(2_000).min(60_000).div_ceil(100);
+    axum::body::Body::new(Slow {
+        ticks_left: ticks,
+        sleep: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
+    })
+}
+
+/// The body of `/export`: one line per 100 ms tick.
+struct Slow {
+    ticks_left: u64,
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl http_body::Body for Slow {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        if self.ticks_left == 0 {
+            return std::task::Poll::Ready(None);
+        }
+        std::task::ready!(std::future::Future::poll(self.sleep.as_mut(), cx));
+        self.ticks_left -= 1;
+        let next = tokio::time::Instant::now() + std::time::Duration::from_millis(100);
+        self.sleep.as_mut().reset(next);
+        std::task::Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from_static(b"row\n")))))
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -291,6 +337,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let app = Router::new()
         .route("/public", get(public))
         .route("/me", get(me))
+        .route("/export", get(export))
         // Not limited, not counted: a plain handler.
         .route("/metrics", get(metrics));
     let app = match key_source {
@@ -330,6 +377,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!();
     println!("  # a forged token is anonymous traffic (keyed by address, standard profile)");
     println!("  curl -i -H 'Authorization: Bearer forged.token.here' http://{addr}/me");
+    println!();
+    println!("  # at most 3 slow exports at once per client: 4 in parallel, the 4th gets 429 at once");
+    println!(
+        "  for i in 1 2 3 4; do curl -s -o /dev/null -w '%{{http_code}} ' 'http://{addr}/export?ms=3000' & done; wait; echo"
+    );
     println!();
     println!("  # what an operator scrapes: decisions, store occupancy, the verifier's keys");
     println!("  curl -s http://{addr}/metrics | grep ratelimit_");

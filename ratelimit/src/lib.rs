@@ -91,7 +91,8 @@
 //!  keys           key/       KeySource, KeyContext, Ip/Header/Claim/AnyKey, the client address, the header budget
 //!  tokens         jwt/       the verifier and its caches, the failed-check budget, the JWKS fetcher, key sets
 //!  data, fleet    limits.rs (profiles as data)      global/ (the fleet gate, sync, Redis)
-//!  engine, leaves limiter.rs, gcra.rs, decision.rs, quota.rs, store/, clock.rs, window.rs, units.rs, sync.rs;
+//!  engine, leaves limiter.rs, gcra.rs, decision.rs, quota.rs, store/, concurrency.rs, clock.rs, window.rs,
+//!                 units.rs, sync.rs;
 //!                 claims.rs (verified claims), net/ (networks, TLS settings, rustls, the HTTP client),
 //!                 metrics.rs, defaults.rs, setters.rs
 //!
@@ -115,6 +116,7 @@
 //! | `net/`, `service/` | networks, the one rustls client setup and the CA file, the HTTP(S) client; the limit service |
 //! | `global/` | the fleet gate: request path, table, sync rounds, history, Redis and `rediss://` |
 //! | `store/`, `gcra.rs`, `limiter.rs` | the engine: the bounded lock-free table and the arithmetic |
+//! | `concurrency.rs` | requests in flight per key: permits given back on drop, a bounded table |
 //!
 //! **One rule, one path.** A `#[rate_limit(...)]` attribute and a `[[rules]]`
 //! entry are read by the same validator (`ratelimit-spec`; a differential test
@@ -386,6 +388,7 @@ pub mod axum;
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod claims;
 mod clock;
+pub mod concurrency;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;

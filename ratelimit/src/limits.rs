@@ -17,6 +17,9 @@ pub struct Profile {
     pub name: std::sync::Arc<str>,
     /// The profile's quota (its burst defaults to the rate's count).
     pub quota: Quota,
+    /// Requests of one client that may be in flight at once on a route
+    /// (`concurrency = N`); `None`: not limited.
+    pub concurrency: Option<u32>,
 }
 
 /// Per-route settings, by stable route name (`#[rate_limit(name = ...)]`).

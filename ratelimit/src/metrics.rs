@@ -51,6 +51,10 @@ pub const DECISIONS: &str = "ratelimit_decisions_total";
 pub const RETRY_AFTER: &str = "ratelimit_retry_after_seconds";
 /// `#[rate_limit]` requests that found no limiter installed (answered 500).
 pub const MISSING_LIMITER: &str = "ratelimit_missing_limiter_total";
+/// Requests holding a concurrency permit now (`[profiles.NAME] concurrency`).
+pub const IN_FLIGHT: &str = "ratelimit_in_flight_requests";
+/// Rejections because the client had its limit of requests in flight.
+pub const CONCURRENCY_REJECTED: &str = "ratelimit_concurrency_rejected_total";
 
 /// Cells the in-process store holds now.
 pub const STORE_KEYS: &str = "ratelimit_store_keys";
@@ -183,6 +187,24 @@ pub const CATALOGUE: &[Metric] = &[
         ROUTE_TIER,
         "axum",
         "Retry-After of each rejection: how long a refused client is told to wait, by route and tier."
+    ),
+    metric!(
+        IN_FLIGHT,
+        Gauge,
+        Count,
+        ROUTE_TIER,
+        "axum",
+        "Requests holding a concurrency permit now (profiles with `concurrency`), by route and tier: from the \
+         decision until the response body has been sent, failed or been dropped."
+    ),
+    metric!(
+        CONCURRENCY_REJECTED,
+        Counter,
+        Count,
+        ROUTE_TIER,
+        "axum",
+        "Rejections because the client already had its limit of requests in flight (`concurrency`), by route \
+         and tier; also counted in ratelimit_decisions_total as rejected (the rest of those are the rate's)."
     ),
     metric!(
         MISSING_LIMITER,

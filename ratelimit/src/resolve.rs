@@ -38,14 +38,38 @@ pub use crate::claims::VerifiedClaims;
 use crate::limits::{LimitParts, LimitTable};
 use crate::Quota;
 
-/// What a resolver answers: the quota, and the profile it came from (for
-/// metrics and the `RateLimit-Policy` name), if any.
+/// What a resolver answers: the quota, the profile it came from (for
+/// metrics and the `RateLimit-Policy` name), if any, and the profile's
+/// limit on requests in flight, if it has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     /// The quota to check against.
     pub quota: Quota,
     /// The profile's name, or `None` for numbers carried by a token.
     pub profile: Option<Arc<str>>,
+    /// Requests of one client that may be in flight at once
+    /// (`[profiles.NAME] concurrency`); `None`: not limited.
+    pub concurrency: Option<u32>,
+}
+
+impl Resolved {
+    /// Numbers that come from no profile (a token's, a limit service's):
+    /// a quota, and no limit on requests in flight.
+    pub fn numbers(quota: Quota) -> Self {
+        Resolved {
+            quota,
+            profile: None,
+            concurrency: None,
+        }
+    }
+
+    fn of(p: &crate::limits::Profile) -> Self {
+        Resolved {
+            quota: p.quota,
+            profile: Some(Arc::clone(&p.name)),
+            concurrency: p.concurrency,
+        }
+    }
 }
 
 /// What a resolver sees of a request.
@@ -105,10 +129,7 @@ impl<'a> ResolveContext<'a> {
     }
 
     pub(crate) fn profile(&self, name: &str) -> Option<Resolved> {
-        self.limits.profiles.get(name).map(|p| Resolved {
-            quota: p.quota,
-            profile: Some(Arc::clone(&p.name)),
-        })
+        self.limits.profiles.get(name).map(Resolved::of)
     }
 }
 
@@ -154,13 +175,9 @@ pub struct DefaultProfile;
 impl FinalResolver for DefaultProfile {
     fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
         let route_profile = ctx.limits.routes.get(ctx.route).and_then(|r| r.profile.as_deref());
-        route_profile.and_then(|name| ctx.profile(name)).unwrap_or_else(|| {
-            let p = ctx.limits.default;
-            Resolved {
-                quota: p.quota,
-                profile: Some(Arc::clone(&p.name)),
-            }
-        })
+        route_profile
+            .and_then(|name| ctx.profile(name))
+            .unwrap_or_else(|| Resolved::of(ctx.limits.default))
     }
 }
 
@@ -234,10 +251,7 @@ impl Resolver for JwtTier {
             .and_then(Value::as_u64)
             .filter(|&b| b >= 1)
             .map_or(quota.burst(), |b| u32::try_from(b).unwrap_or(u32::MAX));
-        Some(Resolved {
-            quota: quota.with_burst(burst.clamp(1, jwt.max_burst)),
-            profile: None,
-        })
+        Some(Resolved::numbers(quota.with_burst(burst.clamp(1, jwt.max_burst))))
     }
 }
 
@@ -281,10 +295,7 @@ fn service_answer(ctx: &ResolveContext<'_>, answer: crate::service::ServiceAnswe
         ServiceAnswer::Limits { rpm, burst } => {
             let quota = Quota::per_minute(rpm.max(1));
             let burst = burst.unwrap_or(quota.burst()).max(1);
-            Some(Resolved {
-                quota: quota.with_burst(burst),
-                profile: None,
-            })
+            Some(Resolved::numbers(quota.with_burst(burst)))
         }
     }
 }

@@ -9,6 +9,7 @@ mod support;
 mod adoption;
 mod charge;
 mod client_ip;
+mod concurrency;
 mod custom_key;
 mod grpc;
 mod header_key;

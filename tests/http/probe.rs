@@ -4,17 +4,15 @@
 //! `Retry-After`), charges nothing, creates no state and never runs the
 //! handler; the structured fields are parsed with an RFC 9651 parser.
 
+use crate::support::router::{body, header, send, App};
 use crate::support::sf;
 
-use axum::body::Body;
 use axum::routing::{any, get};
 use axum::Router;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, StatusCode};
 use ratelimit::axum::RateLimit;
 use ratelimit::config::Config;
-use ratelimit::key::PeerAddr;
 use ratelimit::{rate_limit, ManualClock};
-use tower::ServiceExt;
 
 const CONFIG: &str = r#"
 default_profile = "three"
@@ -55,7 +53,7 @@ async fn upstream() -> &'static str {
     "upstream"
 }
 
-async fn app(config: &str) -> axum::routing::RouterIntoService<Body> {
+async fn app(config: &str) -> App {
     let rl = RateLimit::builder(Config::from_toml_str(config).unwrap())
         .clock(ManualClock::new())
         .build()
@@ -68,27 +66,6 @@ async fn app(config: &str) -> axum::routing::RouterIntoService<Body> {
         .layer(rl.layer())
         .with_state(rl)
         .into_service()
-}
-
-async fn send(app: &axum::routing::RouterIntoService<Body>, method: Method, uri: &str, peer: &str) -> Response<Body> {
-    let mut r = Request::builder().method(method).uri(uri).body(Body::empty()).unwrap();
-    r.extensions_mut().insert(PeerAddr(peer.parse().unwrap()));
-    app.clone().oneshot(r).await.unwrap()
-}
-
-async fn body(r: Response<Body>) -> bytes::Bytes {
-    http_body_util::BodyExt::collect(r.into_body())
-        .await
-        .unwrap()
-        .to_bytes()
-}
-
-fn header<'a>(r: &'a Response<Body>, name: &str) -> &'a str {
-    r.headers()
-        .get(name)
-        .unwrap_or_else(|| panic!("no {name}"))
-        .to_str()
-        .unwrap()
 }
 
 #[tokio::test]

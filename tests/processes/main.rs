@@ -1,10 +1,12 @@
 //! The examples as real processes over real sockets: the fleet limit over
 //! every true sliding window, one network's flood, the operator's view
-//! (metrics, reload, signals) and the service example.
+//! (metrics, reload, signals), requests in flight per client and the
+//! service example.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod concurrency;
 mod fleet;
 mod networks;
 mod operations;

@@ -16,9 +16,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
-struct Quickstart {
+pub(super) struct Quickstart {
     child: Child,
-    addr: SocketAddr,
+    pub(super) addr: SocketAddr,
     /// Lines of its stdout (the log), as they come.
     lines: Receiver<String>,
     seen: Vec<String>,
@@ -32,7 +32,7 @@ impl Drop for Quickstart {
 }
 
 impl Quickstart {
-    fn start(config: &std::path::Path) -> Quickstart {
+    pub(super) fn start(config: &std::path::Path) -> Quickstart {
         Self::start_with(config, &[])
     }
 
@@ -113,7 +113,7 @@ impl Quickstart {
     }
 
     /// Scrapes `/metrics`, parsed.
-    fn scrape(&self) -> Vec<(String, HashMap<String, String>, f64)> {
+    pub(super) fn scrape(&self) -> Vec<(String, HashMap<String, String>, f64)> {
         let text = get(self.addr, "/metrics").body;
         samples(&prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("a valid scrape"))
     }
@@ -128,13 +128,13 @@ impl Quickstart {
     }
 }
 
-struct Reply {
-    status: u16,
-    headers: HashMap<String, String>,
-    body: String,
+pub(super) struct Reply {
+    pub(super) status: u16,
+    pub(super) headers: HashMap<String, String>,
+    pub(super) body: String,
 }
 
-fn get(addr: SocketAddr, path: &str) -> Reply {
+pub(super) fn get(addr: SocketAddr, path: &str) -> Reply {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let request = format!("GET {path} HTTP/1.1\r\nHost: quickstart\r\nConnection: close\r\n\r\n");

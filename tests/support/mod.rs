@@ -8,5 +8,6 @@ pub(crate) mod pki;
 pub(crate) mod quickstart;
 pub(crate) mod redis;
 pub(crate) mod relay;
+pub(crate) mod router;
 pub(crate) mod sf;
 pub(crate) mod stub;

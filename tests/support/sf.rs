@@ -5,19 +5,28 @@
 
 use http::Response;
 
-/// One List member: the policy name (a String) and its Integer parameters,
-/// in order.
+/// One List member: the policy name (a String), its Integer parameters
+/// and its String ones (`qu`), in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Member {
     pub(crate) name: String,
     pub(crate) params: Vec<(String, i64)>,
+    pub(crate) strings: Vec<(String, String)>,
 }
 
 impl Member {
     pub(crate) fn get(&self, key: &str) -> Option<i64> {
         self.params.iter().find(|(k, _)| k == key).map(|&(_, v)| v)
     }
+
+    /// A String parameter (the draft's `qu`, a quota unit).
+    pub(crate) fn text(&self, key: &str) -> Option<&str> {
+        self.strings.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
 }
+
+/// Parameters whose value is a String (the rest are Integers).
+const STRING_PARAMS: &[&str] = &["qu"];
 
 /// The field `name` of `r` as a List (its field lines joined with `, `, as
 /// RFC 9651 3.1 says a List split over lines is combined); empty when the
@@ -53,23 +62,29 @@ pub(crate) fn list_of<B>(r: &Response<B>, name: &str, allowed: &[&str]) -> Vec<M
                 .unwrap_or_else(|| panic!("{name}: {value:?}: the Item value MUST be a String"))
                 .as_str()
                 .to_owned();
-            let params = item
-                .params
-                .iter()
-                .map(|(k, v)| {
-                    assert!(
-                        allowed.contains(&k.as_str()),
-                        "{name}: {value:?}: unexpected parameter {k:?}"
-                    );
+            let mut params = Vec::new();
+            let mut strings = Vec::new();
+            for (k, v) in item.params.iter() {
+                assert!(
+                    allowed.contains(&k.as_str()),
+                    "{name}: {value:?}: unexpected parameter {k:?}"
+                );
+                if STRING_PARAMS.contains(&k.as_str()) {
+                    let text = v
+                        .as_string()
+                        .unwrap_or_else(|| panic!("{name}: {value:?}: {k} is not a String"));
+                    strings.push((k.as_str().to_owned(), text.as_str().to_owned()));
+                } else {
                     let n = v
                         .as_integer()
                         .unwrap_or_else(|| panic!("{name}: {value:?}: {k} is not an Integer"));
-                    (k.as_str().to_owned(), i64::from(n))
-                })
-                .collect();
+                    params.push((k.as_str().to_owned(), i64::from(n)));
+                }
+            }
             Member {
                 name: name_value,
                 params,
+                strings,
             }
         })
         .collect()

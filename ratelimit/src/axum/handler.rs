@@ -12,6 +12,7 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 
+use super::in_flight::Permits;
 use super::observe::{Once, RouteSeries};
 use super::reject::Rejection;
 use super::respond::{Outcome, RouteName};
@@ -98,9 +99,10 @@ pub trait Rules: Send + Sync + 'static {
     /// can turn that off at run time, never on).
     const METERED: bool = false;
     /// Decides the request with `rt`: the outcomes when admitted (or only
-    /// shadow limits refused), else the 429.
+    /// shadow limits refused), with the permits the request holds until
+    /// its response has been sent, else the 429.
     #[doc(hidden)]
-    fn decide(parts: &Parts, rt: &RateLimit) -> Result<Self::Outcomes, Response>;
+    fn decide(parts: &Parts, rt: &RateLimit) -> Result<(Self::Outcomes, Permits), Response>;
     /// Answers a probe (a request whose method is one of `[responses]
     /// probe_methods`) with what the request would get, charging nothing.
     #[doc(hidden)]
@@ -165,8 +167,8 @@ impl<R: Rule> Rules for R {
     const WANTS_CHARGE: bool = R::WANTS_CHARGE;
     const METERED: bool = R::BYTES_PER_UNIT.is_some();
 
-    fn decide(parts: &Parts, rt: &RateLimit) -> Result<Outcome, Response> {
-        let outcome = rt
+    fn decide(parts: &Parts, rt: &RateLimit) -> Result<(Outcome, Permits), Response> {
+        let (outcome, permits) = rt
             .inner
             .decide(parts, &spec::<R>(), RouteName::Static(R::NAME), R::key(), R::chain());
         if outcome.rejects() {
@@ -175,7 +177,7 @@ impl<R: Rule> Rules for R {
                 .inner
                 .reject_route(std::slice::from_ref(&outcome), parts, outer, R::reject))
         } else {
-            Ok(outcome)
+            Ok((outcome, permits))
         }
     }
 
@@ -196,7 +198,7 @@ macro_rules! stacked {
             const WANTS_CHARGE: bool = $first::WANTS_CHARGE $(|| $rule::WANTS_CHARGE)*;
             const METERED: bool = $first::BYTES_PER_UNIT.is_some() $(|| $rule::BYTES_PER_UNIT.is_some())*;
 
-            fn decide(parts: &Parts, rt: &RateLimit) -> Result<[Outcome; $n], Response> {
+            fn decide(parts: &Parts, rt: &RateLimit) -> Result<([Outcome; $n], Permits), Response> {
                 let specs = [spec::<$first>(), $(spec::<$rule>()),*];
                 let mut specs = specs.iter();
                 let mut pending = [
@@ -205,8 +207,8 @@ macro_rules! stacked {
                 ];
                 let admitted = rt.inner.decide_all(&mut pending);
                 let outcomes = pending.map(|p| p.outcome);
-                if admitted {
-                    return Ok(outcomes);
+                if let Some(permits) = admitted {
+                    return Ok((outcomes, permits));
                 }
                 // The hook of the limit the refusal reports.
                 let hooks: [fn(&Rejection<'_>) -> Option<Response>; $n] = [$first::reject, $($rule::reject),*];
@@ -246,6 +248,8 @@ pub struct Admit<R: Rules, M = Auto> {
     /// A route charged by its response's size: the reservation its body
     /// settles.
     meter: Option<super::Charge>,
+    /// Held until the response has been sent (`concurrency`).
+    permits: Permits,
     _rule: PhantomData<fn() -> (R, M)>,
 }
 
@@ -268,6 +272,7 @@ impl<R: Rules, M> Admit<R, M> {
             response,
             outcome: self.outcome,
             meter: self.meter,
+            permits: self.permits,
         }
     }
 }
@@ -361,7 +366,7 @@ impl<R: Rules, M> Admit<R, M> {
         } else {
             0
         };
-        let mut outcome = R::decide(parts, rt)?;
+        let (mut outcome, permits) = R::decide(parts, rt)?;
         // A handler taking a `Charge` gets the reservation of what was
         // charged; a route charged by its response's size keeps it for the
         // body (the attribute refuses both on one handler).
@@ -389,6 +394,7 @@ impl<R: Rules, M> Admit<R, M> {
         Ok(Admit {
             outcome,
             meter,
+            permits,
             _rule: PhantomData,
         })
     }
@@ -401,6 +407,7 @@ pub struct Limited<T, O = Outcome> {
     response: T,
     outcome: O,
     meter: Option<super::Charge>,
+    permits: Permits,
 }
 
 impl<T, O> Limited<T, O> {
@@ -414,10 +421,21 @@ impl<T: IntoResponse, O: Report> IntoResponse for Limited<T, O> {
     fn into_response(self) -> Response {
         let mut response = self.response.into_response();
         self.outcome.write_over(response.headers_mut());
+        let permits = self.permits;
         match self.meter {
             // Charged by its size: the body settles the reservation once
-            // it has been sent.
-            Some(charge) => response.map(|body| axum::body::Body::new(super::meter::Metered::new(body, charge))),
+            // it has been sent (and gives the permits back then).
+            Some(charge) => response.map(|body| {
+                let metered = super::meter::Metered::new(body, charge);
+                if permits.is_empty() {
+                    axum::body::Body::new(metered)
+                } else {
+                    axum::body::Body::new(permits.hold(metered))
+                }
+            }),
+            // Held while the body streams; a small body in memory gives
+            // them back here (no wrapper, no allocation).
+            None if permits.held_by(response.body()) => response.map(|body| axum::body::Body::new(permits.hold(body))),
             None => response,
         }
     }

@@ -14,6 +14,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::handler::CURRENT;
+use super::in_flight::Permits;
 use super::respond::Outcome;
 use super::runtime::Decided;
 use super::RateLimit;
@@ -68,7 +69,10 @@ where
         // repays that charge from then on, which bounds what a refund
         // hands back.
         let mut charged_at = 0;
-        let mut decided = self.rt.inner.decide_rules(&parts, &mut charged_at);
+        let (mut decided, permits) = match self.rt.inner.decide_rules(&parts, &mut charged_at) {
+            Some((decided, permits)) => (Some(decided), permits),
+            None => (None, Permits::default()),
+        };
         if let Some(d) = decided.as_ref().filter(|d| d.outcomes().iter().any(Outcome::rejects)) {
             // An outer layer's wait (it admitted, with nothing left) is
             // this refusal's too: the outer layer raises Retry-After to it,
@@ -127,6 +131,7 @@ where
                 future: CURRENT.scope(self.rt.clone(), future),
                 outcome: decided,
                 meter,
+                permits,
             },
         }
     }
@@ -148,6 +153,8 @@ pin_project! {
             #[pin] future: TaskLocalFuture<RateLimit, F>,
             outcome: Option<Decided>,
             meter: Option<super::Charge>,
+            // Held until the response body has been sent.
+            permits: Permits,
         },
     }
 }
@@ -176,17 +183,30 @@ where
                     None => panic!("ratelimit::axum::ResponseFuture polled after completion"),
                 }
             }
-            StateProj::Inner { future, outcome, meter } => {
+            StateProj::Inner {
+                future,
+                outcome,
+                meter,
+                permits,
+            } => {
                 let mut response = ready!(future.poll(cx))?;
                 match outcome.take() {
                     Some(Decided::One(o)) => o.write_headers(response.headers_mut()),
                     Some(Decided::Many(stack)) => super::respond::write_stack(&stack, response.headers_mut(), true),
                     None => {}
                 }
-                Poll::Ready(Ok(match meter.take() {
+                // Held while the body streams; a small body in memory gives
+                // them back here.
+                let permits = std::mem::take(permits);
+                let hold = permits.held_by(response.body());
+                let mut response = match meter.take() {
                     Some(charge) => response.map(|body| LimitBody::metered(body, charge)),
                     None => response.map(LimitBody::inner),
-                }))
+                };
+                if hold {
+                    response.body_mut().permits = permits;
+                }
+                Poll::Ready(Ok(response))
             }
         }
     }
@@ -198,6 +218,9 @@ pin_project! {
     pub struct LimitBody<B> {
         #[pin]
         kind: Kind<B>,
+        // The request's permits (`concurrency`), given back when the body
+        // ends, fails or is dropped.
+        permits: Permits,
     }
 }
 
@@ -222,6 +245,7 @@ impl<B: Body> LimitBody<B> {
             kind: Kind::Metered {
                 body: super::meter::Metered::new(body, charge),
             },
+            permits: Permits::default(),
         }
     }
 }
@@ -230,6 +254,7 @@ impl<B> LimitBody<B> {
     fn inner(body: B) -> Self {
         LimitBody {
             kind: Kind::Inner { body },
+            permits: Permits::default(),
         }
     }
     fn rejected(data: Bytes) -> Self {
@@ -239,6 +264,7 @@ impl<B> LimitBody<B> {
             kind: Kind::Full {
                 data: (!data.is_empty()).then_some(data),
             },
+            permits: Permits::default(),
         }
     }
 }
@@ -251,11 +277,17 @@ where
     type Error = B::Error;
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        match self.project().kind.project() {
+        let this = self.project();
+        let polled = match this.kind.project() {
             KindProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
             KindProj::Inner { body } => body.poll_frame(cx),
             KindProj::Metered { body } => body.poll_frame(cx),
+        };
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) && !this.permits.is_empty() {
+            // Sent, or failed: the request is over.
+            *this.permits = Permits::default();
         }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -152,6 +152,7 @@ mod error;
 mod gate;
 mod grpc;
 mod handler;
+mod in_flight;
 mod layer;
 mod meter;
 pub mod observe;

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
-use metrics::{Counter, Histogram};
+use metrics::{Counter, Gauge, Histogram};
 
-pub use crate::metrics::{DECISIONS, MISSING_LIMITER, RETRY_AFTER};
+pub use crate::metrics::{CONCURRENCY_REJECTED, DECISIONS, IN_FLIGHT, MISSING_LIMITER, RETRY_AFTER};
 
 /// Distinct (route, tier) pairs with their own series; past this, a pair is
 /// counted under tier `"other"`. Tiers are profile names (operator-defined),
@@ -81,6 +81,10 @@ pub(crate) struct Series {
     pub(crate) rejected: Counter,
     pub(crate) shadow_rejected: Counter,
     pub(crate) retry_after: Histogram,
+    /// Of `rejected`, those its requests in flight refused.
+    pub(crate) concurrency_rejected: Counter,
+    /// Requests holding a permit now.
+    pub(crate) in_flight: Gauge,
 }
 
 impl Series {
@@ -95,6 +99,8 @@ impl Series {
             rejected: decision("rejected"),
             shadow_rejected: decision("shadow_rejected"),
             retry_after: metrics::histogram!(RETRY_AFTER, &labels),
+            concurrency_rejected: metrics::counter!(CONCURRENCY_REJECTED, &labels),
+            in_flight: metrics::gauge!(IN_FLIGHT, &labels),
         }
     }
 }

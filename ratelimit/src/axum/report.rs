@@ -82,24 +82,39 @@ impl Observer {
         }
     }
 
+    /// Runs `f` with the metric series of (route, tier).
+    fn series(&self, route: &RouteSpec<'_>, tier: Option<&std::sync::Arc<str>>, f: impl FnOnce(&Series)) {
+        match route.series {
+            Some(cache) => cache.with(&self.metrics, route.id, route.name, tier, f),
+            None => self.metrics.with(route.id, route.name, tier, f),
+        }
+    }
+
+    /// The in-flight gauge of (route, tier): a handle a permit holds.
+    pub(crate) fn in_flight_gauge(&self, route: &RouteSpec<'_>, tier: Option<&std::sync::Arc<str>>) -> metrics::Gauge {
+        let mut gauge = None;
+        self.series(route, tier, |s| gauge = Some(s.in_flight.clone()));
+        gauge.unwrap_or_else(metrics::Gauge::noop)
+    }
+
     /// Counts a decision and logs a refusal (rate-gated).
     pub(crate) fn record(&self, route: &RouteSpec<'_>, outcome: &Outcome, now: impl FnOnce() -> u64) {
         let d = &outcome.decision;
-        let record = |s: &Series| match (d.is_allowed(), outcome.shadow) {
+        let in_flight = outcome.refused_in_flight();
+        let record = |s: &Series| match (d.is_allowed() && !in_flight, outcome.shadow) {
             (true, _) => s.allowed.increment(1),
             // Served, but counted apart: each decision is counted once.
             (false, true) => s.shadow_rejected.increment(1),
             (false, false) => {
                 s.rejected.increment(1);
+                if in_flight && d.is_allowed() {
+                    s.concurrency_rejected.increment(1);
+                }
                 s.retry_after.record(outcome.retry_after_secs() as f64);
             }
         };
-        let tier = outcome.profile.as_ref();
-        match route.series {
-            Some(cache) => cache.with(&self.metrics, route.id, route.name, tier, record),
-            None => self.metrics.with(route.id, route.name, tier, record),
-        }
-        if d.is_allowed() {
+        self.series(route, outcome.profile.as_ref(), record);
+        if d.is_allowed() && !in_flight {
             return;
         }
         // The clock is read for refusals only: allowed requests need no time.
@@ -127,6 +142,7 @@ impl Observer {
                         shadow = outcome.shadow,
                         store_full = d.denial() == Some(Denial::StoreFull),
                         fleet = d.denial() == Some(Denial::FleetLimited),
+                        concurrency = in_flight && d.is_allowed(),
                         retry_after_s = outcome.retry_after_secs(),
                         suppressed,
                         "request over its limit"

@@ -67,6 +67,8 @@ pub struct Outcome {
     /// Where it was charged: what a later settlement ([`Charge`](super::Charge))
     /// adjusts.
     pub(crate) held: Held,
+    /// The limit's requests in flight, when it has a concurrency limit.
+    pub(crate) in_flight: Option<super::in_flight::InFlight>,
 }
 
 /// The bucket a decision charged: its cell, route and fleet id.
@@ -144,9 +146,16 @@ impl Outcome {
         }
     }
 
-    /// Whether the request is turned away (denied, and not a shadow route).
+    /// Whether the request is turned away (denied by the rate or the
+    /// concurrency, and not a shadow route).
     pub fn rejects(&self) -> bool {
-        self.decision.is_denied() && !self.shadow
+        (self.decision.is_denied() || self.refused_in_flight()) && !self.shadow
+    }
+
+    /// The limit on this client's requests in flight, when the profile sets
+    /// one (`concurrency`): (limit, permits left after this request).
+    pub fn concurrency(&self) -> Option<(u32, u32)> {
+        self.in_flight.map(|c| (c.limit, c.remaining))
     }
 
     /// `t`: whole seconds, rounded up, until at least one more unit of this
@@ -163,6 +172,10 @@ impl Outcome {
     /// in time earlier than the reset parameter").
     pub(crate) fn retry_after_secs(&self) -> u64 {
         let retry = match self.decision.denial() {
+            // Refused by its requests in flight only: a permit comes back
+            // when one of them ends, which no one can tell in advance; the
+            // shortest wait a whole number of seconds can say.
+            None if self.refused_in_flight() => 1,
             // It can never conform: come back in a day, not in 584 years.
             Some(Denial::CostExceedsBurst) => MAX_RETRY_SECS,
             // The real wait, however long (a day-long quota's can be).
@@ -204,6 +217,7 @@ impl Outcome {
             let name = self.policy_name();
             append_member(headers, &RATELIMIT_POLICY, &name, &self.policy_member(&name));
             append_member(headers, &RATELIMIT, &name, &self.limit_member(&name));
+            self.write_in_flight(headers);
         }
         let wait = self.outer_wait_secs();
         if wait > 0 {
@@ -231,10 +245,19 @@ impl Outcome {
                 headers.insert(RATELIMIT_POLICY.clone(), p);
                 headers.insert(RATELIMIT.clone(), l);
             }
+            self.write_in_flight(headers);
         }
     }
 
     fn write_draft06(&self, headers: &mut HeaderMap) {
+        if let Some(c) = self.in_flight.filter(|c| c.refused && !self.decision.is_denied()) {
+            // Refused by the concurrency: the triple describes it (the next
+            // permit: when one of the client's requests ends, said as 1 s).
+            headers.insert(RATELIMIT_LIMIT.clone(), number(u64::from(c.limit)));
+            headers.insert(RATELIMIT_REMAINING.clone(), number(0));
+            headers.insert(RATELIMIT_RESET.clone(), number(1));
+            return;
+        }
         headers.insert(RATELIMIT_LIMIT.clone(), number(u64::from(self.decision.limit())));
         headers.insert(
             RATELIMIT_REMAINING.clone(),
@@ -290,7 +313,17 @@ impl Outcome {
     /// The default 429: a problem+json body saying `retry` (its headers
     /// are [`finish_rejection`](Self::finish_rejection)'s).
     pub(crate) fn problem(&self, body: &ResponseConfig, retry: u64) -> Response<Bytes> {
-        self.problem_of(body, retry, vec![self.policy_name()])
+        self.problem_of(body, retry, vec![self.violated_policy()])
+    }
+
+    /// The policy this limit's refusal names: the rate's, or the
+    /// concurrency's when only that refused.
+    pub(crate) fn violated_policy(&self) -> String {
+        if self.refused_in_flight() && !self.decision.is_denied() {
+            self.in_flight_policy_name()
+        } else {
+            self.policy_name()
+        }
     }
 
     /// [`problem`](Self::problem) naming `violated` (every limit of a
@@ -306,6 +339,10 @@ impl Outcome {
             Some(Denial::StoreFull) => {
                 format!("The rate limiter is at capacity for new clients; retry in {retry} s.")
             }
+            None if self.refused_in_flight() => format!(
+                "Too many requests in flight for this client (at most {}); retry when one of them has finished.",
+                self.in_flight.map_or(0, |c| c.limit)
+            ),
             _ => format!("Rate limit exceeded; retry in {retry} s."),
         };
         let json = serde_json::json!({
@@ -362,7 +399,7 @@ pub(crate) fn violated(outcomes: &[Outcome]) -> Vec<String> {
     outcomes
         .iter()
         .filter(|o| o.rejects())
-        .map(Outcome::policy_name)
+        .map(Outcome::violated_policy)
         .collect()
 }
 
@@ -390,6 +427,7 @@ pub(crate) fn write_stack(outcomes: &[Outcome], headers: &mut HeaderMap, merge: 
             let name = o.policy_name();
             append_member(headers, &RATELIMIT_POLICY, &name, &o.policy_member(&name));
             append_member(headers, &RATELIMIT, &name, &o.limit_member(&name));
+            o.write_in_flight(headers);
         }
     }
     if merge {
@@ -419,7 +457,8 @@ pub(crate) fn policy_name(route: &str, profile: Option<&str>) -> String {
     let mut out = String::with_capacity(route.len() + profile.len() + 1);
     push_encoded(&mut out, route, b"");
     out.push('/');
-    push_encoded(&mut out, profile, b"/");
+    // `#`: the concurrency policy's name adds `#concurrency`.
+    push_encoded(&mut out, profile, b"/#");
     out
 }
 
@@ -453,7 +492,7 @@ const MAX_UPSTREAM_INPUT: usize = 4 * MAX_UPSTREAM_LIST;
 /// the whole field unparseable and hide this limit's member too; so is an
 /// upstream member with this limit's name, and a List longer than
 /// [`MAX_UPSTREAM_LIST`].
-fn append_member(headers: &mut HeaderMap, name: &HeaderName, policy: &str, member: &str) {
+pub(crate) fn append_member(headers: &mut HeaderMap, name: &HeaderName, policy: &str, member: &str) {
     let lines: Vec<&str> = headers
         .get_all(name)
         .iter()

@@ -10,6 +10,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::request::Parts;
 
+use super::in_flight::Permits;
 use super::optional::{Fleet, Service, Tokens};
 use super::reject::{RejectHook, Rejection};
 use super::report::Observer;
@@ -44,6 +45,9 @@ pub(crate) struct Runtime {
     pub(crate) published: crate::metrics::Published,
     /// The fleet-wide gate, when `[global]` is configured.
     pub(crate) fleet: Fleet,
+    /// Requests in flight per key, made when a concurrency limit is first
+    /// used.
+    pub(crate) in_flight: std::sync::OnceLock<Arc<crate::concurrency::ConcurrencyLimiter>>,
 }
 
 impl fmt::Debug for Runtime {
@@ -161,7 +165,9 @@ impl Runtime {
         ClientKey::Ip(config.ip.client_key(peer.ip(), &parts.headers))
     }
 
-    /// Decides one request on one route: key, limit, check.
+    /// Decides one request on one route: key, limit, concurrency, check.
+    /// The permits are held until the response has been sent (none when
+    /// the route has no concurrency limit, or the request is refused).
     pub(crate) fn decide<K: KeySource, R: FinalResolver>(
         &self,
         parts: &Parts,
@@ -169,14 +175,30 @@ impl Runtime {
         name: RouteName,
         key: &K,
         chain: &R,
-    ) -> Outcome {
+    ) -> (Outcome, Permits) {
         let mut pending = self.prepare(parts, route, name, key, chain);
         // Decided where it lies: the outcome is moved once, on return.
         let (quota, cost) = (pending.outcome.quota, pending.outcome.cost);
-        pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
+        let mut permits = Permits::default();
+        if pending.concurrency.is_none() {
+            pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
+        } else {
+            match self.take_permits(std::slice::from_mut(&mut pending)) {
+                Some(taken) => {
+                    pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
+                    if pending.outcome.rejects() {
+                        super::in_flight::given_back(std::slice::from_mut(&mut pending));
+                    } else {
+                        permits = taken;
+                    }
+                }
+                // Refused by its requests in flight: the rate is not charged.
+                None => pending.outcome.decision = self.rate_now(&pending.outcome, cost),
+            }
+        }
         self.observer
             .record(route, &pending.outcome, || self.limiter.clock().now());
-        pending.outcome
+        (pending.outcome, permits)
     }
 
     /// Everything about one limit of a request but the check: the key's
@@ -238,6 +260,7 @@ impl Runtime {
         Pending {
             route: *route,
             cell,
+            concurrency: resolved.concurrency,
             outcome: Outcome {
                 decision: crate::Decision::placeholder(),
                 cost,
@@ -254,16 +277,32 @@ impl Runtime {
                     route_id: route.id,
                     fleet_id,
                 },
+                in_flight: None,
             },
         }
     }
 
     /// Decides several limits of one request as one decision: admitted
-    /// only if every enforcing limit admits, and then each is charged;
-    /// refused, none is. Shadow limits are decided on their own (they never
-    /// refuse): charged when they admit an admitted request. Returns whether
-    /// the request is admitted.
-    pub(crate) fn decide_all(&self, pending: &mut [Pending<'_>]) -> bool {
+    /// only if every enforcing limit admits (its rate and its requests in
+    /// flight), and then each is charged and holds its permit; refused,
+    /// none is. Shadow limits are decided on their own (they never refuse):
+    /// charged when they admit an admitted request. Returns the permits of
+    /// an admitted request.
+    pub(crate) fn decide_all(&self, pending: &mut [Pending<'_>]) -> Option<Permits> {
+        let Some(permits) = self.take_permits(pending) else {
+            // A limit's requests in flight refused it: nothing is charged,
+            // the rates are only looked at (for the headers).
+            for p in pending.iter_mut() {
+                p.outcome.decision = self.rate_now(&p.outcome, p.outcome.cost);
+            }
+            for p in pending.iter() {
+                if p.outcome.rejects() {
+                    self.observer
+                        .record(&p.route, &p.outcome, || self.limiter.clock().now());
+                }
+            }
+            return None;
+        };
         // Tuples go to 8 and rules are refused past 7 stacking: never more.
         debug_assert!(pending.len() <= MAX_STACK, "a stack of at most {MAX_STACK} limits");
         let mut checks = [crate::Check::new(crate::CellKey::new(1, 0), crate::Quota::per_second(1), 0); MAX_STACK];
@@ -304,7 +343,11 @@ impl Runtime {
                     .record(&p.route, &p.outcome, || self.limiter.clock().now());
             }
         }
-        admitted
+        if !admitted {
+            // Refused by a rate: the permits go back with `permits`.
+            super::in_flight::given_back(pending);
+        }
+        admitted.then_some(permits)
     }
 
     /// Hands back `cost` units of a settled charge (a [`Charge`](super::Charge))
@@ -348,6 +391,17 @@ impl Runtime {
         probes != 0 && crate::config::ResponseConfig::mask_has(probes, method)
     }
 
+    /// What a request refused by its requests in flight reports of its
+    /// rate, charging nothing: the refusal the rate would add, else the room
+    /// it has now (not what a charge would leave: nothing was charged).
+    fn rate_now(&self, outcome: &Outcome, cost: u32) -> crate::Decision {
+        let would = self.fleet.peek(&self.limiter, &outcome.held, &outcome.quota, cost);
+        if would.is_denied() {
+            return would;
+        }
+        self.fleet.peek(&self.limiter, &outcome.held, &outcome.quota, 0)
+    }
+
     /// Decides prepared limits as a check would, charging nothing (a
     /// probe): whether every enforcing limit would admit.
     fn peek_all(&self, pending: &mut [Pending<'_>]) -> bool {
@@ -371,6 +425,7 @@ impl Runtime {
         parts: &Parts,
         hooks: &[fn(&Rejection<'_>) -> Option<Response>],
     ) -> Response {
+        self.peek_permits(pending);
         let admitted = self.peek_all(pending);
         // A probe is not the hot path: one small allocation is fine.
         let outcomes: Vec<Outcome> = pending.iter().map(|p| p.outcome.clone()).collect();
@@ -410,6 +465,7 @@ impl Runtime {
                 )
             })
             .collect();
+        self.peek_permits(&mut pending);
         let admitted = self.peek_all(&mut pending);
         let outcomes: Vec<Outcome> = pending.into_iter().map(|p| p.outcome).collect();
         if !admitted {
@@ -426,7 +482,7 @@ impl Runtime {
     /// When one of them is charged by the response's size, `charged_at`
     /// gets a clock reading taken before the decision (what bounds a later
     /// refund); the others read no clock for it.
-    pub(crate) fn decide_rules(&self, parts: &Parts, charged_at: &mut u64) -> Option<Decided> {
+    pub(crate) fn decide_rules(&self, parts: &Parts, charged_at: &mut u64) -> Option<(Decided, Permits)> {
         // Most layers carry no rules: one cached read says so.
         let config = super::config_cache::local(&self.config);
         if config.rules.is_empty() {
@@ -442,13 +498,8 @@ impl Runtime {
                 *charged_at = self.now();
             }
             let name = RouteName::Shared(Arc::clone(&first.name));
-            return Some(Decided::One(self.decide(
-                parts,
-                &rule_spec(first),
-                name,
-                &first.key,
-                &first.resolve,
-            )));
+            let (outcome, permits) = self.decide(parts, &rule_spec(first), name, &first.key, &first.resolve);
+            return Some((Decided::One(outcome), permits));
         };
         let rules: Vec<&RuleConfig> = [first, second].into_iter().chain(applying).take(MAX_STACK).collect();
         if rules.iter().any(|r| r.bytes_per_unit.is_some()) {
@@ -463,8 +514,8 @@ impl Runtime {
                 self.prepare(parts, spec, name, &rule.key, &rule.resolve)
             })
             .collect();
-        self.decide_all(&mut pending);
-        Some(Decided::Many(pending.into_iter().map(|p| p.outcome).collect()))
+        let permits = self.decide_all(&mut pending).unwrap_or_default();
+        Some((Decided::Many(pending.into_iter().map(|p| p.outcome).collect()), permits))
     }
 }
 
@@ -497,6 +548,8 @@ fn rule_spec(rule: &RuleConfig) -> RouteSpec<'_> {
 pub(crate) struct Pending<'r> {
     pub(crate) route: RouteSpec<'r>,
     pub(crate) cell: crate::CellKey,
+    /// The profile's limit on requests in flight, if any.
+    pub(crate) concurrency: Option<u32>,
     pub(crate) outcome: Outcome,
 }
 

@@ -108,6 +108,7 @@ impl Runtime {
             reloading: std::sync::Mutex::new(()),
             published: crate::metrics::Published::default(),
             fleet,
+            in_flight: std::sync::OnceLock::new(),
         })
     }
 

@@ -119,7 +119,24 @@ impl Profile {
         Profile {
             name: Arc::from(name),
             quota,
+            concurrency: None,
         }
+    }
+
+    /// This profile, letting one client have at most `n` requests in
+    /// flight at once on a route (`concurrency = n`; 0 is refused at
+    /// startup).
+    ///
+    /// ```
+    /// use ratelimit::{limits::Profile, Quota};
+    ///
+    /// let exports = Profile::new("exports", Quota::per_minute(10)).with_concurrency(2);
+    /// assert_eq!(exports.concurrency, Some(2));
+    /// ```
+    #[must_use]
+    pub fn with_concurrency(mut self, n: u32) -> Profile {
+        self.concurrency = Some(n);
+        self
     }
 }
 

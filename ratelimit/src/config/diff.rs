@@ -77,7 +77,10 @@ impl fmt::Display for ConfigChanges {
 }
 
 fn profile(p: &Profile) -> String {
-    p.quota.to_string()
+    match p.concurrency {
+        Some(n) => format!("{}, at most {n} in flight", p.quota),
+        None => p.quota.to_string(),
+    }
 }
 
 fn route(r: &RouteConfig) -> String {

@@ -355,8 +355,14 @@ fn numbers(config: &Config, rule: &RuleConfig, a: &Applied) -> String {
             String::new()
         }
     };
+    // A profile's requests in flight (numbers from a token carry none).
+    let in_flight = a
+        .profile
+        .as_deref()
+        .and_then(|p| config.profile(p)?.concurrency)
+        .map_or_else(String::new, |n| format!(", at most {n} in flight"));
     format!(
-        "{who}: rate {}, burst {}, cost {}{}{}, window {}, {}{}",
+        "{who}: rate {}, burst {}{in_flight}, cost {}{}{}, window {}, {}{}",
         rate(&a.quota),
         a.quota.burst(),
         a.cost,

@@ -63,6 +63,8 @@ pub(super) struct RawProfile {
     pub(super) rate: Quota,
     #[serde(default, deserialize_with = "opt_positive_u32")]
     pub(super) burst: Option<u32>,
+    #[serde(default, deserialize_with = "opt_positive_u32")]
+    pub(super) concurrency: Option<u32>,
 }
 
 #[derive(Deserialize)]

@@ -54,6 +54,7 @@ pub(super) fn profiles(
             let profile = Profile {
                 name: Arc::from(name.as_str()),
                 quota,
+                concurrency: p.concurrency,
             };
             Ok((name, profile))
         })

@@ -1,0 +1,234 @@
+//! Requests in flight per client (`[profiles.NAME] concurrency = N`): a
+//! request admitted by its rate also takes one of its key's permits, held
+//! until its response body has been sent, fails, or is dropped (a client
+//! hang-up, a handler panic, a cancelled future all drop it). A request
+//! over its key's concurrency is refused before the handler runs, and is
+//! not charged to the rate.
+//!
+//! Permits are taken before the rate is checked, so a refusal by either
+//! leaves the other untouched: a request the rate refuses gives its permit
+//! straight back, and one the concurrency refuses is only peeked at by the
+//! rate (for its headers).
+
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use super::respond::{append_member, Outcome, RATELIMIT, RATELIMIT_POLICY};
+use super::runtime::{Pending, Runtime};
+use crate::concurrency::{ConcurrencyLimiter, Permit};
+
+/// Keys with requests in flight that get an entry of their own (about
+/// 1 MiB, reserved when the first concurrency limit is used); past them,
+/// keys share overflow counters, limited together.
+pub(crate) const MAX_KEYS_IN_FLIGHT: usize = 16_384;
+
+/// A response whose body is in memory and at most this long gives its
+/// permits back when the handler's response is made: the server sends it
+/// in one write, and wrapping it to wait for that would cost an allocation.
+const SMALL_BODY: u64 = 64 * 1024;
+
+/// A limit's requests in flight, as the response reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InFlight {
+    /// The key's concurrency.
+    pub(crate) limit: u32,
+    /// Permits left after this request's (0 when refused).
+    pub(crate) remaining: u32,
+    /// The key already held its limit: refused (unless shadow).
+    pub(crate) refused: bool,
+}
+
+/// The permits a request holds until its response has been sent.
+#[derive(Debug, Default)]
+pub struct Permits {
+    first: Option<Held>,
+    /// A stack with more than one concurrency limit (rare: allocates).
+    more: Vec<Held>,
+}
+
+/// One permit, and the route's in-flight gauge it counts in.
+#[derive(Debug)]
+struct Held {
+    _permit: Permit,
+    gauge: metrics::Gauge,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.gauge.decrement(1.0);
+    }
+}
+
+impl Permits {
+    fn push(&mut self, held: Held) {
+        if self.first.is_none() {
+            self.first = Some(held);
+        } else {
+            self.more.push(held);
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// Holds these permits until `body` has been sent: none to hold, or a
+    /// small body in memory, gives them back now (see [`SMALL_BODY`]).
+    pub(crate) fn hold<B: Body>(self, body: B) -> Holding<B> {
+        let small = body.size_hint().exact().is_some_and(|n| n <= SMALL_BODY);
+        Holding {
+            body,
+            permits: if small { Permits::default() } else { self },
+        }
+    }
+
+    /// Whether holding them for `body` needs a wrapper.
+    pub(crate) fn held_by<B: Body>(&self, body: &B) -> bool {
+        !self.is_empty() && body.size_hint().exact().is_none_or(|n| n > SMALL_BODY)
+    }
+}
+
+pin_project! {
+    /// A response body holding its request's permits until it ends, fails
+    /// or is dropped.
+    pub(crate) struct Holding<B> {
+        #[pin]
+        body: B,
+        permits: Permits,
+    }
+}
+
+impl<B: Body> Body for Holding<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        let polled = this.body.poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            // Sent, or failed: the request is over.
+            *this.permits = Permits::default();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Runtime {
+    fn in_flight_table(&self) -> &Arc<ConcurrencyLimiter> {
+        static_table(&self.in_flight)
+    }
+
+    /// Takes a permit for every limit of `pending` with a concurrency
+    /// limit, recording what each reports. `None` when an enforcing limit
+    /// is full (it is marked refused; nothing is held). A full shadow limit
+    /// is reported, holds nothing and refuses nothing.
+    pub(crate) fn take_permits(&self, pending: &mut [Pending<'_>]) -> Option<Permits> {
+        let mut permits = Permits::default();
+        for p in pending.iter_mut() {
+            let Some(limit) = p.concurrency else { continue };
+            match self.in_flight_table().try_acquire(p.cell, limit) {
+                Ok(permit) => {
+                    let remaining = permit.remaining();
+                    let gauge = self.observer.in_flight_gauge(&p.route, p.outcome.profile.as_ref());
+                    gauge.increment(1.0);
+                    permits.push(Held { _permit: permit, gauge });
+                    p.outcome.in_flight = Some(InFlight {
+                        limit,
+                        remaining,
+                        refused: false,
+                    });
+                }
+                Err(_) => {
+                    p.outcome.in_flight = Some(InFlight {
+                        limit,
+                        remaining: 0,
+                        refused: true,
+                    });
+                    if !p.outcome.shadow {
+                        return None;
+                    }
+                }
+            }
+        }
+        Some(permits)
+    }
+
+    /// What a probe reports of each concurrency limit, holding nothing.
+    pub(crate) fn peek_permits(&self, pending: &mut [Pending<'_>]) {
+        for p in pending.iter_mut() {
+            let Some(limit) = p.concurrency else { continue };
+            let held = self.in_flight_table().in_flight(p.cell);
+            p.outcome.in_flight = Some(InFlight {
+                limit,
+                remaining: limit.saturating_sub(held),
+                refused: held >= limit,
+            });
+        }
+    }
+}
+
+/// Reports the permits of a refused request as given back (they are
+/// dropped with it): one more left for each limit that had taken one.
+pub(crate) fn given_back(pending: &mut [Pending<'_>]) {
+    for c in pending.iter_mut().filter_map(|p| p.outcome.in_flight.as_mut()) {
+        if !c.refused {
+            c.remaining = c.remaining.saturating_add(1).min(c.limit);
+        }
+    }
+}
+
+/// The table, made on first use: a runtime without concurrency limits
+/// reserves nothing for them.
+fn static_table(cell: &OnceLock<Arc<ConcurrencyLimiter>>) -> &Arc<ConcurrencyLimiter> {
+    cell.get_or_init(|| Arc::new(ConcurrencyLimiter::new(MAX_KEYS_IN_FLIGHT)))
+}
+
+/// `qu` of a concurrency policy (draft-ietf-httpapi-ratelimit-headers-10,
+/// the quota unit registry).
+const QUOTA_UNIT: &str = "concurrent-requests";
+
+impl Outcome {
+    /// Whether this limit's concurrency refused the request.
+    pub(crate) fn refused_in_flight(&self) -> bool {
+        self.in_flight.is_some_and(|c| c.refused)
+    }
+
+    /// The concurrency policy's name: the rate policy's, with
+    /// `#concurrency` (a `#` in a profile name is percent-encoded, so the
+    /// two never meet another policy's name).
+    pub(crate) fn in_flight_policy_name(&self) -> String {
+        let mut name = self.policy_name();
+        name.push_str("#concurrency");
+        name
+    }
+
+    /// Adds the concurrency policy's members, when the limit has one:
+    /// `"<name>";q=<N>;qu="concurrent-requests"` and `"<name>";r=<left>`.
+    pub(crate) fn write_in_flight(&self, headers: &mut HeaderMap) {
+        let Some(c) = self.in_flight else { return };
+        if !self.style.structured() {
+            return;
+        }
+        let name = self.in_flight_policy_name();
+        append_member(
+            headers,
+            &RATELIMIT_POLICY,
+            &name,
+            &format!("\"{name}\";q={};qu=\"{QUOTA_UNIT}\"", c.limit),
+        );
+        append_member(headers, &RATELIMIT, &name, &format!("\"{name}\";r={}", c.remaining));
+    }
+}
