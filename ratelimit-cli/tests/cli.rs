@@ -641,7 +641,7 @@ x = 1
     assert_eq!(code, Some(1), "{out}\n{err}");
     let lines: Vec<&str> = err.lines().collect();
     let want = [
-        "8:1: profiles.premium.brust: unknown field `brust`, expected `rate` or `burst`",
+        "8:1: profiles.premium.brust: unknown field `brust`, expected one of `rate`, `burst`, `concurrency`",
         "11:18: store.sweep_interval: invalid duration \"10 seconds later\": unknown unit \"seconds later\"; expected \
          one of ns, us, ms, s, min, h, d, week, month",
         "14:19: ip.trusted_proxies: invalid CIDR \"not-a-cidr\"",
