@@ -577,3 +577,52 @@ async fn a_hooks_grpc_refusal_is_sent_trailers_only_with_matching_details() {
         "no body"
     );
 }
+
+/// At most one call of a client in flight.
+const ONE_IN_FLIGHT: &str = r#"
+default_profile = "one"
+
+[profiles.one]
+rate = "60/min"
+burst = 10
+concurrency = 1
+
+[headers]
+style = "both"
+
+[[rules]]
+name = "health"
+path = "/grpc.health.v1.Health/{*rest}"
+key = "ip"
+resolve = ["default"]
+"#;
+
+/// A streaming call (`Watch` stays open) holds the client's one permit
+/// while it streams: a second call is RESOURCE_EXHAUSTED, with RetryInfo
+/// and `retry-after: 1`, and once the stream is dropped the next call is
+/// served.
+#[tokio::test]
+async fn a_streaming_call_holds_its_permit_until_the_stream_ends() {
+    let addr = serve_config(ONE_IN_FLIGHT).await;
+    let mut c = client(addr).await;
+    let watch = c.watch(check()).await.expect("the first call is served");
+    let mut stream = watch.into_inner();
+    assert!(stream.message().await.unwrap().is_some(), "the watch streams");
+    let refused = c.check(check()).await.unwrap_err();
+    assert_eq!(retry(&refused).0, 1);
+    assert!(refused.message().contains("in flight"), "{}", refused.message());
+    // Another client is not affected.
+    let mut other = client_from(addr, Some("127.0.0.2".parse().unwrap())).await;
+    assert!(other.check(check()).await.is_ok());
+    drop(stream);
+    // The server sees the stream reset on its next poll: retry a moment.
+    let mut served = false;
+    for _ in 0..50 {
+        if c.check(check()).await.is_ok() {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(served, "the dropped stream gave its permit back");
+}

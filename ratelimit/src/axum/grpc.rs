@@ -202,8 +202,11 @@ pub(crate) fn response(outcome: &Outcome, retry: u64) -> Response<Bytes> {
 /// The status message: what the problem+json's `detail` says, with the
 /// policy's name; configuration values only, nothing of the client's.
 fn message(outcome: &Outcome, retry: u64) -> String {
-    let policy = outcome.policy_name();
+    let policy = outcome.violated_policy();
     match outcome.decision().denial() {
+        None if outcome.refused_in_flight() => {
+            format!("rate limit {policy}: too many calls of this client in flight; retry when one of them has finished")
+        }
         Some(Denial::CostExceedsBurst) => {
             format!("rate limit {policy}: this request costs more than the limit's burst, so it can never be admitted")
         }
