@@ -11,7 +11,7 @@
 //! rate (for its headers).
 
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::HeaderMap;
@@ -46,26 +46,26 @@ pub(crate) struct InFlight {
 /// The permits a request holds until its response has been sent.
 #[derive(Debug, Default)]
 pub struct Permits {
-    first: Option<Held>,
+    first: Option<HeldPermit>,
     /// A stack with more than one concurrency limit (rare: allocates).
-    more: Vec<Held>,
+    more: Vec<HeldPermit>,
 }
 
 /// One permit, and the route's in-flight gauge it counts in.
 #[derive(Debug)]
-struct Held {
+struct HeldPermit {
     _permit: Permit,
     gauge: metrics::Gauge,
 }
 
-impl Drop for Held {
+impl Drop for HeldPermit {
     fn drop(&mut self) {
         self.gauge.decrement(1.0);
     }
 }
 
 impl Permits {
-    fn push(&mut self, held: Held) {
+    fn push(&mut self, held: HeldPermit) {
         if self.first.is_none() {
             self.first = Some(held);
         } else {
@@ -127,8 +127,11 @@ impl<B: Body> Body for Holding<B> {
 }
 
 impl Runtime {
+    /// The table, made on first use: a runtime without concurrency
+    /// limits reserves nothing for them.
     fn in_flight_table(&self) -> &Arc<ConcurrencyLimiter> {
-        static_table(&self.in_flight)
+        self.in_flight
+            .get_or_init(|| Arc::new(ConcurrencyLimiter::new(MAX_KEYS_IN_FLIGHT)))
     }
 
     /// Takes a permit for every limit of `pending` with a concurrency
@@ -144,7 +147,7 @@ impl Runtime {
                     let remaining = permit.remaining();
                     let gauge = self.observer.in_flight_gauge(&p.route, p.outcome.profile.as_ref());
                     gauge.increment(1.0);
-                    permits.push(Held { _permit: permit, gauge });
+                    permits.push(HeldPermit { _permit: permit, gauge });
                     p.outcome.in_flight = Some(InFlight {
                         limit,
                         remaining,
@@ -188,12 +191,6 @@ pub(crate) fn given_back(pending: &mut [Pending<'_>]) {
             c.remaining = c.remaining.saturating_add(1).min(c.limit);
         }
     }
-}
-
-/// The table, made on first use: a runtime without concurrency limits
-/// reserves nothing for them.
-fn static_table(cell: &OnceLock<Arc<ConcurrencyLimiter>>) -> &Arc<ConcurrencyLimiter> {
-    cell.get_or_init(|| Arc::new(ConcurrencyLimiter::new(MAX_KEYS_IN_FLIGHT)))
 }
 
 /// `qu` of a concurrency policy (draft-ietf-httpapi-ratelimit-headers-10,

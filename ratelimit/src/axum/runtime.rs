@@ -179,23 +179,23 @@ impl Runtime {
         let mut pending = self.prepare(parts, route, name, key, chain);
         // Decided where it lies: the outcome is moved once, on return.
         let (quota, cost) = (pending.outcome.quota, pending.outcome.cost);
-        let mut permits = Permits::default();
-        if pending.concurrency.is_none() {
-            pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
-        } else {
-            match self.take_permits(std::slice::from_mut(&mut pending)) {
-                Some(taken) => {
-                    pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
-                    if pending.outcome.rejects() {
-                        super::in_flight::given_back(std::slice::from_mut(&mut pending));
-                    } else {
-                        permits = taken;
-                    }
+        let permits = match self.take_permits(std::slice::from_mut(&mut pending)) {
+            Some(taken) => {
+                pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
+                if pending.outcome.rejects() {
+                    // Refused by its rate: the permit goes back here.
+                    super::in_flight::given_back(std::slice::from_mut(&mut pending));
+                    Permits::default()
+                } else {
+                    taken
                 }
-                // Refused by its requests in flight: the rate is not charged.
-                None => pending.outcome.decision = self.rate_now(&pending.outcome, cost),
             }
-        }
+            // Refused by its requests in flight: the rate is not charged.
+            None => {
+                pending.outcome.decision = self.rate_now(&pending.outcome, cost);
+                Permits::default()
+            }
+        };
         self.observer
             .record(route, &pending.outcome, || self.limiter.clock().now());
         (pending.outcome, permits)
