@@ -109,7 +109,7 @@ impl axum::response::IntoResponse for HeadersOnly {
     }
 }
 
-#[rate_limit(key = ip, resolve = [default])]
+#[rate_limit(key = ip, resolve = [default], layer)]
 async fn annotated() -> &'static str {
     "hello"
 }
@@ -122,7 +122,7 @@ async fn annotated_in_flight() -> &'static str {
 }
 
 /// An application's own state, with the runtime beside its other handles,
-/// found through `FromRef` (`#[rate_limit(..., state)]`).
+/// found through `FromRef` (`#[rate_limit(...)]`).
 #[derive(Clone)]
 struct AppState {
     _pool: std::sync::Arc<str>,
@@ -135,7 +135,7 @@ impl axum::extract::FromRef<AppState> for RateLimit {
     }
 }
 
-#[rate_limit(key = ip, resolve = [default], state)]
+#[rate_limit(key = ip, resolve = [default])]
 async fn annotated_from_state() -> &'static str {
     "hello"
 }

@@ -57,12 +57,12 @@ use ratelimit::resolve::VerifiedClaims;
 const SECRET_ENV: &str = "QUICKSTART_JWT_SECRET";
 const DEFAULT_SECRET: &str = "quickstart-demo-secret-change-me";
 
-#[rate_limit(key = ip, resolve = [default], state)]
+#[rate_limit(key = ip, resolve = [default])]
 async fn public() -> &'static str {
     "Hello from /public: limited per client address.\n"
 }
 
-#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default], state)]
+#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default])]
 async fn me(claims: Option<axum::Extension<VerifiedClaims>>) -> Json<serde_json::Value> {
     let sub = claims
         .as_ref()
@@ -79,7 +79,7 @@ struct ExportRequest {
 /// A slow download: a line every 100 ms for `ms` milliseconds. It holds one
 /// of the client's 3 permits until the last byte is sent, or the client
 /// hangs up.
-#[rate_limit(key = ip, resolve = [profile("exports"), default], state)]
+#[rate_limit(key = ip, resolve = [profile("exports"), default])]
 async fn export(Query(q): Query<ExportRequest>) -> axum::body::Body {
     let ticks = q.ms.unwrap_or(2_000).min(60_000).div_ceil(100);
     axum::body::Body::new(Slow {
@@ -176,7 +176,7 @@ async fn metrics(State(app): State<App>) -> ([(http::HeaderName, &'static str); 
     )
 }
 
-/// The router's state: the runtime (which the `#[rate_limit(..., state)]`
+/// The router's state: the runtime (which the `#[rate_limit(...)]`
 /// handlers take through `FromRef`) and the exporter's handle.
 #[derive(Clone)]
 struct App {
@@ -346,7 +346,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     let app = app
         // The runtime inside the router's state, found through `FromRef`
-        // (`.layer(rate_limit.layer())` works too, and applies [[rules]]).
+        // (`#[rate_limit(..., layer)]` with `.layer(rate_limit.layer())` instead
+        // would also apply [[rules]]).
         .with_state(App { rate_limit, prometheus });
 
     let listener = tokio::net::TcpListener::bind(opts.addr).await?;

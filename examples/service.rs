@@ -3,7 +3,7 @@
 //!
 //! * **Application state.** `AppState` holds the service's own handles (an
 //!   order book standing in for a database pool) and the `RateLimit`; the
-//!   handlers find the limiter through `FromRef` (`#[rate_limit(..., state)]`),
+//!   handlers find the limiter through `FromRef` (`#[rate_limit(...)]`),
 //!   with no layer and no allocation per request.
 //! * **Tenants.** An authentication middleware checks the `x-api-key` header
 //!   against the service's key table and puts the verified `Tenant` in the
@@ -117,13 +117,13 @@ fn error(status: StatusCode, code: &str, message: String) -> (StatusCode, Json<s
     )
 }
 
-#[rate_limit(key = custom(ByTenant), resolve = [profile("tenant"), default], state, name = "orders.list")]
+#[rate_limit(key = custom(ByTenant), resolve = [profile("tenant"), default], name = "orders.list")]
 async fn orders(State(state): State<AppState>, tenant: axum::Extension<Tenant>) -> Json<serde_json::Value> {
     let list = state.orders.by_tenant.get(tenant.0 .0).cloned().unwrap_or_default();
     Json(serde_json::json!({"tenant": tenant.0 .0, "orders": list}))
 }
 
-#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default], state, name = "me")]
+#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default], name = "me")]
 async fn me(claims: Option<axum::Extension<VerifiedClaims>>) -> Json<serde_json::Value> {
     let claim = |c: &VerifiedClaims, name: &str| c.get_text(name).map(|s| s.into_owned());
     Json(match claims {
@@ -132,7 +132,7 @@ async fn me(claims: Option<axum::Extension<VerifiedClaims>>) -> Json<serde_json:
     })
 }
 
-#[rate_limit(key = global, resolve = [profile("reports"), default], state, name = "reports")]
+#[rate_limit(key = global, resolve = [profile("reports"), default], name = "reports")]
 async fn reports() -> &'static str {
     "the monthly report\n"
 }

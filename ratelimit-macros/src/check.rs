@@ -78,7 +78,7 @@ pub(crate) fn attributes(all: &[(Args, Span)], f: &ItemFn, errors: &mut Vec<syn:
 
 /// What stacked attributes must agree on: distinct route names (each limit
 /// is its own bucket), at most [`MAX_STACK`] of them, and the handler-wide
-/// options (`state`, `crate`) written once.
+/// options (`layer`, `crate`) written once.
 fn stack(all: &[(Args, Span)], errors: &mut Vec<syn::Error>) {
     if all.len() > MAX_STACK {
         errors.push(syn::Error::new(
@@ -104,7 +104,7 @@ fn stack(all: &[(Args, Span)], errors: &mut Vec<syn::Error>) {
     }
     if all.len() > 1 {
         for (args, span) in &all[1..] {
-            for (given, what) in [(args.state, "state"), (args.krate.is_some(), "crate")] {
+            for (given, what) in [(args.layer, "layer"), (args.krate.is_some(), "crate")] {
                 if given {
                     errors.push(syn::Error::new(
                         *span,

@@ -89,11 +89,20 @@ fn expand(all: &[Args], f: ItemFn) -> TokenStream {
     } else {
         quote!((#(#rules),*))
     };
-    // `state`: the runtime is in the router's state (`FromRef`).
-    let admit = if first.state {
-        quote!(#krate::__private::Admit<#rules_ty, #krate::__private::FromState>)
+    // The runtime is in the router's state (`FromRef`), a bound on the
+    // handler itself so that a state without it is a compile error with the
+    // attribute's message; `layer`: the one `RateLimitLayer` installed.
+    let state_param = format_ident!("__RatelimitState");
+    let (admit, state_bound) = if first.layer {
+        (
+            quote!(#krate::__private::Admit<#rules_ty, #krate::__private::ViaLayer>),
+            None,
+        )
     } else {
-        quote!(#krate::__private::Admit<#rules_ty>)
+        (
+            quote!(#krate::__private::Admit<#rules_ty, #krate::__private::InState<#state_param>>),
+            Some(quote!(#state_param: #krate::__private::RouterState)),
+        )
     };
     let outcomes_ty = quote!(<#rules_ty as #krate::__private::Rules>::Outcomes);
     let ret_ty = match &sig.output {
@@ -147,6 +156,27 @@ fn expand(all: &[Args], f: ItemFn) -> TokenStream {
     });
     let generics = &sig.generics;
     let where_clause = &sig.generics.where_clause;
+    // The outer function: the handler's generics, then the state's.
+    let (outer_generics, outer_where) = match &state_bound {
+        None => (quote!(#generics), quote!(#where_clause)),
+        Some(bound) => {
+            let params = &sig.generics.params;
+            let comma = if params.empty_or_trailing() {
+                quote!()
+            } else {
+                quote!(,)
+            };
+            let preds = where_clause.as_ref().map(|w| &w.predicates);
+            let pred_comma = match preds {
+                Some(p) if !p.empty_or_trailing() => quote!(,),
+                _ => quote!(),
+            };
+            (
+                quote!(<#params #comma #state_param>),
+                quote!(where #preds #pred_comma #bound),
+            )
+        }
+    };
     let inner_inputs = &sig.inputs;
     let output = &sig.output;
 
@@ -154,10 +184,10 @@ fn expand(all: &[Args], f: ItemFn) -> TokenStream {
         #(#items)*
 
         #(#attrs)*
-        #vis async fn #ident #generics (
+        #vis async fn #ident #outer_generics (
             __ratelimit_admit: #admit,
             #(#outer_inputs),*
-        ) -> #krate::__private::Limited<#ret_ty, #outcomes_ty> #where_clause {
+        ) -> #krate::__private::Limited<#ret_ty, #outcomes_ty> #outer_where {
             #(#lint_attrs)*
             async fn __ratelimit_handler #generics (#inner_inputs) #output #where_clause #block
             __ratelimit_admit.finish(__ratelimit_handler #turbofish (#(#call_args),*).await)
@@ -322,7 +352,7 @@ mod tests {
     #[test]
     fn crate_path_replaces_every_ratelimit_path() {
         let args: proc_macro2::TokenStream =
-            "crate = \"my_rl\", key = custom(a::B), resolve = [jwt, service, profile(\"p\"), default], state, \
+            "crate = \"my_rl\", key = custom(a::B), resolve = [jwt, service, profile(\"p\"), default], \
              reject = errors::too_many"
                 .parse()
                 .unwrap();
@@ -331,7 +361,11 @@ mod tests {
         assert!(!out.contains("compile_error"), "{out}");
         assert!(!out.contains(":: ratelimit"), "{out}");
         assert!(out.contains("my_rl :: __private :: Admit"), "{out}");
-        assert!(out.contains("my_rl :: __private :: FromState"), "{out}");
+        assert!(out.contains("my_rl :: __private :: InState"), "{out}");
+        assert!(
+            out.contains("__RatelimitState : my_rl :: __private :: RouterState"),
+            "{out}"
+        );
         assert!(out.contains("type Key = a :: B"), "{out}");
         assert!(
             out.contains("call_reject (errors :: too_many , __ratelimit_rejection)"),

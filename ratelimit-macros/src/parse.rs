@@ -1,5 +1,5 @@
 //! The attribute's arguments: `key = ...`, `resolve = [...]`, `name = "..."`,
-//! `cost = N`, `shadow`, `state`, `reject = path`, `crate = "path"`.
+//! `cost = N`, `shadow`, `layer`, `reject = path`, `crate = "path"`.
 //!
 //! Each option is a keyword (`syn::custom_keyword!`, and `Token![crate]`)
 //! and each value a type with its own `Parse`. The arguments are split at
@@ -25,6 +25,7 @@ mod kw {
     syn::custom_keyword!(name);
     syn::custom_keyword!(cost);
     syn::custom_keyword!(shadow);
+    syn::custom_keyword!(layer);
     syn::custom_keyword!(state);
     syn::custom_keyword!(reject);
 }
@@ -42,9 +43,9 @@ pub(crate) struct Args {
     pub(crate) shadow: bool,
     /// `key = custom(path::To::Type)`: the type, as written.
     pub(crate) custom_key: Option<syn::Path>,
-    /// `state`: the runtime is found in the router's state through axum's
-    /// `FromRef`.
-    pub(crate) state: bool,
+    /// `layer`: the runtime is the one `RateLimitLayer` installed, not the
+    /// router's state (the default, through axum's `FromRef`).
+    pub(crate) layer: bool,
     /// `reject = path::to::function`: the route's own rejection response.
     pub(crate) reject: Option<syn::Path>,
     /// `crate = "path"`: where the `ratelimit` crate is (a renamed
@@ -62,7 +63,7 @@ pub(crate) enum OptionName {
     Name,
     Cost,
     Shadow,
-    State,
+    Layer,
     Reject,
     Crate,
 }
@@ -75,7 +76,7 @@ impl OptionName {
         OptionName::Name,
         OptionName::Cost,
         OptionName::Shadow,
-        OptionName::State,
+        OptionName::Layer,
         OptionName::Reject,
         OptionName::Crate,
     ];
@@ -87,7 +88,7 @@ impl OptionName {
             OptionName::Name => "name",
             OptionName::Cost => "cost",
             OptionName::Shadow => "shadow",
-            OptionName::State => "state",
+            OptionName::Layer => "layer",
             OptionName::Reject => "reject",
             OptionName::Crate => "crate",
         }
@@ -103,7 +104,7 @@ impl OptionName {
             OptionName::Cost => Some("`cost = 5` or `cost = response_bytes(per = 1024)`"),
             OptionName::Reject => Some("`reject = errors::too_many_requests`"),
             OptionName::Crate => Some("`crate = \"my_ratelimit\"`"),
-            OptionName::Shadow | OptionName::State => None,
+            OptionName::Shadow | OptionName::Layer => None,
         }
     }
 }
@@ -148,12 +149,20 @@ impl Parse for Head {
             (OptionName::Cost, input.parse::<kw::cost>()?.span)
         } else if lookahead.peek(kw::shadow) {
             (OptionName::Shadow, input.parse::<kw::shadow>()?.span)
-        } else if lookahead.peek(kw::state) {
-            (OptionName::State, input.parse::<kw::state>()?.span)
+        } else if lookahead.peek(kw::layer) {
+            (OptionName::Layer, input.parse::<kw::layer>()?.span)
         } else if lookahead.peek(kw::reject) {
             (OptionName::Reject, input.parse::<kw::reject>()?.span)
         } else if lookahead.peek(Token![crate]) {
             (OptionName::Crate, input.parse::<Token![crate]>()?.span)
+        } else if lookahead.peek(kw::state) {
+            // The option of 0.1: the router's state is now where the
+            // runtime is looked for by default.
+            return Err(syn::Error::new(
+                ident.span(),
+                "`state` is no longer an option: the runtime is found in the router's state by default \
+                 (through `FromRef`); remove it",
+            ));
         } else {
             // The lookahead's own message ("expected one of: ...") is
             // replaced by the attribute's, which names the option written.
@@ -173,7 +182,7 @@ enum Opt {
     Name(RouteName),
     Cost(CostValue),
     Shadow(Flag),
-    State(Flag),
+    Layer(Flag),
     Reject(FnPath),
     Crate(CratePath),
 }
@@ -207,7 +216,7 @@ impl Opt {
             OptionName::Name => Opt::Name(input.parse()?),
             OptionName::Cost => Opt::Cost(input.parse()?),
             OptionName::Shadow => Opt::Shadow(Flag::parse(head, input)?),
-            OptionName::State => Opt::State(Flag::parse(head, input)?),
+            OptionName::Layer => Opt::Layer(Flag::parse(head, input)?),
             OptionName::Reject => Opt::Reject(input.parse()?),
             OptionName::Crate => Opt::Crate(input.parse()?),
         })
@@ -262,8 +271,8 @@ impl Args {
                 self.shadow = true;
                 errors.extend(error);
             }
-            Opt::State(Flag(error)) => {
-                self.state = true;
+            Opt::Layer(Flag(error)) => {
+                self.layer = true;
                 errors.extend(error);
             }
             Opt::Reject(FnPath(path)) => self.reject = Some(path),

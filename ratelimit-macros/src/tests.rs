@@ -186,7 +186,7 @@ key, resolve = [default]
 "#,
     r#"
 "ip", key = ip, resolve = [default]
-^^^^ expected an option: `key`, `resolve`, `name`, `cost`, `shadow`, `state`, `reject` or `crate`
+^^^^ expected an option: `key`, `resolve`, `name`, `cost`, `shadow`, `layer`, `reject` or `crate`
 "#,
     r#"
 key = ip, resolve = [profile(""), default]
@@ -251,7 +251,7 @@ key = ip, resolve = [default], cost = request_bytes(per = 10)
 "#,
     r#"
 key = ip, limit = 5, resolve = [default, jwt], cost = 0
-          ^^^^^ unknown option `limit`; expected `key`, `resolve`, `name`, `cost`, `shadow`, `state`, `reject` or `crate`
+          ^^^^^ unknown option `limit`; expected `key`, `resolve`, `name`, `cost`, `shadow`, `layer`, `reject` or `crate`
                                 ^^^^^^^ `default` always answers, so the steps after it would never run: put `default` last
                                                       ^ cost must be at least 1: a request that costs nothing is not limited (remove the attribute instead)
 "#,
@@ -260,8 +260,12 @@ key = ip, resolve = [default], shadow = true
                                       ^ `shadow` is a flag and takes no value: write `shadow`
 "#,
     r#"
-key = ip, resolve = [default], state = true
-                                     ^ `state` is a flag and takes no value: write `state`
+key = ip, resolve = [default], layer = true
+                                     ^ `layer` is a flag and takes no value: write `layer`
+"#,
+    r#"
+key = ip, resolve = [default], state
+                               ^^^^^ `state` is no longer an option: the runtime is found in the router's state by default (through `FromRef`); remove it
 "#,
     r#"
 key = cookie("session"), resolve = [default]
@@ -269,7 +273,7 @@ key = cookie("session"), resolve = [default]
 "#,
     r#"
 key = ip, resolve = [default], limit = 5
-                               ^^^^^ unknown option `limit`; expected `key`, `resolve`, `name`, `cost`, `shadow`, `state`, `reject` or `crate`
+                               ^^^^^ unknown option `limit`; expected `key`, `resolve`, `name`, `cost`, `shadow`, `layer`, `reject` or `crate`
 "#,
     r#"
 key = ip, resolve = [jwt, tier, default]
@@ -294,7 +298,7 @@ key = custom(NotAKey), resolve = [default]
 key = ip, resolve = [default], reject = busy
 "#,
     r#"
-key = ip, resolve = [default], state
+key = ip, resolve = [default], layer
 "#,
 ];
 
@@ -302,7 +306,7 @@ key = ip, resolve = [default], state
 /// arguments that are fine.
 const CORNER_CASES: &[&str] = &[
     r#"
-crate = "my_rl", key = custom(a::B), resolve = [jwt, service, profile("p"), default], name = "n", cost = 3, shadow, state, reject = e::f
+crate = "my_rl", key = custom(a::B), resolve = [jwt, service, profile("p"), default], name = "n", cost = 3, shadow, layer, reject = e::f
 "#,
     r#"
 key = global, resolve = [default], cost = response_bytes(per = 1024)
@@ -315,19 +319,19 @@ key = ip,, resolve = [default],
 "#,
     r#"
 r#key = ip
-^^^^^ unknown option `r#key`; expected `key`, `resolve`, `name`, `cost`, `shadow`, `state`, `reject` or `crate`
+^^^^^ unknown option `r#key`; expected `key`, `resolve`, `name`, `cost`, `shadow`, `layer`, `reject` or `crate`
 "#,
     r#"
 'a = 1
-^ expected an option: `key`, `resolve`, `name`, `cost`, `shadow`, `state`, `reject` or `crate`
+^ expected an option: `key`, `resolve`, `name`, `cost`, `shadow`, `layer`, `reject` or `crate`
 "#,
     r#"
 (key) = ip
-^^^^^ expected an option: `key`, `resolve`, `name`, `cost`, `shadow`, `state`, `reject` or `crate`
+^^^^^ expected an option: `key`, `resolve`, `name`, `cost`, `shadow`, `layer`, `reject` or `crate`
 "#,
     r#"
 Key = ip
-^^^ unknown option `Key`; expected `key`, `resolve`, `name`, `cost`, `shadow`, `state`, `reject` or `crate`
+^^^ unknown option `Key`; expected `key`, `resolve`, `name`, `cost`, `shadow`, `layer`, `reject` or `crate`
 "#,
     r#"
 key == ip
@@ -354,8 +358,8 @@ shadow x y
        ^ `shadow` is a flag and takes no value: write `shadow`
 "#,
     r#"
-state =
-      ^ `state` is a flag and takes no value: write `state`
+layer =
+      ^ `layer` is a flag and takes no value: write `layer`
 "#,
     r#"
 crate

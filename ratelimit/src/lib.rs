@@ -163,7 +163,7 @@
 //!     let app = Router::new()
 //!         .route("/users/{id}", get(get_user))
 //!         .route("/export", get(export))
-//!         .with_state(rate_limit); // or `.layer(rate_limit.layer())`
+//!         .with_state(rate_limit); // or an `AppState` holding it (`FromRef`)
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
 //!     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
 //!     Ok(())
@@ -174,7 +174,7 @@
 //!
 //! ```text
 //! #[rate_limit(key = KEY, resolve = [STEP, ..., default] [, name = "route.name"] [, cost = N] [, shadow]
-//!              [, state] [, reject = path::to::function] [, crate = "path"])]
+//!              [, layer] [, reject = path::to::function] [, crate = "path"])]
 //!
 //! KEY  := ip                      the client address (see [ip] in the config)
 //!       | header("x-api-key")     a header's value, hashed; capped per address
@@ -194,11 +194,9 @@
 //!   and logs; by default the handler's path (`my_crate::users::get_user`).
 //! * `cost = N` (N >= 1): units of the limit each request uses.
 //! * `shadow`: decide, send headers and count, but never reject.
-//! * `state`: find the [`RateLimit`](axum::RateLimit) in the router's state
-//!   through axum's `FromRef` (an `AppState` holding it beside a database
-//!   pool, `#[derive(FromRef)]` or an `impl FromRef<AppState> for
-//!   RateLimit`): no layer, no allocation; a compile error on a router whose
-//!   state has none.
+//! * `layer`: find the [`RateLimit`](axum::RateLimit) through
+//!   [`RateLimit::layer`](axum::RateLimit::layer) on the router instead of
+//!   in its state (see below).
 //! * `reject = f`: the route's own response to a refusal, `fn(&Rejection<'_>)
 //!   -> impl IntoResponse` ([`Rejection`](axum::Rejection)); `Retry-After` and
 //!   the rate-limit headers are added to it.
@@ -257,12 +255,12 @@
 //!     (http::StatusCode::TOO_MANY_REQUESTS, format!("busy, retry in {} s", r.retry_after_secs()))
 //! }
 //!
-//! #[rate_limit(key = custom(ByTenant), resolve = [default], state, reject = busy)]
+//! #[rate_limit(key = custom(ByTenant), resolve = [default], reject = busy)]
 //! async fn orders(State(app): State<AppState>) -> String {
 //!     format!("orders from {}", app.db)
 //! }
 //!
-//! #[rate_limit(key = global, resolve = [profile("fragile"), default], state)]
+//! #[rate_limit(key = global, resolve = [profile("fragile"), default])]
 //! async fn report() -> &'static str {
 //!     "one bucket for every client"
 //! }
@@ -317,14 +315,16 @@
 //! take a hidden first extractor, so the decision runs before any other
 //! extractor and before the body.
 //!
-//! **Where the limiter comes from**: with `state`, the router's state
-//! through `FromRef`; otherwise the router's state when it is the
-//! [`RateLimit`](axum::RateLimit) itself (`.with_state(rate_limit)`, the
-//! cheapest), else the [`RateLimitLayer`](axum::RateLimitLayer) on the
-//! router (`.layer(rate_limit.layer())`, which also applies the
-//! configuration's `[[rules]]`), else an `Extension(rate_limit)`. A limited
-//! route with none of them answers **500** and logs the mistake once: it is
-//! never served unlimited. See [`axum`](mod@axum) and `docs/http.md`.
+//! **Where the limiter comes from**: the router's state, through axum's
+//! `FromRef`: the state is the [`RateLimit`](axum::RateLimit) itself
+//! (`.with_state(rate_limit)`), or an `AppState` that holds it
+//! (`#[derive(FromRef)]`, or an `impl FromRef<AppState> for RateLimit`).
+//! A router whose state holds none **does not compile**, and the error names
+//! both fixes. With `layer` in the attribute, the
+//! [`RateLimitLayer`](axum::RateLimitLayer) on the router
+//! (`.layer(rate_limit.layer())`) instead, which the compiler cannot see: a
+//! route reached without it answers **500** and logs the mistake once, never
+//! served unlimited. See [`axum`](mod@axum) and `docs/http.md`.
 //!
 //! # Features
 //!
@@ -452,7 +452,7 @@ pub use ratelimit_macros::rate_limit;
 pub mod __private {
     pub use crate::axum::__call_reject as call_reject;
     pub use crate::axum::observe::RouteSeries;
-    pub use crate::axum::{Admit, FromState, Limited, Rejection, Rule, Rules};
+    pub use crate::axum::{Admit, InState, Limited, Rejection, RouterState, Rule, Rules, ViaLayer};
     pub use ::axum::response::{IntoResponse, Response};
     // Every key source and resolver, by the names the spec gives them
     // (`KeyKind::runtime`, `Step::runtime`): a new kind needs no edit here.

@@ -51,27 +51,27 @@ cost = 10000
 style = "both"
 "#;
 
-#[rate_limit(key = ip, resolve = [default], name = "daily")]
+#[rate_limit(key = ip, resolve = [default], name = "daily", layer)]
 async fn daily() -> &'static str {
     "daily"
 }
 
-#[rate_limit(key = ip, resolve = [profile("full_day"), default], name = "full")]
+#[rate_limit(key = ip, resolve = [profile("full_day"), default], name = "full", layer)]
 async fn full() -> &'static str {
     "full"
 }
 
-#[rate_limit(key = ip, resolve = [profile("full_day"), default], name = "bulk")]
+#[rate_limit(key = ip, resolve = [profile("full_day"), default], name = "bulk", layer)]
 async fn bulk() -> &'static str {
     "bulk"
 }
 
-#[rate_limit(key = ip, resolve = [profile("weekly"), default], name = "weekly")]
+#[rate_limit(key = ip, resolve = [profile("weekly"), default], name = "weekly", layer)]
 async fn weekly() -> &'static str {
     "weekly"
 }
 
-#[rate_limit(key = ip, resolve = [profile("monthly"), default], name = "monthly")]
+#[rate_limit(key = ip, resolve = [profile("monthly"), default], name = "monthly", layer)]
 async fn monthly() -> &'static str {
     "monthly"
 }

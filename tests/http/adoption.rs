@@ -1,6 +1,6 @@
 //! What a real service needs to adopt the limiter, through real axum
 //! routers: the runtime inside the application's own state (`FromRef`,
-//! `#[rate_limit(..., state)]`), keys of the application's (`custom(Type)`
+//! `#[rate_limit(...)]`), keys of the application's (`custom(Type)`
 //! in the attribute, `"custom:<name>"` in `[[rules]]`), one bucket per route
 //! (`global`), rejections it shapes itself (the builder's hook, the
 //! attribute's `reject = path`), its own `LimitService`, and the attribute
@@ -79,12 +79,12 @@ impl FromRef<AppState> for RateLimit {
     }
 }
 
-#[rate_limit(key = custom(ByTenant), resolve = [default], state)]
+#[rate_limit(key = custom(ByTenant), resolve = [default])]
 async fn orders(State(state): State<AppState>) -> String {
     format!("orders from {}", state.pool)
 }
 
-#[rate_limit(key = global, resolve = [profile("standard"), default], state)]
+#[rate_limit(key = global, resolve = [profile("standard"), default])]
 async fn export() -> &'static str {
     "export"
 }
@@ -97,7 +97,7 @@ fn too_many_requests(r: &Rejection<'_>) -> impl IntoResponse {
     )
 }
 
-#[rate_limit(key = ip, resolve = [default], state, reject = too_many_requests, name = "search")]
+#[rate_limit(key = ip, resolve = [default], reject = too_many_requests, name = "search")]
 async fn search() -> &'static str {
     "search"
 }

@@ -1,6 +1,6 @@
 //! A key source written by the application plugs into the runtime without
-//! touching it: a `KeySource` of the test's own, a `Rule` naming it, and the
-//! handler taking `Admit<Rule>`, through a real axum router. Tenants an
+//! touching it: a `KeySource` of the test's own, named by
+//! `key = custom(Type)`, through a real axum router. Tenants an
 //! upstream layer verified (an extension) each get their own bucket; a
 //! request without one falls back to its address.
 
@@ -10,19 +10,17 @@ use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
 use http::{Request, StatusCode};
-use ratelimit::axum::observe::RouteSeries;
-use ratelimit::axum::{Admit, RateLimit, Rule};
+use ratelimit::axum::RateLimit;
 use ratelimit::config::Config;
 use ratelimit::key::{write_address_id, ClientKey, KeyContext, KeySource, PeerAddr};
-use ratelimit::resolve::DefaultProfile;
-use ratelimit::ManualClock;
+use ratelimit::{rate_limit, ManualClock};
 use tower::ServiceExt;
 
 /// What an authentication layer in front of the limiter verified.
 #[derive(Debug, Clone)]
 struct Tenant(String);
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct ByTenant;
 
 impl KeySource for ByTenant {
@@ -43,34 +41,9 @@ impl KeySource for ByTenant {
     }
 }
 
-/// The rule `#[rate_limit]` would generate, written by hand with the
-/// application's key.
-#[derive(Debug, Clone, Copy)]
-struct TenantRule;
-
-impl Rule for TenantRule {
-    const NAME: &'static str = "tenant.get";
-    const COST: u32 = 1;
-    const SHADOW: bool = false;
-    const WANTS_CLAIMS: bool = false;
-    const WANTS_SERVICE: bool = false;
-    const PROFILES: &'static [&'static str] = &[];
-    type Key = ByTenant;
-    type Chain = DefaultProfile;
-    fn key() -> &'static ByTenant {
-        &ByTenant
-    }
-    fn chain() -> &'static DefaultProfile {
-        &DefaultProfile
-    }
-    fn series() -> &'static RouteSeries {
-        static SERIES: RouteSeries = RouteSeries::new();
-        &SERIES
-    }
-}
-
-async fn tenant_handler(admit: Admit<TenantRule>) -> impl axum::response::IntoResponse {
-    admit.finish("ok")
+#[rate_limit(key = custom(ByTenant), resolve = [default], name = "tenant.get")]
+async fn tenant_handler() -> &'static str {
+    "ok"
 }
 
 #[tokio::test]

@@ -53,18 +53,18 @@ style = "{STYLE}"
     )
 }
 
-#[rate_limit(key = ip, resolve = [default], name = "public")]
+#[rate_limit(key = ip, resolve = [default], name = "public", layer)]
 async fn public() -> &'static str {
     "public"
 }
 
-#[rate_limit(key = ip, resolve = [profile("slow"), default], name = "reports")]
+#[rate_limit(key = ip, resolve = [profile("slow"), default], name = "reports", layer)]
 async fn reports() -> &'static str {
     "reports"
 }
 
 /// A cost above the standard profile's burst of 3.
-#[rate_limit(key = ip, resolve = [default], name = "impossible", cost = 6)]
+#[rate_limit(key = ip, resolve = [default], name = "impossible", cost = 6, layer)]
 async fn impossible() -> &'static str {
     "impossible"
 }
@@ -650,7 +650,7 @@ new_keys_per_network = "off"
 }
 
 /// One burst at a time, a second apart: what `/once` allows.
-#[rate_limit(key = ip, resolve = [profile("once"), default], name = "once")]
+#[rate_limit(key = ip, resolve = [profile("once"), default], name = "once", layer)]
 async fn once() -> &'static str {
     "once"
 }

@@ -69,7 +69,7 @@ fn json_busy(r: &Rejection<'_>) -> impl IntoResponse {
     Json(serde_json::json!({"error": "rate_limited", "retry_in": r.retry_after_secs()}))
 }
 
-#[rate_limit(key = ip, resolve = [default], state, reject = json_busy, name = "review.json")]
+#[rate_limit(key = ip, resolve = [default], reject = json_busy, name = "review.json")]
 async fn json_route() -> &'static str {
     "served"
 }

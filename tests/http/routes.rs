@@ -43,33 +43,33 @@ max_rate = "6000/min"
 max_burst = 100
 "#;
 
-#[rate_limit(key = ip, resolve = [default], name = "public")]
+#[rate_limit(key = ip, resolve = [default], name = "public", layer)]
 async fn public() -> &'static str {
     "public"
 }
 
-#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default], name = "me")]
+#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default], name = "me", layer)]
 async fn me() -> &'static str {
     "me"
 }
 
-#[rate_limit(key = ip, resolve = [default], name = "shadowed", shadow)]
+#[rate_limit(key = ip, resolve = [default], name = "shadowed", shadow, layer)]
 async fn shadowed() -> &'static str {
     "shadowed"
 }
 
-#[rate_limit(key = ip, resolve = [default], name = "heavy", cost = 2)]
+#[rate_limit(key = ip, resolve = [default], name = "heavy", cost = 2, layer)]
 async fn heavy() -> &'static str {
     "heavy"
 }
 
-#[rate_limit(key = header("x-api-key"), resolve = [default], name = "keyed")]
+#[rate_limit(key = header("x-api-key"), resolve = [default], name = "keyed", layer)]
 async fn keyed() -> &'static str {
     "keyed"
 }
 
 /// A cost above every burst the chain can name (the standard profile's 3).
-#[rate_limit(key = ip, resolve = [default], name = "impossible", cost = 6)]
+#[rate_limit(key = ip, resolve = [default], name = "impossible", cost = 6, layer)]
 async fn impossible() -> &'static str {
     "impossible"
 }
@@ -299,7 +299,7 @@ async fn a_jwt_tier_raises_the_limit_and_forged_tokens_get_the_anonymous_one() {
 
 #[tokio::test]
 async fn verified_claims_reach_the_handler() {
-    #[rate_limit(key = jwt_claim("sub"), resolve = [jwt, default], name = "whoami")]
+    #[rate_limit(key = jwt_claim("sub"), resolve = [jwt, default], name = "whoami", layer)]
     async fn whoami(claims: Option<axum::Extension<ratelimit::resolve::VerifiedClaims>>) -> String {
         claims
             .and_then(|c| c.get_text("sub").map(|s| s.into_owned()))

@@ -1,4 +1,4 @@
-// An unknown option: `limit` is not one of `key`, `resolve`, `name`, `cost`, `shadow`, `state`, `reject`, `crate`.
+// An unknown option: `limit` is not one of `key`, `resolve`, `name`, `cost`, `shadow`, `layer`, `reject`, `crate`.
 use ratelimit::rate_limit;
 
 #[rate_limit(key = ip, resolve = [default], limit = 5)]

@@ -42,12 +42,12 @@ fn rejection(r: &Rejection<'_>) -> impl IntoResponse {
     format!("retry in {} s", r.retry_after_secs())
 }
 
-#[rate_limit(key = custom(keys::ByTenant), resolve = [default], state, reject = rejection)]
+#[rate_limit(key = custom(keys::ByTenant), resolve = [default], reject = rejection)]
 async fn orders(State(state): State<AppState>) -> String {
     state.db
 }
 
-#[rate_limit(key = global, resolve = [default], state)]
+#[rate_limit(key = global, resolve = [default])]
 async fn export() -> &'static str {
     "export"
 }
@@ -76,7 +76,7 @@ impl<T: Send + Sync + std::hash::Hash + 'static> KeySource for ByExt<T> {
 #[derive(Clone, Hash)]
 struct TenantId(u64);
 
-#[rate_limit(key = custom(ByExt<TenantId>), resolve = [default], state)]
+#[rate_limit(key = custom(ByExt<TenantId>), resolve = [default])]
 async fn by_extension() -> &'static str {
     "generic"
 }

@@ -11,7 +11,7 @@ struct App {
     rl: RateLimit,
 }
 
-#[rate_limit(key = ip, resolve = [profile("burst"), default], state)]
+#[rate_limit(key = ip, resolve = [profile("burst"), default])]
 #[ratelimit::rate_limit(key = header("x-api-key"), resolve = [profile("daily"), default])]
 #[rate_limit(key = global, resolve = [default], shadow, cost = 2)]
 async fn handler(charge: Charge, Path(id): Path<u64>) -> String {

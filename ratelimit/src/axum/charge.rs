@@ -46,7 +46,8 @@ use crate::Quota;
 ///     }
 ///     format!("{hits} hits")
 /// }
-/// # let _ = search;
+/// let app: Router<RateLimit> = Router::new().route("/search", post(search));
+/// # let _ = app;
 /// ```
 #[derive(Debug)]
 pub struct Charge {

@@ -71,18 +71,55 @@ pub trait Rule: Send + Sync + 'static {
     }
 }
 
-/// Where an [`Admit`] finds the runtime: the router's state when it is the
-/// `RateLimit` itself, else the one [`RateLimitLayer`](super::RateLimitLayer)
-/// installed, else the request's extensions (the attribute's default).
+/// Where an [`Admit`] finds the runtime: in the router's state `S`,
+/// through axum's [`FromRef`] (the attribute's default). No layer, no
+/// allocation; a state that is the `RateLimit` itself is borrowed, a state
+/// that holds one (`#[derive(FromRef)]`) gives a clone (one reference count).
 #[derive(Debug)]
-pub enum Auto {}
+pub struct InState<S>(PhantomData<fn() -> S>);
 
-/// Where an [`Admit`] finds the runtime: in the router's state, through
-/// axum's [`FromRef`](axum::extract::FromRef) (`#[rate_limit(..., state)]`,
-/// with `#[derive(FromRef)]` on the application's state). No layer, no
-/// allocation: one reference count taken and dropped per request.
+/// Where an [`Admit`] finds the runtime: the one
+/// [`RateLimitLayer`](super::RateLimitLayer) installed for the request, else
+/// a `RateLimit` in the request's extensions (`#[rate_limit(..., layer)]`).
+/// Neither is known to the compiler: a route reached without either answers
+/// 500, never unlimited.
 #[derive(Debug)]
-pub enum FromState {}
+pub enum ViaLayer {}
+
+/// A router state that holds the rate limiter: the `RateLimit` itself, or
+/// any state it can be taken from with axum's [`FromRef`]. The bound that
+/// `#[rate_limit]` handlers put on their router's state, so that a router
+/// without the runtime is a compile error rather than a 500.
+#[diagnostic::on_unimplemented(
+    message = "`#[rate_limit]` looks for the `RateLimit` in the router's state, and the state `{Self}` has none",
+    label = "this handler's router state `{Self}` holds no `RateLimit`",
+    note = "give the router the runtime as its state (`.with_state(rate_limit)`), or hold it in a field of your \
+            state with `#[derive(FromRef)]` (or an `impl FromRef<YourState> for RateLimit`)",
+    note = "or, to find it through `.layer(rate_limit.layer())` instead, write `layer` in the attribute: \
+            `#[rate_limit(..., layer)]`"
+)]
+pub trait RouterState: Send + Sync + 'static {
+    /// Runs `f` with the runtime this state holds.
+    fn with_rate_limit<T>(&self, f: impl FnOnce(&RateLimit) -> T) -> T;
+}
+
+// Not recommended in diagnostics: a state without the runtime is reported
+// as not a `RouterState` (the message above), not as a missing `FromRef`.
+#[diagnostic::do_not_recommend]
+impl<S: Send + Sync + 'static> RouterState for S
+where
+    RateLimit: FromRef<S>,
+{
+    #[inline]
+    fn with_rate_limit<T>(&self, f: impl FnOnce(&RateLimit) -> T) -> T {
+        // The runtime as the state itself is borrowed: no reference count
+        // written by every request on every core.
+        match (self as &dyn std::any::Any).downcast_ref::<RateLimit>() {
+            Some(rt) => f(rt),
+            None => f(&RateLimit::from_ref(self)),
+        }
+    }
+}
 
 /// The limits of one handler: a [`Rule`] (one `#[rate_limit]` attribute),
 /// or a tuple of them (several attributes on one handler, stacked: one
@@ -240,10 +277,10 @@ stacked!(8; A B C D E F G H);
 
 /// Proof that a request was admitted on the route of `R` (one rule, or a
 /// stack of them: see [`Rules`]), or is on a shadow route, carrying what its
-/// response headers need. `M` says where the runtime is found: [`Auto`] or
-/// [`FromState`].
+/// response headers need. `M` says where the runtime is found: [`InState`]
+/// or [`ViaLayer`].
 #[derive(Debug)]
-pub struct Admit<R: Rules, M = Auto> {
+pub struct Admit<R: Rules, M> {
     outcome: R::Outcomes,
     /// A route charged by its response's size: the reservation its body
     /// settles.
@@ -286,7 +323,8 @@ fn missing_limiter(route: &'static str) -> Response {
         tracing::error!(
             target: "ratelimit",
             route,
-            "#[rate_limit] route reached without a rate limiter: add `.layer(rate_limit.layer())` to the router \
+            "#[rate_limit(..., layer)] route reached without a rate limiter: add `.layer(rate_limit.layer())` to \
+             the router, or drop `layer` from the attribute and give the router the runtime as (part of) its state \
              (answering 500 rather than serving it unlimited)"
         );
     }
@@ -304,7 +342,7 @@ fn missing_limiter(route: &'static str) -> Response {
         .into_response()
 }
 
-impl<R: Rules, S: Send + Sync + 'static> FromRequestParts<S> for Admit<R, Auto> {
+impl<R: Rules, S: RouterState> FromRequestParts<S> for Admit<R, InState<S>> {
     type Rejection = Response;
 
     // Decides synchronously: the future is only the result (a smaller
@@ -313,44 +351,29 @@ impl<R: Rules, S: Send + Sync + 'static> FromRequestParts<S> for Admit<R, Auto> 
         parts: &mut Parts,
         state: &S,
     ) -> impl std::future::Future<Output = Result<Self, Self::Rejection>> + Send {
-        let state = (state as &dyn std::any::Any).downcast_ref::<RateLimit>();
-        std::future::ready(Self::decide(parts, state))
+        std::future::ready(state.with_rate_limit(|rt| Self::decide_with(parts, rt)))
     }
 }
 
-impl<R: Rules, S: Send + Sync> FromRequestParts<S> for Admit<R, FromState>
-where
-    RateLimit: FromRef<S>,
-{
+impl<R: Rules, S: Send + Sync> FromRequestParts<S> for Admit<R, ViaLayer> {
     type Rejection = Response;
 
     fn from_request_parts(
         parts: &mut Parts,
-        state: &S,
+        _state: &S,
     ) -> impl std::future::Future<Output = Result<Self, Self::Rejection>> + Send {
-        let rt = RateLimit::from_ref(state);
-        std::future::ready(Self::decide(parts, Some(&rt)))
+        let admitted = match CURRENT.try_with(|rt| Self::decide_with(parts, rt)) {
+            Ok(admitted) => admitted,
+            Err(_) => match parts.extensions.get::<RateLimit>().cloned() {
+                Some(rt) => Self::decide_with(parts, &rt),
+                None => Err(missing_limiter(R::NAME)),
+            },
+        };
+        std::future::ready(admitted)
     }
 }
 
 impl<R: Rules, M> Admit<R, M> {
-    /// Decides a request for the limits `R` with the installed runtime:
-    /// the router's state when it is the `RateLimit` itself, else the one
-    /// `RateLimitLayer` installed for the request, else one in the
-    /// request's extensions.
-    fn decide(parts: &mut Parts, state: Option<&RateLimit>) -> Result<Self, Response> {
-        if let Some(rt) = state {
-            return Self::decide_with(parts, rt);
-        }
-        if let Ok(admitted) = CURRENT.try_with(|rt| Self::decide_with(parts, rt)) {
-            return admitted;
-        }
-        match parts.extensions.get::<RateLimit>().cloned() {
-            Some(rt) => Self::decide_with(parts, &rt),
-            None => Err(missing_limiter(R::NAME)),
-        }
-    }
-
     /// Decides with `rt`, building the admission in one place (the
     /// outcomes are moved as few times as they can be: each move of an
     /// `Outcome` is a `memcpy` on the request path).

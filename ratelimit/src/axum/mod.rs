@@ -7,20 +7,20 @@
 //! A [`RateLimit`] is the runtime every limited route shares: the limiter
 //! and its store, the running [`Config`] (reloadable), key extraction state,
 //! the JWT verifier and the limit service. A `#[rate_limit]` handler finds
-//! it, in this order:
+//! it in one of two places:
 //!
-//! 0. with `#[rate_limit(..., state)]`, in the application's state through
-//!    axum's `FromRef` (`impl FromRef<AppState> for RateLimit`, or
-//!    `#[derive(FromRef)]`): no layer, no allocation (one reference count
-//!    taken and dropped); a router whose state has none does not compile;
-//! 1. as the router's state, when the state is the `RateLimit` itself
-//!    (`Router::new()....with_state(rate_limit)`): the cheapest, no
-//!    allocation per request;
-//! 2. installed by [`RateLimit::layer`] on the router (or around it): works
-//!    with any state type, and also applies the configuration's `[[rules]]`;
-//!    axum boxes each layered route, which costs a few allocations per
-//!    request (see `cargo bench --bench http`);
-//! 3. in the request's extensions (`.layer(axum::Extension(rate_limit))`).
+//! - **the router's state** (the default), through axum's `FromRef`: the
+//!   state is the `RateLimit` itself (`.with_state(rate_limit)`: borrowed,
+//!   nothing written per request), or the application's state holds it
+//!   (`#[derive(FromRef)]` on an `AppState` with a `RateLimit` field: one
+//!   reference count taken and dropped per request). A router whose state
+//!   holds none does not compile, with an error that names the fixes;
+//! - **the layer**, with `layer` in the attribute
+//!   (`#[rate_limit(..., layer)]`): the one [`RateLimit::layer`] installed on
+//!   the router or around it (else a `RateLimit` in the request's
+//!   extensions). It works with any state type and also applies the
+//!   configuration's `[[rules]]`; axum boxes each layered route, which costs
+//!   a few allocations per request (see `cargo bench --bench http`).
 //!
 //! With the layer:
 //!
@@ -29,7 +29,7 @@
 //! use ratelimit::{config::Config, rate_limit, axum::RateLimit};
 //! use std::net::SocketAddr;
 //!
-//! #[rate_limit(key = ip, resolve = [default])]
+//! #[rate_limit(key = ip, resolve = [default], layer)]
 //! async fn public() -> &'static str {
 //!     "hello"
 //! }
@@ -56,7 +56,7 @@
 //! another task (a `tower::buffer`) loses the task-local; use the state or an
 //! extension there.
 //!
-//! A `#[rate_limit]` route reached with none of the three answers **500** with a
+//! A `#[rate_limit(..., layer)]` route reached with neither answers **500** with a
 //! problem+json body naming the route, logs the misconfiguration once, and
 //! counts it in `ratelimit_missing_limiter_total`: it is never served
 //! unlimited.
@@ -172,7 +172,7 @@ use std::sync::Arc;
 pub use crate::key::{Claim, Header, Ip, KeyContext, KeySource};
 pub use charge::Charge;
 pub use error::SetupError;
-pub use handler::{Admit, Auto, FromState, Limited, Report, Rule, Rules};
+pub use handler::{Admit, InState, Limited, Report, RouterState, Rule, Rules, ViaLayer};
 pub use layer::{LimitBody, RateLimitLayer, RateLimitService, ResponseFuture};
 #[doc(hidden)]
 pub use reject::call_reject as __call_reject;

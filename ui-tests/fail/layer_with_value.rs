@@ -1,7 +1,7 @@
-// `state` is a flag.
+// `layer` is a flag.
 use ratelimit::rate_limit;
 
-#[rate_limit(key = ip, resolve = [default], state = true)]
+#[rate_limit(key = ip, resolve = [default], layer = true)]
 async fn handler() -> &'static str {
     "ok"
 }
