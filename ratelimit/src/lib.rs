@@ -198,7 +198,8 @@
 //!   [`RateLimit::layer`](axum::RateLimit::layer) on the router instead of
 //!   in its state (see below).
 //! * `reject = f`: the route's own response to a refusal, `fn(&Rejection<'_>)
-//!   -> impl IntoResponse` ([`Rejection`](axum::Rejection)); `Retry-After` and
+//!   -> http::Response<B>` with `B: Into<Bytes>` ([`Rejection`](axum::Rejection)),
+//!   the builder's hook's signature; `Retry-After` and
 //!   the rate-limit headers are added to it.
 //! * `crate = "path"`: where the `ratelimit` crate is, for a renamed
 //!   dependency or a re-export (`crate = "platform::limits"`).
@@ -251,8 +252,10 @@
 //!     }
 //! }
 //!
-//! fn busy(r: &Rejection<'_>) -> impl IntoResponse {
-//!     (http::StatusCode::TOO_MANY_REQUESTS, format!("busy, retry in {} s", r.retry_after_secs()))
+//! fn busy(r: &Rejection<'_>) -> http::Response<String> {
+//!     let mut response = http::Response::new(format!("busy, retry in {} s", r.retry_after_secs()));
+//!     *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+//!     response
 //! }
 //!
 //! #[rate_limit(key = custom(ByTenant), resolve = [default], reject = busy)]

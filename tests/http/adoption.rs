@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{FromRef, State};
-use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use http::{Request, Response, StatusCode};
@@ -89,12 +88,12 @@ async fn export() -> &'static str {
     "export"
 }
 
-fn too_many_requests(r: &Rejection<'_>) -> impl IntoResponse {
-    (
-        StatusCode::TOO_MANY_REQUESTS,
-        [("content-type", "text/plain")],
-        format!("{} is busy, retry in {} s", r.route(), r.retry_after_secs()),
-    )
+fn too_many_requests(r: &Rejection<'_>) -> http::Response<String> {
+    http::Response::builder()
+        .status(StatusCode::TOO_MANY_REQUESTS)
+        .header("content-type", "text/plain")
+        .body(format!("{} is busy, retry in {} s", r.route(), r.retry_after_secs()))
+        .expect("a valid response")
 }
 
 #[rate_limit(key = ip, resolve = [default], reject = too_many_requests, name = "search")]

@@ -2,7 +2,6 @@
 // type of the application's (`custom(Type)`), one bucket per route
 // (`global`) and the route's own rejection (`reject = path`).
 use axum::extract::{FromRef, State};
-use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use ratelimit::axum::{RateLimit, Rejection};
@@ -38,8 +37,8 @@ mod keys {
 }
 
 // Named like the expansion's own parameter once was.
-fn rejection(r: &Rejection<'_>) -> impl IntoResponse {
-    format!("retry in {} s", r.retry_after_secs())
+fn rejection(r: &Rejection<'_>) -> http::Response<String> {
+    http::Response::new(format!("retry in {} s", r.retry_after_secs()))
 }
 
 #[rate_limit(key = custom(keys::ByTenant), resolve = [default], reject = rejection)]

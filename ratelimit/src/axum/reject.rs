@@ -218,12 +218,14 @@ impl<'a> Rejection<'a> {
 /// A rejection hook, type-erased (the builder wraps the application's).
 pub(crate) type RejectHook = Arc<dyn Fn(&Rejection<'_>) -> Response<Bytes> + Send + Sync>;
 
-/// What `#[rate_limit(..., reject = f)]` expands to: calls the route's hook.
+/// What `#[rate_limit(..., reject = f)]` expands to: calls the route's hook,
+/// which has the builder's hook's signature
+/// ([`RateLimitBuilder::rejection`](super::RateLimitBuilder::rejection)).
 #[doc(hidden)]
-pub fn call_reject<F, R>(hook: F, rejection: &Rejection<'_>) -> axum::response::Response
+pub fn call_reject<F, B>(hook: F, rejection: &Rejection<'_>) -> axum::response::Response
 where
-    F: FnOnce(&Rejection<'_>) -> R,
-    R: axum::response::IntoResponse,
+    F: FnOnce(&Rejection<'_>) -> http::Response<B>,
+    B: Into<bytes::Bytes>,
 {
-    hook(rejection).into_response()
+    hook(rejection).map(|body| axum::body::Body::from(body.into()))
 }
