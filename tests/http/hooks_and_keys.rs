@@ -102,7 +102,7 @@ async fn a_refusal_shaped_by_a_json_hook_is_not_a_success() {
     );
 }
 
-/// The builder's hook: `http::Response::new(body)` (as examples/service.rs
+/// The builder's hook: `http::Response::new(body)` (as examples/adopt.rs
 /// starts its own) is a 200 unless the status is set; forgetting that line
 /// makes every refusal of the service a 200.
 #[tokio::test]

@@ -10,4 +10,4 @@ mod concurrency;
 mod fleet;
 mod networks;
 mod operations;
-mod service_example;
+mod adopt_example;

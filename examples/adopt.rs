@@ -1,5 +1,5 @@
 //! A realistic axum service adopting `ratelimit`: what `cargo run --example
-//! service` runs.
+//! adopt` runs.
 //!
 //! * **Application state.** `AppState` holds the service's own handles (an
 //!   order book standing in for a database pool) and the `RateLimit`; the
@@ -25,7 +25,7 @@
 //!   `Retry-After` and the rate-limit headers to it.
 //!
 //! `--addr HOST:PORT` (default 127.0.0.1:3001), `--config FILE` (default
-//! `examples/service.toml`).
+//! `examples/adopt.toml`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -164,7 +164,7 @@ struct Options {
 fn options() -> Result<Options, String> {
     let mut o = Options {
         addr: SocketAddr::from(([127, 0, 0, 1], 3001)),
-        config: PathBuf::from("examples/service.toml"),
+        config: PathBuf::from("examples/adopt.toml"),
         jwks_url: None,
         ca_file: None,
     };

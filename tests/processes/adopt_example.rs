@@ -1,4 +1,4 @@
-//! `examples/service.rs` as a real process, over real sockets: tenants
+//! `examples/adopt.rs` as a real process, over real sockets: tenants
 //! verified by its middleware are limited per tenant whatever address they
 //! use, a token from its test identity provider (whose JWKS the service
 //! fetched over HTTPS, trusting the IdP's private CA through `[tls]
@@ -29,7 +29,7 @@ impl Drop for Service {
 }
 
 fn start() -> Service {
-    let bin = examples::example_binary("service");
+    let bin = examples::example_binary("adopt");
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let child = Command::new(bin)
