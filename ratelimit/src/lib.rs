@@ -345,13 +345,15 @@
 //!   (resolver chains), `ratelimit::claims` (verified claims). Brings serde,
 //!   serde_json, toml and http. Every feature below implies it.
 //! * `jwt`: `ratelimit::jwt`, JWT verification with `jsonwebtoken`: the
-//!   `[jwt]` key sources, `jwt_claim` keys and the `jwt` step.
+//!   `[jwt]` key sources (a JWKS URL included), `jwt_claim` keys and the
+//!   `jwt` step.
 //! * `service`: `ratelimit::service`, an external limit service over HTTP
 //!   or HTTPS, cached and fetched off the request path (`[service]`, the
-//!   `service` step); with `jwt`, also what fetches a JWKS URL. HTTPS is
-//!   rustls with ring (no aws-lc-rs), trusting the webpki roots or
-//!   `[tls] ca_file`, with the application's process-default crypto
-//!   provider if it installed one: the library never installs one.
+//!   `service` step).
+//! * `fetch` (implied by `jwt` and `service`): the HTTP(S) client they
+//!   fetch with. HTTPS is rustls with ring (no aws-lc-rs), trusting the
+//!   webpki roots or `[tls] ca_file`, with the application's process-default
+//!   crypto provider if it installed one: the library never installs one.
 //! * `axum` (implies `config` and `tokio`, not `jwt` or `service`):
 //!   `#[rate_limit]`, the `ratelimit::axum::RateLimit` runtime, its
 //!   `tower::Layer` for config-defined rules, headers, logs and metrics.
@@ -380,7 +382,7 @@
 //! `axum,jwt`, `axum,service`, `axum,redis`, `jwt,service`, and all.
 //!
 //! Every metric any feature exports is listed in `ratelimit::metrics`
-//! (present with `axum`, `service` or `redis`).
+//! (present with `axum`, `jwt`, `service` or `redis`).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -412,8 +414,11 @@ mod limiter;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod limits;
-#[cfg(any(feature = "axum", feature = "redis", feature = "service"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "axum", feature = "redis", feature = "service"))))]
+#[cfg(any(feature = "axum", feature = "redis", feature = "jwt", feature = "service"))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "axum", feature = "redis", feature = "jwt", feature = "service")))
+)]
 pub mod metrics;
 #[cfg(feature = "config")]
 mod net;

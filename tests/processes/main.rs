@@ -6,8 +6,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod adopt_example;
 mod concurrency;
 mod fleet;
 mod networks;
 mod operations;
-mod adopt_example;

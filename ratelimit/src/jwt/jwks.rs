@@ -274,7 +274,7 @@ impl RemoteJwks {
 }
 
 /// How a JWKS URL is fetched and refreshed.
-#[cfg_attr(docsrs, doc(cfg(all(feature = "jwt", feature = "service"))))]
+#[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JwksSettings {
     /// Refresh in the background after this long (default 10 min).

@@ -14,8 +14,7 @@ pub(super) struct PinnedKey {
     pub(super) alg: Algorithm,
 }
 
-// A JWKS URL's refreshes compare sets (feature `service`).
-#[cfg(feature = "service")]
+// A JWKS URL's refreshes compare sets.
 impl PinnedKey {
     /// The same algorithm and the same key material (its family and bytes:
     /// an RSA modulus and exponent, an EC or Ed25519 point, a DER key).
@@ -35,7 +34,6 @@ impl PinnedKey {
 /// Whether two key sets hold the same keys: the same `kid`s, each with the
 /// same algorithm and key material. A refresh that fetched the same set
 /// changes nothing a verification depends on.
-#[cfg(feature = "service")]
 pub(super) fn same_keys(a: &HashMap<String, PinnedKey>, b: &HashMap<String, PinnedKey>) -> bool {
     a.len() == b.len()
         && a.iter()
@@ -46,7 +44,6 @@ pub(super) fn same_keys(a: &HashMap<String, PinnedKey>, b: &HashMap<String, Pinn
 pub(super) enum Keys {
     Single(PinnedKey),
     ByKid(HashMap<String, PinnedKey>),
-    #[cfg(feature = "service")]
     Remote(std::sync::Arc<super::jwks::RemoteJwks>),
 }
 

@@ -40,13 +40,11 @@ use serde_json::Value;
 use crate::claims::VerifiedClaims;
 
 mod budget;
-#[cfg(feature = "service")]
 mod jwks;
 mod keys;
 mod settings;
 
 use budget::FailureBudget;
-#[cfg(feature = "service")]
 pub use jwks::JwksSettings;
 use keys::{parse_jwks, Keys, PinnedKey};
 
@@ -153,7 +151,6 @@ impl std::fmt::Debug for JwtVerifier {
         let keys = match &self.keys {
             Keys::Single(k) => format!("one {:?} key", k.alg),
             Keys::ByKid(m) => format!("{} keys by kid", m.len()),
-            #[cfg(feature = "service")]
             Keys::Remote(r) => format!("JWKS from {}", r.url),
         };
         f.debug_struct("JwtVerifier")
@@ -180,7 +177,6 @@ impl JwtVerifier {
         match &self.keys {
             Keys::Single(_) => 1,
             Keys::ByKid(keys) => keys.len(),
-            #[cfg(feature = "service")]
             Keys::Remote(remote) => remote.key_count(),
         }
     }
@@ -439,7 +435,6 @@ impl JwtVerifier {
                     let claims = claims.clone();
                     drop(cache);
                     // A hit still notices keys gone stale.
-                    #[cfg(feature = "service")]
                     if let Keys::Remote(remote) = &self.keys {
                         remote.refresh_if_stale();
                     }
@@ -456,12 +451,10 @@ impl JwtVerifier {
         }
 
         let header = jsonwebtoken::decode_header(token).ok()?;
-        #[cfg(feature = "service")]
         let remote_keys;
         let pinned = match &self.keys {
             Keys::Single(k) => k,
             Keys::ByKid(keys) => keys.get(header.kid.as_deref()?)?,
-            #[cfg(feature = "service")]
             Keys::Remote(remote) => {
                 remote_keys = remote.current();
                 match remote_keys.keys.get(header.kid.as_deref()?) {
@@ -566,7 +559,6 @@ impl JwtVerifier {
     /// installs new keys.
     fn key_generation(&self) -> usize {
         match &self.keys {
-            #[cfg(feature = "service")]
             Keys::Remote(r) => r.generation(),
             _ => 0,
         }

@@ -63,7 +63,6 @@ impl JwtVerifier {
         Ok(verifier)
     }
 
-    #[cfg(feature = "service")]
     async fn from_jwks_url(url: &str, v: &JwtVerification, tls: &TlsConfig) -> Result<JwtVerifier, JwtConfigError> {
         let settings = super::JwksSettings {
             refresh_every: v.jwks_refresh,
@@ -71,12 +70,5 @@ impl JwtVerifier {
             ..super::JwksSettings::default()
         };
         JwtVerifier::jwks_url_with_tls(url, settings, tls).await
-    }
-
-    #[cfg(not(feature = "service"))]
-    async fn from_jwks_url(_: &str, _: &JwtVerification, _: &TlsConfig) -> Result<JwtVerifier, JwtConfigError> {
-        Err(JwtConfigError::new(
-            "jwt.jwks_url needs the `service` feature of ratelimit",
-        ))
     }
 }

@@ -4,17 +4,17 @@
 //! section), the one rustls setup (`tls`), the CA file (`ca`) and the
 //! HTTP(S) client of the JWKS fetcher and the limit service (`http`).
 
-#[cfg(any(feature = "redis-tls", feature = "service"))]
+#[cfg(any(feature = "redis-tls", feature = "fetch"))]
 pub(crate) mod ca;
-#[cfg(feature = "service")]
+#[cfg(feature = "fetch")]
 pub(crate) mod http;
-#[cfg(any(feature = "redis-tls", feature = "service"))]
+#[cfg(any(feature = "redis-tls", feature = "fetch"))]
 pub(crate) mod tls;
 
 use std::net::IpAddr;
 
 /// `[tls]`: what every outbound TLS client of the runtime trusts: HTTPS to
-/// `[jwt] jwks_url` and to `[service] url` (feature `service`), and
+/// `[jwt] jwks_url` and to `[service] url` (features `jwt`, `service`), and
 /// `rediss://` to `[global] redis_url` (feature `redis-tls`) unless
 /// `[global] ca_file` names its own CA (the more specific setting wins).
 ///

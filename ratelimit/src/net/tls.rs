@@ -56,7 +56,7 @@ pub(crate) fn client_config(ca_file: Option<&Path>) -> Result<ClientTls, String>
 }
 
 /// What the roots of a client trusting `ca_file` are, for error messages.
-#[cfg(feature = "service")]
+#[cfg(feature = "fetch")]
 pub(crate) fn trust_of(ca_file: Option<&Path>) -> String {
     match ca_file {
         Some(path) => format!("the CAs of [tls] ca_file {}", path.display()),
@@ -67,7 +67,7 @@ pub(crate) fn trust_of(ca_file: Option<&Path>) -> String {
 /// An error and its sources, as one line (`a: b: c`, repeats skipped),
 /// with what a certificate error means when one is among them. `trust`
 /// says which roots the client trusts.
-#[cfg(feature = "service")]
+#[cfg(feature = "fetch")]
 pub(crate) fn describe(err: &(dyn std::error::Error + 'static), trust: &str) -> String {
     let mut text = String::new();
     let mut hint = None;
@@ -91,7 +91,7 @@ pub(crate) fn describe(err: &(dyn std::error::Error + 'static), trust: &str) -> 
 
 /// What a rustls certificate error (possibly inside an `io::Error`) means
 /// for the operator.
-#[cfg(feature = "service")]
+#[cfg(feature = "fetch")]
 fn certificate_hint(e: &(dyn std::error::Error + 'static), trust: &str) -> Option<String> {
     use rustls::CertificateError as C;
     // An `io::Error` shows its inner error but does not give it as a

@@ -90,7 +90,7 @@ fn a_jwt_key_source_needs_jwt() {
     );
     let (_, message) = startup(&format!("{JWT_CLAIMS}jwks_url = \"https://idp.internal/jwks.json\"\n"));
     assert!(
-        message.starts_with("[jwt] jwks_url: verifying tokens with it needs the `jwt` and `service` features"),
+        message.starts_with("[jwt] jwks_url: verifying tokens with it needs the `jwt` feature"),
         "{message}"
     );
 }

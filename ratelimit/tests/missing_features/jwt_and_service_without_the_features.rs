@@ -8,5 +8,5 @@ async fn me() -> &'static str {
 }
 
 fn main() {
-    let _ = me;
+    let _ = me::<ratelimit::axum::RateLimit>;
 }

@@ -308,29 +308,23 @@ impl Config {
 pub(crate) fn missing_features(config: &Config) -> Vec<(&'static str, String, String)> {
     let mut problems = Vec::new();
     let mut missing = |section: &'static str, field: String, message: String| problems.push((section, field, message));
-    #[cfg(not(all(feature = "jwt", feature = "service")))]
+    #[cfg(not(feature = "jwt"))]
     if let Some(v) = config.jwt.as_ref().and_then(|j| j.verification.as_ref()) {
         use super::JwtKeySource;
-        let (key, needs) = match &v.keys {
-            JwtKeySource::HmacSecretEnv(_) => ("hmac_secret_env", "the `jwt` feature"),
-            JwtKeySource::PemFile(_) => ("pem_file", "the `jwt` feature"),
-            JwtKeySource::JwksFile(_) => ("jwks_file", "the `jwt` feature"),
-            JwtKeySource::JwksUrl(_) => ("jwks_url", "the `jwt` and `service` features"),
+        let key = match &v.keys {
+            JwtKeySource::HmacSecretEnv(_) => "hmac_secret_env",
+            JwtKeySource::PemFile(_) => "pem_file",
+            JwtKeySource::JwksFile(_) => "jwks_file",
+            JwtKeySource::JwksUrl(_) => "jwks_url",
         };
-        let lacks = match &v.keys {
-            JwtKeySource::JwksUrl(_) => !cfg!(all(feature = "jwt", feature = "service")),
-            _ => !cfg!(feature = "jwt"),
-        };
-        if lacks {
-            missing(
-                "jwt",
-                format!("jwt.{key}"),
-                format!(
-                    "[jwt] {key}: verifying tokens with it needs {needs} of ratelimit, which this build lacks \
-                     (enable it in Cargo.toml, or remove the key source)"
-                ),
-            );
-        }
+        missing(
+            "jwt",
+            format!("jwt.{key}"),
+            format!(
+                "[jwt] {key}: verifying tokens with it needs the `jwt` feature of ratelimit, which this build \
+                 lacks (enable it in Cargo.toml, or remove the key source)"
+            ),
+        );
     }
     #[cfg(not(all(feature = "jwt", feature = "service")))]
     for (i, rule) in config.rules.iter().enumerate() {

@@ -18,15 +18,15 @@ pub(super) fn tls(raw: RawTls, ctx: &Ctx<'_>) -> Result<TlsConfig, ConfigError> 
 
 /// Readable, and PEM CA certificates (errors name the file and the
 /// certificate).
-#[cfg(any(feature = "service", feature = "redis-tls"))]
+#[cfg(any(feature = "fetch", feature = "redis-tls"))]
 fn check_ca_file(path: &Path) -> Result<(), String> {
     crate::net::ca::read_ca_file(path).map(drop)
 }
 
-#[cfg(not(any(feature = "service", feature = "redis-tls")))]
+#[cfg(not(any(feature = "fetch", feature = "redis-tls")))]
 fn check_ca_file(path: &Path) -> Result<(), String> {
     Err(format!(
-        "{}: outbound TLS needs the `service` (HTTPS) or `redis-tls` (rediss://) feature of ratelimit",
+        "{}: outbound TLS needs the `jwt` or `service` (HTTPS) or `redis-tls` (rediss://) feature of ratelimit",
         path.display()
     ))
 }
