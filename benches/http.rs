@@ -205,13 +205,18 @@ fn apps() -> Apps {
         .build()
         .expect("tokio runtime");
     let limiter = rt
-        .block_on(RateLimit::from_config(Config::from_toml_str(CONFIG).expect("config")))
+        .block_on(
+            RateLimit::builder(Config::from_toml_str(CONFIG).expect("config"))
+                .routes_in(module_path!())
+                .build(),
+        )
         .expect("runtime");
     let verifier = ratelimit::jwt::JwtVerifier::hmac(JWT_SECRET, jsonwebtoken::Algorithm::HS256).expect("verifier");
     let jwt_config = format!("{CONFIG}\n[jwt]\nmax_rate = \"10000000/s\"\nmax_burst = 100\n");
     let jwt_limiter = rt
         .block_on(
             RateLimit::builder(Config::from_toml_str(&jwt_config).expect("config"))
+                .routes_in(module_path!())
                 .jwt_verifier(verifier)
                 .build(),
         )

@@ -290,7 +290,44 @@ fn rule_items(
     if wants_service {
         requires.push(quote!(#krate::__private::requires_service! { step }));
     }
-    let profiles = steps.iter().filter_map(Step::profile);
+    let profiles: Vec<_> = steps.iter().filter_map(Step::profile).collect();
+    // The route as written, registered at link time for startup's checks
+    // and `RateLimit::routes()`.
+    let key_text = match &args.key {
+        Some(KeyKind::Ip) | None => "ip".to_owned(),
+        Some(KeyKind::Header(name)) => format!("header({name:?})"),
+        Some(KeyKind::Claim(path)) => format!("jwt_claim({path:?})"),
+        Some(KeyKind::Global) => "global".to_owned(),
+        Some(KeyKind::Custom(path)) => format!("custom({})", path.replace(' ', "")),
+    };
+    let step_texts: Vec<String> = steps
+        .iter()
+        .map(|step| match step {
+            Step::Jwt => "jwt".to_owned(),
+            Step::Service => "service".to_owned(),
+            Step::Profile(name) => format!("profile({name:?})"),
+            Step::Default => "default".to_owned(),
+        })
+        .collect();
+    let stacked = u8::try_from(index + 1).unwrap_or(u8::MAX);
+    let register = quote! {
+        #(#cfg_attrs)*
+        #krate::__private::inventory::submit! {
+            #krate::__private::AttributeRoute::__new(
+                <#rule as #krate::__private::Rule>::NAME,
+                ::core::concat!(::core::module_path!(), "::", #fn_name),
+                #key_text,
+                &[#(#step_texts),*],
+                &[#(#profiles),*],
+                #cost,
+                #bytes_per_unit,
+                #shadow,
+                #stacked,
+                ::core::file!(),
+                ::core::line!(),
+            )
+        }
+    };
     // The chain, folded from the right: Chain<A, Chain<B, DefaultProfile>>.
     // The last step is `default` (the spec checked it).
     let (mut chain_ty, mut chain_value) = runtime(Step::Default.runtime());
@@ -332,6 +369,8 @@ fn rule_items(
             }
             #reject_fn
         }
+
+        #register
     }
 }
 

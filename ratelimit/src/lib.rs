@@ -460,8 +460,10 @@ pub use ratelimit_macros::rate_limit;
 pub mod __private {
     pub use crate::axum::__call_reject as call_reject;
     pub use crate::axum::observe::RouteSeries;
+    pub use crate::axum::AttributeRoute;
     pub use crate::axum::{Admit, InState, Limited, Rejection, RouterState, Rule, Rules, ViaLayer};
     pub use ::axum::response::{IntoResponse, Response};
+    pub use ::inventory;
     // Every key source and resolver, by the names the spec gives them
     // (`KeyKind::runtime`, `Step::runtime`): a new kind needs no edit here.
     pub use crate::key::*;

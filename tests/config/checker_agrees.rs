@@ -24,6 +24,7 @@ async fn plain() -> &'static str {
 
 async fn app(toml: &str) -> axum::routing::RouterIntoService<Body> {
     let rl = RateLimit::builder(Config::from_toml_str(toml).unwrap())
+        .routes_in(module_path!())
         .clock(ManualClock::new())
         .build()
         .await
@@ -136,6 +137,7 @@ async fn explain_takes_no_token_from_two_authorization_headers_as_the_runtime() 
     assert!(text.contains("profile standard"), "explain: {text}");
 
     let rl = RateLimit::builder(Config::from_toml_str(JWT_RULE).unwrap())
+        .routes_in(module_path!())
         .clock(ManualClock::new())
         .build()
         .await
@@ -165,7 +167,10 @@ async fn a_non_utf8_fleet_secret_is_accepted_by_the_checker_and_by_startup() {
     );
     let report = check::check_toml_str(&toml, "fleet.toml");
     assert!(report.is_ok(), "checker: {:?}", report.errors());
-    let started = RateLimit::from_config(Config::from_toml_str(&toml).unwrap()).await;
+    let started = RateLimit::builder(Config::from_toml_str(&toml).unwrap())
+        .routes_in(module_path!())
+        .build()
+        .await;
     assert!(started.is_ok(), "startup: {:?}", started.err());
 }
 
@@ -189,7 +194,11 @@ async fn an_hmac_verification_built_in_code_needs_an_algorithm() {
             .contains("no algorithm: an HMAC secret or a PEM key needs one named")),
         "{problems:?}"
     );
-    let err = RateLimit::from_config(config).await.unwrap_err();
+    let err = RateLimit::builder(config)
+        .routes_in(module_path!())
+        .build()
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("no algorithm"), "{err}");
 }
 

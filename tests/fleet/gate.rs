@@ -557,7 +557,12 @@ mod over_http {
         if let Some(g) = config.global.as_mut() {
             g.key_secret = Some(FleetSecret(SECRET.to_vec()));
         }
-        let rl = RateLimit::builder(config).clock(clock.clone()).build().await.unwrap();
+        let rl = RateLimit::builder(config)
+            .routes_in(module_path!())
+            .clock(clock.clone())
+            .build()
+            .await
+            .unwrap();
         let app = Router::new()
             .route("/fleet", get(fleet))
             .with_state(rl.clone())
@@ -680,7 +685,9 @@ mod over_http {
     #[tokio::test]
     async fn a_missing_fleet_secret_is_refused_at_startup() {
         let toml = "[profiles.standard]\nrate = \"60/min\"\n[global]\nredis_url = \"redis://127.0.0.1:1/\"\nkey_secret_env = \"RATELIMIT_TEST_SECRET_THAT_IS_NOT_SET\"\n";
-        let err = RateLimit::from_config(Config::from_toml_str(toml).unwrap())
+        let err = RateLimit::builder(Config::from_toml_str(toml).unwrap())
+            .routes_in(module_path!())
+            .build()
             .await
             .unwrap_err();
         assert!(
@@ -690,6 +697,10 @@ mod over_http {
         // Redis being down at startup is not an error: the gate starts local-only.
         let mut config = Config::from_toml_str(toml).unwrap();
         config.global.as_mut().unwrap().key_secret = Some(FleetSecret(SECRET.to_vec()));
-        assert!(RateLimit::from_config(config).await.is_ok());
+        assert!(RateLimit::builder(config)
+            .routes_in(module_path!())
+            .build()
+            .await
+            .is_ok());
     }
 }

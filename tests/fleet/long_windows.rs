@@ -83,7 +83,12 @@ async fn app(clock: &ManualClock) -> axum::routing::RouterIntoService<Body> {
         Quota::per_day(10_000).with_burst(20)
     );
     assert_eq!(config.profile("weekly").unwrap().quota, Quota::per_week(100_000));
-    let rl = RateLimit::builder(config).clock(clock.clone()).build().await.unwrap();
+    let rl = RateLimit::builder(config)
+        .routes_in(module_path!())
+        .clock(clock.clone())
+        .build()
+        .await
+        .unwrap();
     Router::new()
         .route("/daily", get(daily))
         .route("/full", get(full))
@@ -245,7 +250,12 @@ mod fleet {
         );
         let mut config = Config::from_toml_str(&toml).unwrap();
         config.global.as_mut().unwrap().key_secret = Some(FleetSecret(SECRET.to_vec()));
-        let rl = RateLimit::builder(config).clock(clock.clone()).build().await.unwrap();
+        let rl = RateLimit::builder(config)
+            .routes_in(module_path!())
+            .clock(clock.clone())
+            .build()
+            .await
+            .unwrap();
         let app = Router::new()
             .route("/quota", get(quota))
             .route("/minute", get(minute))

@@ -392,6 +392,7 @@ async fn runtime_syncs(
         b"fleet secret for the tests, 32 B".to_vec(),
     ));
     let rate_limit = ratelimit::axum::RateLimit::builder(config)
+        .routes_in(module_path!())
         .build()
         .await
         .expect("a runtime (Redis is off the startup path)");

@@ -132,6 +132,7 @@ async fn statuses(app: &Router, n: usize, make: impl Fn() -> Request<Body>) -> V
 
 async fn app_state(clock: &ManualClock) -> AppState {
     let rate_limit = RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+        .routes_in(module_path!())
         .clock(clock.clone())
         .build()
         .await
@@ -232,6 +233,7 @@ async fn the_builders_hook_shapes_every_other_rejection() {
         "{CONFIG}\n[[rules]]\nname = \"api\"\npath = \"/api/{{*rest}}\"\nkey = \"ip\"\nresolve = [\"default\"]\n"
     );
     let rl = RateLimit::builder(Config::from_toml_str(&config).unwrap())
+        .routes_in(module_path!())
         .clock(clock.clone())
         .rejection(|r: &Rejection<'_>| {
             let mut response = Response::new(format!(
@@ -292,6 +294,7 @@ async fn a_rule_names_a_registered_key() {
         .unwrap()
     };
     let err = RateLimit::builder(rules("custom:tenant"))
+        .routes_in(module_path!())
         .clock(clock.clone())
         .build()
         .await
@@ -303,6 +306,7 @@ async fn a_rule_names_a_registered_key() {
         "{err}"
     );
     let err = RateLimit::builder(rules("custom:tenant"))
+        .routes_in(module_path!())
         .key("tenant ", ByTenant)
         .build()
         .await
@@ -311,6 +315,7 @@ async fn a_rule_names_a_registered_key() {
     assert!(err.contains("key \"tenant \": invalid custom key name"), "{err}");
 
     let rl = RateLimit::builder(rules("custom:tenant"))
+        .routes_in(module_path!())
         .clock(clock.clone())
         .key("tenant", ByTenant)
         .build()
@@ -390,6 +395,7 @@ async fn the_service_step_asks_the_applications_limit_service() {
     let service = config.service.as_mut().unwrap();
     service.id_secret = Some(ratelimit::config::ServiceSecret(ID_SECRET.to_vec()));
     let rl = RateLimit::builder(config)
+        .routes_in(module_path!())
         .limit_service(Plans {
             premium,
             lookups: Arc::clone(&lookups),
@@ -425,6 +431,7 @@ async fn a_limit_service_is_given_once() {
         lookups: Arc::default(),
     };
     let err = RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+        .routes_in(module_path!())
         .limit_service(plans())
         .build()
         .await
@@ -437,6 +444,7 @@ async fn a_limit_service_is_given_once() {
     .unwrap();
     config.service.as_mut().unwrap().id_secret = Some(ratelimit::config::ServiceSecret(ID_SECRET.to_vec()));
     let err = RateLimit::builder(config.clone())
+        .routes_in(module_path!())
         .limit_service(plans())
         .build()
         .await
@@ -447,7 +455,12 @@ async fn a_limit_service_is_given_once() {
         "{err}"
     );
     config.service.as_mut().unwrap().url = None;
-    let err = RateLimit::from_config(config).await.unwrap_err().to_string();
+    let err = RateLimit::builder(config)
+        .routes_in(module_path!())
+        .build()
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("[service] url: missing"), "{err}");
 }
 

@@ -73,6 +73,7 @@ async fn app(clock: &ManualClock) -> axum::routing::RouterIntoService<Body> {
 
 async fn app_with(config: &str, clock: &ManualClock) -> axum::routing::RouterIntoService<Body> {
     let rl = RateLimit::builder(Config::from_toml_str(config).unwrap())
+        .routes_in(module_path!())
         .clock(clock.clone())
         .build()
         .await

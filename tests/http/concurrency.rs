@@ -109,6 +109,7 @@ async fn fragile(axum::extract::Query(q): axum::extract::Query<std::collections:
 
 async fn runtime() -> RateLimit {
     RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+        .routes_in(module_path!())
         .clock(ManualClock::new())
         .build()
         .await

@@ -50,7 +50,12 @@ async fn tenant_handler() -> &'static str {
 async fn an_application_key_source_limits_each_tenant_apart() {
     let config = Config::from_toml_str("[profiles.standard]\nrate = \"1/min\"\nburst = 2\n").unwrap();
     let clock = ManualClock::new();
-    let rl = RateLimit::builder(config).clock(clock).build().await.unwrap();
+    let rl = RateLimit::builder(config)
+        .routes_in(module_path!())
+        .clock(clock)
+        .build()
+        .await
+        .unwrap();
     let app = Router::new().route("/t", get(tenant_handler)).with_state(rl);
 
     let send = |tenant: Option<&str>| {

@@ -86,7 +86,9 @@ async fn serve(rate_limit: &RateLimit) -> SocketAddr {
 }
 
 async fn serve_config(config: &str) -> SocketAddr {
-    let rate_limit = RateLimit::from_config(Config::from_toml_str(config).unwrap())
+    let rate_limit = RateLimit::builder(Config::from_toml_str(config).unwrap())
+        .routes_in(module_path!())
+        .build()
         .await
         .unwrap();
     serve(&rate_limit).await
@@ -410,7 +412,9 @@ async fn limited_handler() -> &'static str {
 #[tokio::test]
 async fn an_attribute_route_refuses_grpc_calls_the_grpc_way() {
     use tower::ServiceExt;
-    let rate_limit = RateLimit::from_config(Config::from_toml_str(DAILY).unwrap())
+    let rate_limit = RateLimit::builder(Config::from_toml_str(DAILY).unwrap())
+        .routes_in(module_path!())
+        .build()
         .await
         .unwrap();
     let app = axum::Router::new()
@@ -457,7 +461,12 @@ async fn a_rejection_hook_can_answer_grpc_calls_itself() {
             .unwrap()
     }
     let config = Config::from_toml_str(PER_IP).unwrap();
-    let rate_limit = RateLimit::builder(config).rejection(hook).build().await.unwrap();
+    let rate_limit = RateLimit::builder(config)
+        .routes_in(module_path!())
+        .rejection(hook)
+        .build()
+        .await
+        .unwrap();
     let addr = serve(&rate_limit).await;
     let mut client = client(addr).await;
     for _ in 0..3 {
@@ -488,7 +497,9 @@ async fn a_rejection_hook_can_answer_grpc_calls_itself() {
 #[tokio::test]
 async fn only_a_post_is_refused_the_grpc_way_and_never_cached() {
     use tower::ServiceExt;
-    let rate_limit = RateLimit::from_config(Config::from_toml_str(DAILY).unwrap())
+    let rate_limit = RateLimit::builder(Config::from_toml_str(DAILY).unwrap())
+        .routes_in(module_path!())
+        .build()
         .await
         .unwrap();
     let app = axum::Router::new()
@@ -539,7 +550,12 @@ async fn a_hooks_grpc_refusal_is_sent_trailers_only_with_matching_details() {
         own
     }
     let config = Config::from_toml_str(DAILY).unwrap();
-    let rate_limit = RateLimit::builder(config).rejection(hook).build().await.unwrap();
+    let rate_limit = RateLimit::builder(config)
+        .routes_in(module_path!())
+        .rejection(hook)
+        .build()
+        .await
+        .unwrap();
     let app = axum::Router::new()
         .route("/pkg.Service/Method", axum::routing::post(|| async { "served" }))
         .layer(rate_limit.layer());

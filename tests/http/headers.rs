@@ -23,6 +23,11 @@ use serde_json::Value;
 use sf::{limit_triples, limits, policies, policy_triples};
 use tower::ServiceExt;
 
+/// These tests serve routes on purpose beyond what each configuration can
+/// (a cost above every burst, a profile some configurations lack), to see
+/// what a request on them gets: startup checks no attribute route here.
+const UNCHECKED: &str = "none";
+
 /// The style under test (one place to change it).
 const STYLE: &str = "structured";
 
@@ -83,6 +88,7 @@ fn router() -> Router {
 
 async fn app(toml: &str, clock: &ManualClock) -> axum::routing::RouterIntoService<Body> {
     let rl = RateLimit::builder(Config::from_toml_str(toml).unwrap())
+        .routes_in(UNCHECKED)
         .clock(clock.clone())
         .build()
         .await
@@ -411,6 +417,7 @@ resolve = ["default"]
 "#;
     let clock = ManualClock::new();
     let rl = RateLimit::builder(Config::from_toml_str(&config(rule)).unwrap())
+        .routes_in(UNCHECKED)
         .clock(clock.clone())
         .build()
         .await
@@ -700,11 +707,13 @@ resolve = ["profile:pair", "default"]
     );
     let clock = ManualClock::new();
     let outer = RateLimit::builder(Config::from_toml_str(&outer_toml).unwrap())
+        .routes_in(UNCHECKED)
         .clock(clock.clone())
         .build()
         .await
         .unwrap();
     let inner = RateLimit::builder(Config::from_toml_str(&inner_toml).unwrap())
+        .routes_in(UNCHECKED)
         .clock(clock.clone())
         .build()
         .await
@@ -763,11 +772,13 @@ resolve = ["profile:once", "default"]
     );
     let clock = ManualClock::new();
     let outer = RateLimit::builder(Config::from_toml_str(&outer_toml).unwrap())
+        .routes_in(UNCHECKED)
         .clock(clock.clone())
         .build()
         .await
         .unwrap();
     let inner = RateLimit::builder(Config::from_toml_str(&inner_toml).unwrap())
+        .routes_in(UNCHECKED)
         .clock(clock.clone())
         .build()
         .await
@@ -808,7 +819,12 @@ resolve = ["default"]
     let Ok(config) = Config::from_toml_str(&config(rule)) else {
         return; // refused at load: no collision possible
     };
-    let Ok(rl) = RateLimit::builder(config).clock(clock.clone()).build().await else {
+    let Ok(rl) = RateLimit::builder(config)
+        .routes_in(UNCHECKED)
+        .clock(clock.clone())
+        .build()
+        .await
+    else {
         return;
     };
     let app = router().layer(rl.layer()).into_service::<Body>();

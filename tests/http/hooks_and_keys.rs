@@ -52,6 +52,7 @@ async fn send(app: &Router, r: Request<Body>) -> Response<String> {
 
 async fn runtime(clock: &ManualClock) -> RateLimit {
     RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+        .routes_in(module_path!())
         .clock(clock.clone())
         .build()
         .await
@@ -109,6 +110,7 @@ async fn a_refusal_shaped_by_a_json_hook_is_not_a_success() {
 async fn a_builder_hook_without_a_status_answers_200() {
     let clock = ManualClock::new();
     let rl = RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+        .routes_in(module_path!())
         .clock(clock.clone())
         .rejection(|r: &Rejection<'_>| http::Response::new(format!("{{\"retry_in\":{}}}", r.retry_after_secs())))
         .build()
@@ -215,12 +217,14 @@ fn with_service(url: Option<&str>) -> Config {
 #[tokio::test]
 async fn a_reload_accepts_a_service_section_that_startup_refuses() {
     let rl = RateLimit::builder(with_service(None))
+        .routes_in(module_path!())
         .limit_service(Nobody)
         .build()
         .await
         .unwrap();
     // What a restart with this file says:
     let at_start = RateLimit::builder(with_service(Some("http://127.0.0.1:9/limits")))
+        .routes_in(module_path!())
         .limit_service(Nobody)
         .build()
         .await
@@ -243,6 +247,7 @@ async fn a_reload_accepts_a_service_section_that_startup_refuses() {
 async fn a_hooks_shorter_retry_after_is_raised_to_the_wait() {
     let clock = ManualClock::new();
     let rl = RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+        .routes_in(module_path!())
         .clock(clock.clone())
         .rejection(|r: &Rejection<'_>| {
             let secs = if r.request().uri.path() == "/p" { "0" } else { "120" };

@@ -17,6 +17,7 @@ mod headers;
 mod hooks_and_keys;
 mod networks;
 mod probe;
+mod registry;
 mod response_bytes;
 mod routes;
 mod stacked;

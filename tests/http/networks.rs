@@ -48,6 +48,7 @@ resolve = ["default"]
 
 async fn app(toml: &str, clock: &ManualClock) -> Router {
     let rl = RateLimit::builder(Config::from_toml_str(toml).unwrap())
+        .routes_in(module_path!())
         .clock(clock.clone())
         .build()
         .await

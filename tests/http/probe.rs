@@ -55,6 +55,7 @@ async fn upstream() -> &'static str {
 
 async fn app(config: &str) -> App {
     let rl = RateLimit::builder(Config::from_toml_str(config).unwrap())
+        .routes_in(module_path!())
         .clock(ManualClock::new())
         .build()
         .await
@@ -173,7 +174,12 @@ fn only_head_and_options_can_be_probes() {
 async fn a_code_built_config_with_a_get_probe_is_refused_at_startup() {
     let mut config = Config::from_toml_str(CONFIG).unwrap();
     config.responses = config.responses.clone().with_probe_methods(vec![Method::GET]);
-    let e = RateLimit::builder(config).build().await.unwrap_err().to_string();
+    let e = RateLimit::builder(config)
+        .routes_in(module_path!())
+        .build()
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("probe_methods") && e.contains("GET"), "{e}");
 }
 
@@ -181,6 +187,7 @@ async fn a_code_built_config_with_a_get_probe_is_refused_at_startup() {
 async fn probes_follow_a_reload_and_a_bad_one_changes_nothing() {
     let without = CONFIG.replace("probe_methods = [\"HEAD\", \"OPTIONS\"]", "");
     let rl = RateLimit::builder(Config::from_toml_str(&without).unwrap())
+        .routes_in(module_path!())
         .clock(ManualClock::new())
         .build()
         .await

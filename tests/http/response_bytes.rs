@@ -169,6 +169,7 @@ async fn file(Query(size): Query<Size>) -> Body {
 
 async fn app(clock: &ManualClock) -> (RateLimit, axum::routing::RouterIntoService<Body>) {
     let rl = RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+        .routes_in(module_path!())
         .clock(clock.clone())
         .build()
         .await
@@ -186,6 +187,7 @@ async fn app(clock: &ManualClock) -> (RateLimit, axum::routing::RouterIntoServic
 /// `/download` alone, with the runtime of `config` as its state.
 async fn download_app(config: &str) -> axum::routing::RouterIntoService<Body> {
     let rl = RateLimit::builder(Config::from_toml_str(config).unwrap())
+        .routes_in(module_path!())
         .clock(ManualClock::new())
         .build()
         .await
@@ -546,6 +548,7 @@ mod sockets {
 
     async fn serve() -> SocketAddr {
         let rl = RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+            .routes_in(module_path!())
             .build()
             .await
             .unwrap();
@@ -645,7 +648,12 @@ mod fleet {
         );
         let mut config = Config::from_toml_str(&toml).unwrap();
         config.global.as_mut().unwrap().key_secret = Some(FleetSecret(SECRET.to_vec()));
-        let rl = RateLimit::builder(config).clock(clock.clone()).build().await.unwrap();
+        let rl = RateLimit::builder(config)
+            .routes_in(module_path!())
+            .clock(clock.clone())
+            .build()
+            .await
+            .unwrap();
         let app = Router::new()
             .route("/download", get(fleet_download))
             .with_state(rl.clone())

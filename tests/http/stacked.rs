@@ -60,6 +60,7 @@ fn router() -> Router<RateLimit> {
 
 async fn runtime(toml: &str, clock: &ManualClock) -> RateLimit {
     RateLimit::builder(Config::from_toml_str(toml).unwrap())
+        .routes_in(module_path!())
         .clock(clock.clone())
         .build()
         .await

@@ -225,7 +225,11 @@ async fn partner() -> &'static str {
 }
 
 async fn build(config: Config) -> Result<RateLimit, String> {
-    RateLimit::builder(config).build().await.map_err(|e| e.to_string())
+    RateLimit::builder(config)
+        .routes_in(module_path!())
+        .build()
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Serves `rate_limit` with `/me` and `/partner` on a real socket.

@@ -368,6 +368,7 @@ async fn a_forged_token_flood_costs_a_bounded_number_of_signature_checks() {
     let pem = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/rsa_public.pem");
     let config = Config::from_toml_str(&FLOOD_CONFIG.replace("PEM", pem)).unwrap();
     let rl = RateLimit::builder(config)
+        .routes_in(module_path!())
         .clock(ratelimit::ManualClock::new())
         .build()
         .await

@@ -237,7 +237,11 @@ async fn ids_sent(secret: &[u8]) -> (String, String) {
     let up = Stub::start("/v1/limits", Reply::Status(404), Duration::ZERO).await;
     let mut config = Config::from_toml_str(&service_config(&up.url)).unwrap();
     config.service.as_mut().unwrap().id_secret = Some(ServiceSecret(secret.to_vec()));
-    let rl = RateLimit::from_config(config).await.unwrap();
+    let rl = RateLimit::builder(config)
+        .routes_in(module_path!())
+        .build()
+        .await
+        .unwrap();
     let app = axum::Router::new()
         .route("/h", get(|| async { "h" }))
         .route("/ip", get(|| async { "ip" }))
@@ -341,7 +345,9 @@ async fn a_missing_empty_or_short_id_secret_is_refused_at_startup() {
         }
         let config = Config::from_toml_str(&text).unwrap();
         async move {
-            RateLimit::from_config(config)
+            RateLimit::builder(config)
+                .routes_in(module_path!())
+                .build()
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())

@@ -157,6 +157,7 @@ mod layer;
 mod meter;
 pub mod observe;
 mod optional;
+mod registry;
 mod reject;
 mod report;
 mod respond;
@@ -174,6 +175,7 @@ pub use charge::Charge;
 pub use error::SetupError;
 pub use handler::{Admit, InState, Limited, Report, RouterState, Rule, Rules, ViaLayer};
 pub use layer::{LimitBody, RateLimitLayer, RateLimitService, ResponseFuture};
+pub use registry::AttributeRoute;
 #[doc(hidden)]
 pub use reject::call_reject as __call_reject;
 pub use reject::Rejection;
@@ -301,6 +303,45 @@ impl RateLimit {
     pub fn reload_file(&self, path: impl AsRef<std::path::Path>) -> Result<crate::config::ConfigChanges, ConfigError> {
         let path = path.as_ref();
         self.inner.reload(Config::from_file(path)?, &path.display().to_string())
+    }
+
+    /// Every `#[rate_limit]` route this runtime serves, by route name: each
+    /// attribute of the program registers its route at link time, and
+    /// [`build`](RateLimitBuilder::build) checks them all against the
+    /// configuration (the profiles they name exist, their cost fits the
+    /// bursts their chain can reach, no two handlers share a name), as does
+    /// every reload. [`RateLimitBuilder::routes_in`] narrows them to a module.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ratelimit::axum::RateLimit;
+    /// use ratelimit::config::Config;
+    /// use ratelimit::rate_limit;
+    ///
+    /// #[rate_limit(key = ip, resolve = [profile("search"), default], name = "search", cost = 2)]
+    /// async fn search() -> &'static str {
+    ///     "found"
+    /// }
+    ///
+    /// let config = Config::from_toml_str("[profiles.standard]\nrate = \"10/s\"\n").unwrap();
+    /// // The configuration lacks the route's profile: startup says so.
+    /// let refused = RateLimit::from_config(config).await.unwrap_err();
+    /// assert!(refused.to_string().contains("profile(\"search\") is not a profile of the configuration"));
+    ///
+    /// let config = Config::from_toml_str(
+    ///     "[profiles.standard]\nrate = \"10/s\"\n[profiles.search]\nrate = \"1/s\"\nburst = 5\n",
+    /// )
+    /// .unwrap();
+    /// let rate_limit = RateLimit::from_config(config).await.unwrap();
+    /// let route = &rate_limit.routes()[0];
+    /// assert_eq!((route.name(), route.key(), route.cost()), ("search", "ip", 2));
+    /// assert_eq!(route.resolve(), ["profile(\"search\")", "default"]);
+    /// # let _ = search::<RateLimit>;
+    /// # }
+    /// ```
+    pub fn routes(&self) -> &[&'static AttributeRoute] {
+        &self.inner.routes
     }
 }
 
@@ -452,7 +493,23 @@ impl RateLimitBuilder {
         self
     }
 
-    /// Builds the runtime (needs a tokio runtime).
+    /// Serves only the `#[rate_limit]` routes whose handler's path starts
+    /// with `module` (`module_path!()`, `"my_app::api"`): startup and
+    /// reloads check those against the configuration, and
+    /// [`RateLimit::routes`] lists them. By default, every attribute route
+    /// of the program: set it when one program runs several runtimes, each
+    /// with its own configuration for its own routes (a test binary). A
+    /// prefix no handler has (`"none"`) checks no route: for tests that
+    /// serve routes a configuration cannot, on purpose.
+    #[must_use]
+    pub fn routes_in(mut self, module: &'static str) -> Self {
+        self.extras.routes_in = module;
+        self
+    }
+
+    /// Builds the runtime (needs a tokio runtime). Refuses a configuration
+    /// that cannot serve an attribute route (see [`RateLimit::routes`]),
+    /// naming the route, its handler and where it is written.
     pub async fn build(self) -> Result<RateLimit, SetupError> {
         if !self.errors.is_empty() {
             return Err(SetupError::new("builder", self.errors.join("; ")));

@@ -48,6 +48,9 @@ pub(crate) struct Runtime {
     /// Requests in flight per key, made when a concurrency limit is first
     /// used.
     pub(crate) in_flight: std::sync::OnceLock<Arc<crate::concurrency::ConcurrencyLimiter>>,
+    /// The attribute routes this runtime serves (checked at startup and on
+    /// every reload).
+    pub(crate) routes: Vec<&'static super::AttributeRoute>,
 }
 
 impl fmt::Debug for Runtime {

@@ -22,6 +22,21 @@ pub(crate) struct Extras {
     pub(crate) reject: Option<RejectHook>,
     /// The builder's verifier and limit service.
     pub(crate) given: Given,
+    /// Which attribute routes this runtime serves: those whose handler's
+    /// path starts with it (all of them by default).
+    pub(crate) routes_in: &'static str,
+}
+
+/// The attribute routes under `prefix`, refused (every problem, one per
+/// line) when `config` cannot serve them.
+fn attribute_routes(prefix: &str, config: &Config) -> Result<Vec<&'static super::AttributeRoute>, String> {
+    let routes = super::registry::routes_under(prefix);
+    let problems = super::registry::check(&routes, config);
+    if problems.is_empty() {
+        Ok(routes)
+    } else {
+        Err(problems.join("\n"))
+    }
 }
 
 /// The configuration needs no cargo feature this build lacks (`[jwt]`
@@ -76,7 +91,9 @@ impl Runtime {
             keys,
             reject: reject_hook,
             mut given,
+            routes_in,
         } = extras;
+        let routes = attribute_routes(routes_in, &config).map_err(|message| SetupError::new("routes", message))?;
         let probes = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods)
             .map_err(|e| SetupError::new("responses", format!("[responses] probe_methods: {e}")))?;
         features(&config).map_err(|(section, _, message)| SetupError::new(section, message))?;
@@ -109,6 +126,7 @@ impl Runtime {
             published: crate::metrics::Published::default(),
             fleet,
             in_flight: std::sync::OnceLock::new(),
+            routes,
         })
     }
 
@@ -129,6 +147,12 @@ impl Runtime {
             ConfigError::new(source, format!("{e}; the running configuration stays"))
                 .with_field("responses.probe_methods")
         })?;
+        let problems = super::registry::check(&self.routes, &config);
+        if let Some(first) = problems.first() {
+            return Err(
+                ConfigError::new(source, format!("{first}; the running configuration stays")).with_field("routes"),
+            );
+        }
         // A panic elsewhere while holding it poisons nothing that matters.
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let changes = self.config.replace(config);

@@ -1,0 +1,201 @@
+//! Every `#[rate_limit]` route of the program, registered at link time
+//! (`inventory`: each expansion submits a static [`AttributeRoute`], and
+//! the list is gathered before `main`), so that startup and every reload
+//! check the routes against the configuration rather than the first request
+//! finding a profile missing.
+//!
+//! `inventory` rather than `linkme`: its `submit!` works through a
+//! re-export (`ratelimit::__private`), so a renamed dependency
+//! (`crate = "..."`) needs nothing more, and it supports every platform
+//! the runtime does.
+
+use std::collections::BTreeMap;
+
+use crate::config::Config;
+
+/// One `#[rate_limit]` attribute, as it was written: what
+/// [`RateLimit::routes`](super::RateLimit::routes) lists and what startup
+/// checks against the configuration.
+///
+/// ```no_run
+/// # async fn run(rate_limit: ratelimit::axum::RateLimit) {
+/// for route in rate_limit.routes() {
+///     println!("{} ({}): key {}, resolve [{}]", route.name(), route.handler(), route.key(), route.resolve().join(", "));
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct AttributeRoute {
+    name: &'static str,
+    handler: &'static str,
+    key: &'static str,
+    resolve: &'static [&'static str],
+    profiles: &'static [&'static str],
+    cost: u32,
+    bytes_per_unit: Option<u32>,
+    shadow: bool,
+    stacked: u8,
+    file: &'static str,
+    line: u32,
+}
+
+inventory::collect!(AttributeRoute);
+
+impl AttributeRoute {
+    /// What the expansion registers. Not a public API.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub const fn __new(
+        name: &'static str,
+        handler: &'static str,
+        key: &'static str,
+        resolve: &'static [&'static str],
+        profiles: &'static [&'static str],
+        cost: u32,
+        bytes_per_unit: Option<u32>,
+        shadow: bool,
+        stacked: u8,
+        file: &'static str,
+        line: u32,
+    ) -> AttributeRoute {
+        AttributeRoute {
+            name,
+            handler,
+            key,
+            resolve,
+            profiles,
+            cost,
+            bytes_per_unit,
+            shadow,
+            stacked,
+            file,
+            line,
+        }
+    }
+
+    /// The route name (`name = "..."`, else the handler's path).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The handler's path (`my_crate::users::get_user`).
+    pub fn handler(&self) -> &'static str {
+        self.handler
+    }
+
+    /// The key as written (`ip`, `jwt_claim("sub")`, `custom(ByTenant)`).
+    pub fn key(&self) -> &'static str {
+        self.key
+    }
+
+    /// The resolve steps as written (`jwt`, `profile("standard")`,
+    /// `default`).
+    pub fn resolve(&self) -> &'static [&'static str] {
+        self.resolve
+    }
+
+    /// The profiles the chain names (its `profile("...")` steps).
+    pub fn profiles(&self) -> &'static [&'static str] {
+        self.profiles
+    }
+
+    /// The units a request reserves (`cost = N`; 1 for a cost by the
+    /// response's size).
+    pub fn cost(&self) -> u32 {
+        self.cost
+    }
+
+    /// `cost = response_bytes(per = N)`: `Some(N)`.
+    pub fn bytes_per_unit(&self) -> Option<u32> {
+        self.bytes_per_unit
+    }
+
+    /// `shadow`.
+    pub fn shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// Its place among the limits stacked on its handler: 1 for the first
+    /// (or only) attribute, 2 for the one below it, and so on.
+    pub fn stacked(&self) -> u8 {
+        self.stacked
+    }
+
+    /// Where the attribute is written: the source file and line.
+    pub fn location(&self) -> (&'static str, u32) {
+        (self.file, self.line)
+    }
+}
+
+/// Every attribute route linked into this program whose handler's path
+/// starts with `prefix` (every route for `""`), by route name, then
+/// handler.
+pub(crate) fn routes_under(prefix: &str) -> Vec<&'static AttributeRoute> {
+    let mut routes: Vec<&'static AttributeRoute> = inventory::iter::<AttributeRoute>
+        .into_iter()
+        .filter(|r| r.handler.starts_with(prefix))
+        .collect();
+    routes.sort_by(|a, b| (a.name, a.handler, a.stacked).cmp(&(b.name, b.handler, b.stacked)));
+    routes
+}
+
+/// What is wrong with `routes` under `config`, one line per problem naming
+/// the route, its handler and where it is written: a profile the chain
+/// names that the configuration lacks, a cost above the burst of a profile
+/// the chain can reach (every request would be refused), and two handlers
+/// registering one route name.
+pub(crate) fn check(routes: &[&'static AttributeRoute], config: &Config) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut by_name: BTreeMap<&str, &AttributeRoute> = BTreeMap::new();
+    for route in routes {
+        let at = || {
+            format!(
+                "#[rate_limit] route {:?} (handler {}, {}:{})",
+                route.name, route.handler, route.file, route.line
+            )
+        };
+        if let Some(first) = by_name.insert(route.name, route) {
+            if first.handler != route.handler {
+                problems.push(format!(
+                    "{}: the name is also the route of handler {} ({}:{}); route names are unique (they key \
+                     buckets, [routes] overrides and metrics): give one of them its own `name = \"...\"`",
+                    at(),
+                    first.handler,
+                    first.file,
+                    first.line
+                ));
+            }
+        }
+        for profile in route.profiles {
+            if config.profile(profile).is_none() {
+                problems.push(format!(
+                    "{}: profile({profile:?}) is not a profile of the configuration (it has {})",
+                    at(),
+                    known_profiles(config)
+                ));
+            }
+        }
+        // The cost in force: a `[routes."<name>"] cost` replaces the
+        // attribute's. Every profile the chain can name must admit it.
+        let overrides = config.route(route.name);
+        let cost = overrides.and_then(|o| o.cost).unwrap_or(route.cost);
+        let default = overrides
+            .and_then(|o| o.profile.as_deref())
+            .unwrap_or(config.default_profile());
+        for name in route.profiles.iter().copied().chain([default]) {
+            if let Some(p) = config.profile(name).filter(|p| cost > p.quota.burst()) {
+                problems.push(format!(
+                    "{}: cost {cost} is above the burst {} of profile {name:?}: every request would be refused",
+                    at(),
+                    p.quota.burst()
+                ));
+            }
+        }
+    }
+    problems
+}
+
+fn known_profiles(config: &Config) -> String {
+    let names: Vec<String> = config.profiles().keys().map(|n| format!("{n:?}")).collect();
+    names.join(", ")
+}

@@ -1,0 +1,174 @@
+//! Startup knows every attribute route: each `#[rate_limit]` registers its
+//! route at link time, `RateLimit::build` refuses a configuration that
+//! cannot serve one (naming the route, the handler and where it is
+//! written), a reload that would break one is refused with the running
+//! configuration kept, and `RateLimit::routes()` lists them. Requests go
+//! through a real axum router.
+
+use axum::routing::get;
+use axum::Router;
+use http::{Method, StatusCode};
+use ratelimit::axum::RateLimit;
+use ratelimit::config::Config;
+use ratelimit::{rate_limit, ManualClock};
+
+use crate::support::router::{header, send, App};
+
+#[rate_limit(key = ip, resolve = [profile("gold"), default], name = "registry.gold")]
+async fn gold() -> &'static str {
+    "gold"
+}
+
+#[rate_limit(key = header("x-api-key"), resolve = [default], name = "registry.bulk", cost = 4)]
+#[rate_limit(key = ip, resolve = [default], name = "registry.bulk.ip")]
+async fn bulk() -> &'static str {
+    "bulk"
+}
+
+/// Two handlers registering one route name, in a module of their own (so
+/// that only the test that asks for them checks them).
+mod clash {
+    use ratelimit::rate_limit;
+
+    #[rate_limit(key = ip, resolve = [default], name = "registry.same")]
+    pub(super) async fn one() -> &'static str {
+        "one"
+    }
+
+    #[rate_limit(key = ip, resolve = [default], name = "registry.same")]
+    pub(super) async fn two() -> &'static str {
+        "two"
+    }
+}
+
+/// This module's routes, not the submodule's.
+const HERE: &str = concat!(module_path!(), "::gold");
+
+const GOLD: &str = r#"
+default_profile = "standard"
+[profiles.standard]
+rate = "60/min"
+burst = 5
+[profiles.gold]
+rate = "600/min"
+burst = 7
+"#;
+
+async fn build(config: &str, routes_in: &'static str) -> Result<RateLimit, String> {
+    RateLimit::builder(Config::from_toml_str(config).unwrap())
+        .clock(ManualClock::new())
+        .routes_in(routes_in)
+        .build()
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn app(rl: RateLimit) -> App {
+    Router::new().route("/gold", get(gold)).with_state(rl).into_service()
+}
+
+#[tokio::test]
+async fn startup_refuses_a_route_whose_profile_is_missing() {
+    let without_gold = "[profiles.standard]\nrate = \"60/min\"\n";
+    let refused = build(without_gold, HERE).await.unwrap_err();
+    eprintln!("{refused}");
+    assert!(refused.contains("#[rate_limit] route \"registry.gold\""), "{refused}");
+    assert!(refused.contains("handler http::registry::gold"), "{refused}");
+    assert!(refused.contains("tests/http/registry.rs:17"), "{refused}");
+    assert!(
+        refused.contains("profile(\"gold\") is not a profile of the configuration (it has \"standard\")"),
+        "{refused}"
+    );
+    // With the profile, it starts, and the route answers with its numbers.
+    let rl = build(GOLD, HERE).await.unwrap();
+    let response = send(&app(rl), Method::GET, "/gold", "192.0.2.1:1").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, "ratelimit-limit"), "7");
+}
+
+#[tokio::test]
+async fn startup_refuses_a_cost_above_the_burst_the_chain_reaches() {
+    let small = "[profiles.standard]\nrate = \"60/min\"\nburst = 3\n";
+    let prefix = concat!(module_path!(), "::bulk");
+    let refused = build(small, prefix).await.unwrap_err();
+    assert!(
+        refused.contains(
+            "#[rate_limit] route \"registry.bulk\" (handler http::registry::bulk, tests/http/registry.rs:22): cost \
+             4 is above the burst 3 of profile \"standard\": every request would be refused"
+        ),
+        "{refused}"
+    );
+    // A `[routes]` override of the cost counts, not the attribute's.
+    let lowered = format!("{small}[routes.\"registry.bulk\"]\ncost = 2\n");
+    build(&lowered, prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn two_handlers_with_one_route_name_are_refused() {
+    let refused = build(GOLD, concat!(module_path!(), "::clash::")).await.unwrap_err();
+    assert!(refused.contains("route \"registry.same\""), "{refused}");
+    assert!(refused.contains("http::registry::clash::one"), "{refused}");
+    assert!(refused.contains("http::registry::clash::two"), "{refused}");
+    assert!(refused.contains("route names are unique"), "{refused}");
+    let _ = (clash::one::<RateLimit>, clash::two::<RateLimit>);
+}
+
+#[tokio::test]
+async fn a_reload_that_would_break_a_route_is_refused_and_the_running_one_kept() {
+    let rl = build(GOLD, HERE).await.unwrap();
+    let app = app(rl.clone());
+    let without_gold = "[profiles.standard]\nrate = \"60/min\"\n";
+    let refused = rl.reload(Config::from_toml_str(without_gold).unwrap()).unwrap_err();
+    let refused = refused.to_string();
+    assert!(refused.contains("profile(\"gold\") is not a profile"), "{refused}");
+    assert!(refused.contains("the running configuration stays"), "{refused}");
+    // Still gold's numbers.
+    let response = send(&app, Method::GET, "/gold", "192.0.2.1:1").await;
+    assert_eq!(header(&response, "ratelimit-limit"), "7");
+    // A reload that keeps the route servable goes through.
+    let raised = GOLD.replace("burst = 7", "burst = 9");
+    rl.reload(Config::from_toml_str(&raised).unwrap()).unwrap();
+    let response = send(&app, Method::GET, "/gold", "192.0.2.2:1").await;
+    assert_eq!(header(&response, "ratelimit-limit"), "9");
+}
+
+#[tokio::test]
+async fn routes_lists_every_attribute_route_as_written() {
+    let rl = build(GOLD, concat!(module_path!(), "::")).await;
+    // The clash module is under this prefix too: refused, as above.
+    assert!(rl.is_err());
+    let rl = build(GOLD, concat!(module_path!(), "::b")).await.unwrap();
+    let listed: Vec<_> = rl
+        .routes()
+        .iter()
+        .map(|r| {
+            (
+                r.name(),
+                r.handler(),
+                r.key(),
+                r.resolve().to_vec(),
+                r.cost(),
+                r.stacked(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (
+                "registry.bulk",
+                "http::registry::bulk",
+                "header(\"x-api-key\")",
+                vec!["default"],
+                4,
+                1
+            ),
+            ("registry.bulk.ip", "http::registry::bulk", "ip", vec!["default"], 1, 2),
+        ]
+    );
+    let rl = build(GOLD, HERE).await.unwrap();
+    let route = &rl.routes()[0];
+    assert_eq!((route.name(), route.profiles()), ("registry.gold", &["gold"][..]));
+    assert_eq!(route.location(), ("tests/http/registry.rs", 17));
+    let _ = bulk::<RateLimit>;
+}
