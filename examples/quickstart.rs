@@ -32,6 +32,15 @@
 //! configuration stays). Logs go to stdout, coloured only on a terminal
 //! (and not with `NO_COLOR` set); `RUST_LOG` filters them.
 //!
+//! `check` and `explain` run over the config file and these routes
+//! together (the library's `ratelimit::axum::command::run_for_app`):
+//!
+//! ```text
+//! cargo run --example quickstart -- check
+//! cargo run --example quickstart -- explain --method GET --path /public
+//! cargo run --example quickstart -- [--config FILE] explain --method GET --path /me --header 'authorization: Bearer ...'
+//! ```
+//!
 //! `--redis redis://127.0.0.1:6379/` turns on the fleet-wide gate: start two
 //! instances on two ports against one Redis and the limits hold for the
 //! pair (see the README). Fleet ids are keyed with `QUICKSTART_FLEET_SECRET`
@@ -268,13 +277,13 @@ struct Options {
     redis: Option<String>,
 }
 
-fn options() -> Result<Options, String> {
+fn options(args: &[String]) -> Result<Options, String> {
     let mut opts = Options {
         addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
         config: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart.toml")),
         redis: None,
     };
-    let mut args = std::env::args().skip(1);
+    let mut args = args.iter().cloned();
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
@@ -282,7 +291,10 @@ fn options() -> Result<Options, String> {
             "--config" => opts.config = PathBuf::from(value("--config")?),
             "--redis" => opts.redis = Some(value("--redis")?),
             "-h" | "--help" => {
-                println!("usage: quickstart [--addr HOST:PORT] [--config FILE] [--redis redis://HOST:PORT/]");
+                println!(
+                    "usage: quickstart [--addr HOST:PORT] [--config FILE] [--redis redis://HOST:PORT/]\n       \
+                     quickstart [--config FILE] check | explain --method M --path P [--header 'k: v'] [--peer IP]"
+                );
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -292,14 +304,51 @@ fn options() -> Result<Options, String> {
 }
 
 #[tokio::main]
-async fn main() {
-    if let Err(e) = run().await {
-        eprintln!("quickstart: {e}");
-        std::process::exit(1);
+async fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `check` and `explain`: the config file with these routes.
+    if let Some(at) = args.iter().position(|a| a == "check" || a == "explain") {
+        let opts = match options(&args[..at]) {
+            Ok(opts) => opts,
+            Err(e) => {
+                eprintln!("quickstart: {e}");
+                return std::process::ExitCode::from(2);
+            }
+        };
+        let prometheus = PrometheusBuilder::new().build_recorder().handle();
+        return ratelimit::axum::command::run_for_app(&args[at..], &opts.config, |rate_limit| {
+            router(App { rate_limit, prometheus }, true)
+        })
+        .await;
     }
+    if let Err(e) = run(&args).await {
+        eprintln!("quickstart: {e}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
 }
 
-async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// The service's routes around its state; `demo_tokens`: `/token` mints
+/// tokens (no key source in the file), else it answers 404.
+fn router(app: App, demo_tokens: bool) -> Router {
+    let router = Router::new()
+        .route("/public", get(public))
+        .route("/me", get(me))
+        .route("/export", get(export))
+        // Not limited, not counted: a plain handler.
+        .route("/metrics", get(metrics));
+    let router = if demo_tokens {
+        router.route("/token", get(token))
+    } else {
+        router.route("/token", get(no_token))
+    };
+    // The runtime inside the router's state, found through `FromRef`
+    // (`#[rate_limit(..., layer)]` with `.layer(rate_limit.layer())` instead
+    // would also apply [[rules]]).
+    router.with_state(app)
+}
+
+async fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     // Colour only for a person at a terminal: a log file or a collector
     // gets plain text.
     let ansi = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
@@ -307,7 +356,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .with_ansi(ansi)
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
-    let opts = options()?;
+    let opts = options(args)?;
     let prometheus = install_prometheus()?;
     let config = load_config(&opts)?;
     // The file's key source when `[jwt]` names one (the runtime builds the
@@ -334,21 +383,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     reload_on_sighup(rate_limit.clone(), opts.clone())?;
 
-    let app = Router::new()
-        .route("/public", get(public))
-        .route("/me", get(me))
-        .route("/export", get(export))
-        // Not limited, not counted: a plain handler.
-        .route("/metrics", get(metrics));
-    let app = match key_source {
-        Some(_) => app.route("/token", get(no_token)),
-        None => app.route("/token", get(token)),
-    };
-    let app = app
-        // The runtime inside the router's state, found through `FromRef`
-        // (`#[rate_limit(..., layer)]` with `.layer(rate_limit.layer())` instead
-        // would also apply [[rules]]).
-        .with_state(App { rate_limit, prometheus });
+    let app = router(App { rate_limit, prometheus }, key_source.is_none());
 
     let listener = tokio::net::TcpListener::bind(opts.addr).await?;
     let addr = listener.local_addr()?;

@@ -300,6 +300,23 @@ fn rule_items(
         Some(KeyKind::Global) => "global".to_owned(),
         Some(KeyKind::Custom(path)) => format!("custom({})", path.replace(' ', "")),
     };
+    // The same in the rule language (`[[rules]]`), which `explain` reads.
+    let rule_key = match &args.key {
+        Some(KeyKind::Ip) | None => "ip".to_owned(),
+        Some(KeyKind::Header(name)) => format!("header:{name}"),
+        Some(KeyKind::Claim(path)) => format!("jwt_claim:{path}"),
+        Some(KeyKind::Global) => "global".to_owned(),
+        Some(KeyKind::Custom(path)) => format!("custom:{}", path.replace(' ', "")),
+    };
+    let rule_steps: Vec<String> = steps
+        .iter()
+        .map(|step| match step {
+            Step::Jwt => "jwt".to_owned(),
+            Step::Service => "service".to_owned(),
+            Step::Profile(name) => format!("profile:{name}"),
+            Step::Default => "default".to_owned(),
+        })
+        .collect();
     let step_texts: Vec<String> = steps
         .iter()
         .map(|step| match step {
@@ -318,6 +335,8 @@ fn rule_items(
                 ::core::concat!(::core::module_path!(), "::", #fn_name),
                 #key_text,
                 &[#(#step_texts),*],
+                #rule_key,
+                &[#(#rule_steps),*],
                 &[#(#profiles),*],
                 #cost,
                 #bytes_per_unit,

@@ -7,6 +7,7 @@
 mod support;
 
 mod adopt_example;
+mod commands;
 mod concurrency;
 mod fleet;
 mod networks;

@@ -146,6 +146,7 @@
 //! labelled by client.
 
 mod charge;
+pub mod command;
 mod config_cache;
 mod error;
 #[cfg(feature = "redis")]

@@ -30,6 +30,10 @@ pub struct AttributeRoute {
     handler: &'static str,
     key: &'static str,
     resolve: &'static [&'static str],
+    /// The key and the steps in the rule language (`jwt_claim:sub`,
+    /// `profile:gold`), for `explain`.
+    rule_key: &'static str,
+    rule_steps: &'static [&'static str],
     profiles: &'static [&'static str],
     cost: u32,
     bytes_per_unit: Option<u32>,
@@ -50,6 +54,8 @@ impl AttributeRoute {
         handler: &'static str,
         key: &'static str,
         resolve: &'static [&'static str],
+        rule_key: &'static str,
+        rule_steps: &'static [&'static str],
         profiles: &'static [&'static str],
         cost: u32,
         bytes_per_unit: Option<u32>,
@@ -63,6 +69,8 @@ impl AttributeRoute {
             handler,
             key,
             resolve,
+            rule_key,
+            rule_steps,
             profiles,
             cost,
             bytes_per_unit,
@@ -125,6 +133,37 @@ impl AttributeRoute {
     pub fn location(&self) -> (&'static str, u32) {
         (self.file, self.line)
     }
+}
+
+/// The route read as a `[[rules]]` entry (its key and chain in the rule
+/// language), and the line `explain` prints for it.
+pub(crate) fn as_rule(route: &AttributeRoute) -> Result<(String, crate::config::RuleConfig), String> {
+    let rule = crate::config::RuleConfig::of_attribute(
+        route.name,
+        route.rule_key,
+        route.rule_steps,
+        route.cost,
+        route.bytes_per_unit,
+        route.shadow,
+    )?;
+    let line = format!(
+        "attribute route: {:?} (#[rate_limit] on {}, {}:{}{}): key = {}, resolve = [{}]",
+        route.name,
+        route.handler,
+        route.file,
+        route.line,
+        if route.stacked > 1 {
+            format!(
+                "; stacked limit #{} of its handler: one decision with the others",
+                route.stacked
+            )
+        } else {
+            String::new()
+        },
+        route.key,
+        route.resolve.join(", ")
+    );
+    Ok((line, rule))
 }
 
 /// Every attribute route linked into this program whose handler's path

@@ -262,6 +262,40 @@ fn hex(b: u8) -> Option<u8> {
     }
 }
 
+#[cfg(feature = "axum")]
+impl RuleConfig {
+    /// An attribute route read as a rule (for `explain`): its key and steps
+    /// in the rule language (`"jwt_claim:sub"`, `"profile:gold"`), matching
+    /// any path (the router chose the route).
+    pub(crate) fn of_attribute(
+        name: &str,
+        key: &str,
+        steps: &[&str],
+        cost: u32,
+        bytes_per_unit: Option<u32>,
+        shadow: bool,
+    ) -> Result<RuleConfig, String> {
+        // An application's key type is a path, not a registered name.
+        let key_kind = match key.strip_prefix("custom:") {
+            Some(path) => AnyKey::from_spec(&ratelimit_spec::KeyKind::Custom(path.to_owned()))?,
+            None => parse_key(key)?,
+        };
+        let steps: Vec<String> = steps.iter().map(|s| (*s).to_owned()).collect();
+        Ok(RuleConfig {
+            name: Arc::from(name),
+            path: PathPattern::parse_text("/{*rest}")?,
+            methods: Vec::new(),
+            key: key_kind,
+            resolve: parse_chain(&steps).map_err(|e| e.to_string())?,
+            cost,
+            bytes_per_unit,
+            shadow,
+            stack: false,
+            key_text: Arc::from(key),
+        })
+    }
+}
+
 /// Parses a rule's `key` (`"ip"`, `"header:<name>"`, `"jwt_claim:<path>"`):
 /// the language of `ratelimit_spec`, the attribute's too.
 pub(crate) fn parse_key(text: &str) -> Result<AnyKey, String> {

@@ -144,6 +144,14 @@ fn unverified_claims(_token: &str) -> Result<(String, VerifiedClaims), String> {
 
 /// What the request would get under `config`.
 pub fn explain(config: &Config, request: &Request) -> Explanation {
+    explain_with(config, request, &[])
+}
+
+/// What the request would get under `config`, from its `[[rules]]` and
+/// from the attribute routes the application's router sent it to (each a
+/// line saying which, and the route as a rule: see
+/// [`RuleConfig::of_attribute`]).
+pub(crate) fn explain_with(config: &Config, request: &Request, attributes: &[(String, RuleConfig)]) -> Explanation {
     let mut out = String::new();
     let _ = writeln!(out, "request: {} {}", request.method, request.path);
     // The path as the runtime sees it: a request target's path (an
@@ -158,13 +166,22 @@ pub fn explain(config: &Config, request: &Request) -> Explanation {
         .map(|r| (config.rules.iter().position(|c| std::ptr::eq(c, r)).unwrap_or(0), r))
         .collect();
     let Some(&(index, first)) = rules.first() else {
+        if !attributes.is_empty() {
+            let _ = writeln!(
+                out,
+                "rule: none of the {} [[rules]] entries matches: the config-driven layer does not limit this request",
+                config.rules.len()
+            );
+            return attributes_only(config, request, attributes, out);
+        }
         let _ = writeln!(
             out,
             "rule: none of the {} [[rules]] entries matches: the config-driven layer does not limit this request",
             config.rules.len()
         );
         out.push_str(
-            "  (attribute routes, #[rate_limit] in code, are not in the file: a handler's own limit may still apply)\n",
+            "  (attribute routes, #[rate_limit] in code, are not in the file: a handler's own limit may still apply; \
+             the application's own binary explains them, see docs/config.md)\n",
         );
         return Explanation {
             rules: Vec::new(),
@@ -269,6 +286,55 @@ pub fn explain(config: &Config, request: &Request) -> Explanation {
             );
         }
         let claims = claims.as_ref().filter(|_| reads_claims(rule));
+        applied.push(explain_rule(config, rule, request, claims, &address, probe, &mut out));
+    }
+    for (line, rule) in attributes {
+        let _ = writeln!(out, "{line}");
+        let claims = claims.as_ref().filter(|_| reads_claims(rule));
+        applied.push(explain_rule(config, rule, request, claims, &address, probe, &mut out));
+    }
+    Explanation {
+        rules: applied,
+        text: out,
+    }
+}
+
+/// Only attribute routes apply: the token and the address as for rules,
+/// then each route.
+fn attributes_only(
+    config: &Config,
+    request: &Request,
+    attributes: &[(String, RuleConfig)],
+    mut out: String,
+) -> Explanation {
+    let probe = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods)
+        .is_ok_and(|mask| crate::config::ResponseConfig::mask_has(mask, &request.method));
+    let reads = attributes
+        .iter()
+        .any(|(_, r)| r.resolve.wants_claims() || r.key_text().starts_with("jwt_claim:"));
+    let claims = match bearer(&request.headers) {
+        Some(t) if reads => match unverified_claims(t) {
+            Ok((alg, claims)) => {
+                let _ = writeln!(
+                    out,
+                    "token: a bearer token ({alg}), decoded WITHOUT verification: its claims below would apply only \
+                     if the token verifies (signature, exp, iss/aud); otherwise the request is anonymous"
+                );
+                Some(claims)
+            }
+            Err(e) => {
+                let _ = writeln!(out, "token: not a readable JWT ({e}): the request is anonymous");
+                None
+            }
+        },
+        _ => None,
+    };
+    let address = client_address(config, request, &mut out);
+    let mut applied = Vec::with_capacity(attributes.len());
+    for (line, rule) in attributes {
+        let _ = writeln!(out, "{line}");
+        let reads_this = rule.resolve.wants_claims() || rule.key_text().starts_with("jwt_claim:");
+        let claims = claims.as_ref().filter(|_| reads_this);
         applied.push(explain_rule(config, rule, request, claims, &address, probe, &mut out));
     }
     Explanation {

@@ -29,6 +29,8 @@ mod request;
 
 use std::path::Path;
 
+#[cfg(feature = "axum")]
+pub(crate) use explain::explain_with;
 pub use explain::{explain, Applied, AppliedRule, Explanation};
 pub use request::{HeaderLineError, Request};
 
