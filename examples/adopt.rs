@@ -132,7 +132,7 @@ async fn me(claims: Option<axum::Extension<VerifiedClaims>>) -> Json<serde_json:
     })
 }
 
-#[rate_limit(key = global, resolve = [profile("reports"), default], name = "reports")]
+#[rate_limit(key = route, resolve = [profile("reports"), default], name = "reports")]
 async fn reports() -> &'static str {
     "the monthly report\n"
 }

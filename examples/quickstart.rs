@@ -43,7 +43,7 @@
 //!
 //! `--redis redis://127.0.0.1:6379/` turns on the fleet-wide gate: start two
 //! instances on two ports against one Redis and the limits hold for the
-//! pair (see the README). Fleet ids are keyed with `QUICKSTART_FLEET_SECRET`
+//! pair (see docs/global.md, two instances). Fleet ids are keyed with `QUICKSTART_FLEET_SECRET`
 //! (a demo default otherwise).
 
 use std::io::IsTerminal;

@@ -84,7 +84,7 @@ fn named(kind: &str, arg: Option<String>) -> Call {
 fn valid_key() -> impl Strategy<Value = Call> {
     prop_oneof![
         Just(named("ip", None)),
-        Just(named("global", None)),
+        Just(named("route", None)),
         "[a-zA-Z0-9!#$%&'*+.^_`|~-]{1,8}".prop_map(|h| named("header", Some(h))),
         "[a-zA-Z0-9_:/@-]{1,5}(\\.[a-zA-Z0-9_:/é-]{1,4}){0,2}".prop_map(|c| named("jwt_claim", Some(c))),
     ]
@@ -282,7 +282,7 @@ fn config_key(k: &AnyKey) -> KeyKind {
         AnyKey::Ip(_) => KeyKind::Ip,
         AnyKey::Header(h) => KeyKind::Header(h.0.as_str().to_owned()),
         AnyKey::Claim(c) => KeyKind::Claim(c.0.to_string()),
-        AnyKey::Global(_) => KeyKind::Global,
+        AnyKey::Route(_) => KeyKind::Route,
         AnyKey::Custom(c) => KeyKind::Custom(c.name().to_owned()),
         other => panic!("a key kind the spec does not have: {other:?}"),
     }

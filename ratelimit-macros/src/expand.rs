@@ -297,7 +297,7 @@ fn rule_items(
         Some(KeyKind::Ip) | None => "ip".to_owned(),
         Some(KeyKind::Header(name)) => format!("header({name:?})"),
         Some(KeyKind::Claim(path)) => format!("jwt_claim({path:?})"),
-        Some(KeyKind::Global) => "global".to_owned(),
+        Some(KeyKind::Route) => "route".to_owned(),
         Some(KeyKind::Custom(path)) => format!("custom({})", path.replace(' ', "")),
     };
     // The same in the rule language (`[[rules]]`), which `explain` reads.
@@ -305,7 +305,7 @@ fn rule_items(
         Some(KeyKind::Ip) | None => "ip".to_owned(),
         Some(KeyKind::Header(name)) => format!("header:{name}"),
         Some(KeyKind::Claim(path)) => format!("jwt_claim:{path}"),
-        Some(KeyKind::Global) => "global".to_owned(),
+        Some(KeyKind::Route) => "route".to_owned(),
         Some(KeyKind::Custom(path)) => format!("custom:{}", path.replace(' ', "")),
     };
     let rule_steps: Vec<String> = steps
@@ -430,10 +430,10 @@ mod tests {
             "{out}"
         );
         // Without it, `::ratelimit`.
-        let args: proc_macro2::TokenStream = "key = global, resolve = [default]".parse().unwrap();
+        let args: proc_macro2::TokenStream = "key = route, resolve = [default]".parse().unwrap();
         let item: proc_macro2::TokenStream = "async fn h() {}".parse().unwrap();
         let out = super::rate_limit(args, item).to_string();
-        assert!(out.contains(":: ratelimit :: __private :: Global"), "{out}");
-        assert!(!out.contains("FromState"), "{out}");
+        assert!(out.contains(":: ratelimit :: __private :: Route"), "{out}");
+        assert!(!out.contains("ViaLayer"), "{out}");
     }
 }

@@ -162,7 +162,7 @@ key = jwt_claim("org. id"), resolve = [jwt, default]
 "#,
     r#"
 key = "ip", resolve = [default]
-      ^^^^ expected a key kind: `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `global` or `custom(path::To::KeyType)`
+      ^^^^ expected a key kind: `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `route` or `custom(path::To::KeyType)`
 "#,
     r#"
 key = ip, resolve = [default], name = ""
@@ -269,7 +269,7 @@ key = ip, resolve = [default], state
 "#,
     r#"
 key = cookie("session"), resolve = [default]
-      ^^^^^^ unknown key kind `cookie`; expected `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `global` or `custom(path::To::KeyType)`
+      ^^^^^^ unknown key kind `cookie`; expected `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `route` or `custom(path::To::KeyType)`
 "#,
     r#"
 key = ip, resolve = [default], limit = 5
@@ -309,7 +309,7 @@ const CORNER_CASES: &[&str] = &[
 crate = "my_rl", key = custom(a::B), resolve = [jwt, service, profile("p"), default], name = "n", cost = 3, shadow, layer, reject = e::f
 "#,
     r#"
-key = global, resolve = [default], cost = response_bytes(per = 1024)
+key = route, resolve = [default], cost = response_bytes(per = 1024)
 "#,
     r#"
 ,
@@ -335,7 +335,7 @@ Key = ip
 "#,
     r#"
 key == ip
-     ^ expected a key kind: `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `global` or `custom(path::To::KeyType)`
+     ^ expected a key kind: `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `route` or `custom(path::To::KeyType)`
 "#,
     r#"
 key ip
@@ -371,15 +371,15 @@ crate =
 "#,
     r#"
 key = self
-      ^^^^ expected a key kind: `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `global` or `custom(path::To::KeyType)`
+      ^^^^ expected a key kind: `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `route` or `custom(path::To::KeyType)`
 "#,
     r#"
 key = ip x
          ^ `ip` takes no arguments: write `key = ip`
 "#,
     r#"
-key = global(1)
-            ^ `global` takes no arguments: write `key = global`
+key = route(1)
+           ^ `route` takes no arguments: write `key = route`
 "#,
     r#"
 key = header("x") ("y")
@@ -429,15 +429,15 @@ key = custom(é::B)
 "#,
     r#"
 key = 1
-      ^ expected a key kind: `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `global` or `custom(path::To::KeyType)`
+      ^ expected a key kind: `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `route` or `custom(path::To::KeyType)`
 "#,
     r#"
 key = [ip]
-      ^ expected a key kind: `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `global` or `custom(path::To::KeyType)`
+      ^ expected a key kind: `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `route` or `custom(path::To::KeyType)`
 "#,
     r#"
 key = nope, key = ip
-      ^^^^ unknown key kind `nope`; expected `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `global` or `custom(path::To::KeyType)`
+      ^^^^ unknown key kind `nope`; expected `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `route` or `custom(path::To::KeyType)`
             ^^^ duplicate option `key`
 "#,
     r#"

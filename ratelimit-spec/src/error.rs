@@ -25,6 +25,8 @@ pub struct Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ErrorKind {
     UnknownKeyKind(String),
+    /// `global`, the key of 0.1, is `route` now.
+    GlobalKeyRenamed,
     KeyTakesNoArgument(&'static str),
     KeyNeedsArgument(&'static str),
     EmptyHeaderName,
@@ -68,6 +70,12 @@ impl Error {
         match &self.kind {
             K::UnknownKeyKind(k) if attr => format!("unknown key kind `{k}`; expected {}", expected_keys(surface)),
             K::UnknownKeyKind(k) => format!("unknown key {k:?}; expected {}", expected_keys(surface)),
+            K::GlobalKeyRenamed if attr => "`key = global` is now `key = route`: one bucket for the whole route, \
+                                            whoever the client (`global` is only the fleet gate, `[global]`)"
+                .to_owned(),
+            K::GlobalKeyRenamed => "key \"global\" is now \"route\": one bucket for the whole route, whoever the \
+                                    client (\"global\" is only the fleet gate, [global])"
+                .to_owned(),
             K::KeyTakesNoArgument(k) if attr => format!("`{k}` takes no arguments: write `key = {k}`"),
             K::KeyTakesNoArgument(k) => format!("\"{k}\" takes no argument: write \"{k}\""),
             K::KeyNeedsArgument(k) if attr => {
@@ -277,11 +285,11 @@ mod tests {
     fn lists_of_kinds_and_steps() {
         assert_eq!(
             expected_keys(Surface::Attribute),
-            "`ip`, `header(\"x-api-key\")`, `jwt_claim(\"sub\")`, `global` or `custom(path::To::KeyType)`"
+            "`ip`, `header(\"x-api-key\")`, `jwt_claim(\"sub\")`, `route` or `custom(path::To::KeyType)`"
         );
         assert_eq!(
             expected_keys(Surface::Config),
-            "\"ip\", \"header:<name>\", \"jwt_claim:<claim>\", \"global\" or \"custom:<name>\""
+            "\"ip\", \"header:<name>\", \"jwt_claim:<claim>\", \"route\" or \"custom:<name>\""
         );
         assert_eq!(
             expected_steps(Surface::Attribute),

@@ -8,6 +8,9 @@ use crate::vocabulary::{KeyKind, KEY_KINDS};
 /// A key from its kind and argument: `("ip", None)`,
 /// `("header", Some("x-api-key"))`, `("jwt_claim", Some("sub"))`.
 pub fn key(kind: &str, arg: Option<&str>) -> Result<KeyKind, Error> {
+    if kind == "global" {
+        return Err(Error::new(ErrorKind::GlobalKeyRenamed));
+    }
     let Some(&(fixed, takes)) = KEY_KINDS.iter().find(|(k, _)| *k == kind) else {
         return Err(Error::new(ErrorKind::UnknownKeyKind(kind.to_owned())));
     };
@@ -17,7 +20,7 @@ pub fn key(kind: &str, arg: Option<&str>) -> Result<KeyKind, Error> {
         ("header", Some(name)) => header_name(name).map(KeyKind::Header),
         ("jwt_claim", Some(path)) => claim_path(path).map(|()| KeyKind::Claim(path.to_owned())),
         ("custom", Some(name)) => custom_name(name).map(|()| KeyKind::Custom(name.to_owned())),
-        ("global", None) => Ok(KeyKind::Global),
+        ("route", None) => Ok(KeyKind::Route),
         _ => Ok(KeyKind::Ip),
     }
 }
@@ -74,7 +77,8 @@ mod tests {
         ] {
             assert!(key_text(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(key_text("global"), Ok(KeyKind::Global));
+        assert_eq!(key_text("route"), Ok(KeyKind::Route));
+        assert!(key_text("global").unwrap_err().to_string().contains("is now \"route\""));
         assert_eq!(key_text("custom:tenant"), Ok(KeyKind::Custom("tenant".into())));
         assert_eq!(key_text("custom:a::B"), Ok(KeyKind::Custom("a::B".into())));
         assert!(key("custom", Some(&"a".repeat(MAX_CUSTOM_NAME + 1))).is_err());

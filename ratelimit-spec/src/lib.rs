@@ -6,7 +6,7 @@
 //!
 //! | | attribute (`#[rate_limit(...)]`) | configuration (`[[rules]]`) |
 //! |---|---|---|
-//! | key | `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `global`, `custom(path::To::Type)` | `"ip"`, `"header:x-api-key"`, `"jwt_claim:sub"`, `"global"`, `"custom:<name>"` |
+//! | key | `ip`, `header("x-api-key")`, `jwt_claim("sub")`, `route`, `custom(path::To::Type)` | `"ip"`, `"header:x-api-key"`, `"jwt_claim:sub"`, `"route"`, `"custom:<name>"` |
 //! | steps | `jwt`, `service`, `profile("standard")`, `default` | `"jwt"`, `"service"`, `"profile:standard"`, `"default"` |
 //! | name | `name = "users.get"` | `name = "users.get"` |
 //! | cost | `cost = 5` | `cost = 5` |

@@ -12,7 +12,7 @@ pub enum KeyKind {
     /// A claim of a verified token, by dotted path (`org.id`).
     Claim(String),
     /// One bucket for the whole route, whoever the client.
-    Global,
+    Route,
     /// A key source of the application's: in the attribute, the path of a
     /// type implementing `ratelimit::key::KeySource` (as written,
     /// `tenant::ByTenant`); in the configuration, the name it was
@@ -29,7 +29,7 @@ impl KeyKind {
             KeyKind::Ip => ("Ip", None),
             KeyKind::Header(name) => ("Header", Some(name)),
             KeyKind::Claim(path) => ("Claim", Some(path)),
-            KeyKind::Global => ("Global", None),
+            KeyKind::Route => ("Route", None),
             // The attribute names the type itself; the configuration looks
             // the name up among the extractors registered on the builder.
             KeyKind::Custom(name) => ("Custom", Some(name)),
@@ -44,7 +44,7 @@ pub const KEY_KINDS: [(&str, bool); 5] = [
     ("ip", false),
     ("header", true),
     ("jwt_claim", true),
-    ("global", false),
+    ("route", false),
     ("custom", true),
 ];
 

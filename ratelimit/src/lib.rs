@@ -263,7 +263,7 @@
 //!     format!("orders from {}", app.db)
 //! }
 //!
-//! #[rate_limit(key = global, resolve = [profile("fragile"), default])]
+//! #[rate_limit(key = route, resolve = [profile("fragile"), default])]
 //! async fn report() -> &'static str {
 //!     "one bucket for every client"
 //! }

@@ -285,7 +285,7 @@ pub const CATALOGUE: &[Metric] = &[
         Counter,
         Count,
         &[("result", OK_ERROR)],
-        "service",
+        "jwt",
         "Fetches of the [jwt] jwks_url (at startup and in the background), by result; a failed refresh keeps \
          the keys in force."
     ),

@@ -83,7 +83,7 @@ async fn orders(State(state): State<AppState>) -> String {
     format!("orders from {}", state.pool)
 }
 
-#[rate_limit(key = global, resolve = [profile("standard"), default])]
+#[rate_limit(key = route, resolve = [profile("standard"), default])]
 async fn export() -> &'static str {
     "export"
 }

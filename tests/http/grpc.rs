@@ -402,7 +402,7 @@ async fn the_grpc_message_is_percent_encoded() {
     );
 }
 
-#[ratelimit::rate_limit(key = global, resolve = [default], name = "grpc.handler")]
+#[ratelimit::rate_limit(key = route, resolve = [default], name = "grpc.handler")]
 async fn limited_handler() -> &'static str {
     "served"
 }

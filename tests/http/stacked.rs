@@ -47,7 +47,7 @@ async fn orders() -> &'static str {
 /// refusal does not refuse the others).
 #[rate_limit(key = ip, resolve = [profile("burst"), default], name = "s.ip")]
 #[rate_limit(key = header("x-account"), resolve = [profile("daily"), default], name = "s.account")]
-#[rate_limit(key = global, resolve = [profile("burst"), default], name = "s.watch", shadow)]
+#[rate_limit(key = route, resolve = [profile("burst"), default], name = "s.watch", shadow)]
 async fn watched() -> &'static str {
     "watched"
 }

@@ -1,6 +1,6 @@
 // The runtime inside the application's state (`FromRef`, `state`), a key
 // type of the application's (`custom(Type)`), one bucket per route
-// (`global`) and the route's own rejection (`reject = path`).
+// (`route`) and the route's own rejection (`reject = path`).
 use axum::extract::{FromRef, State};
 use axum::routing::get;
 use axum::Router;
@@ -46,7 +46,7 @@ async fn orders(State(state): State<AppState>) -> String {
     state.db
 }
 
-#[rate_limit(key = global, resolve = [default])]
+#[rate_limit(key = route, resolve = [default])]
 async fn export() -> &'static str {
     "export"
 }

@@ -13,7 +13,7 @@ struct App {
 
 #[rate_limit(key = ip, resolve = [profile("burst"), default])]
 #[ratelimit::rate_limit(key = header("x-api-key"), resolve = [profile("daily"), default])]
-#[rate_limit(key = global, resolve = [default], shadow, cost = 2)]
+#[rate_limit(key = route, resolve = [default], shadow, cost = 2)]
 async fn handler(charge: Charge, Path(id): Path<u64>) -> String {
     charge.settle(1);
     id.to_string()

@@ -18,7 +18,7 @@ pub(crate) use header::HeaderBudget;
 pub use header::{HeaderCardinality, HeaderKey, HeaderKeyError};
 pub(crate) use ip::normalize_net;
 pub use ip::{ClientIpConfig, ForwardedHeader, PrefixError};
-pub use source::{write_address_id, AnyKey, Claim, CustomKey, Global, Header, Ip, KeyContext, KeyHasher, KeySource};
+pub use source::{write_address_id, AnyKey, Claim, CustomKey, Header, Ip, KeyContext, KeyHasher, KeySource, Route};
 
 /// The TCP peer of a request, put in the request's extensions by the server
 /// integration (or by you, for a custom server). Without it, requests are
@@ -42,8 +42,8 @@ pub enum ClientKey {
     /// A key computed by a [`KeySource`] of the application's (a seeded
     /// hash: [`KeyContext::hash`]).
     Custom(u64),
-    /// The route's one bucket ([`Global`]: `key = global`).
-    Global,
+    /// The route's one bucket ([`Route`]: `key = route`).
+    Route,
 }
 
 /// The TCP peer of a request as the HTTP runtime finds it: axum's

@@ -278,27 +278,29 @@ impl<'a> KeyContext<'a> {
     }
 }
 
-/// `key = global`: one bucket for the whole route, whoever the client (a
+/// `key = route`: one bucket for the whole route, whoever the client (a
 /// route protecting a fragile backend, a total budget of a partner API).
 ///
 /// ```
-/// use ratelimit::key::{ClientKey, Global, KeyContext, KeyHasher, KeySource};
+/// use ratelimit::key::{ClientKey, KeyContext, KeyHasher, KeySource, Route};
 ///
 /// let (parts, ()) = http::Request::new(()).into_parts();
 /// let hasher = KeyHasher::new();
-/// assert_eq!(Global.extract(&mut KeyContext::new(&parts, &hasher)), ClientKey::Global);
+/// assert_eq!(Route.extract(&mut KeyContext::new(&parts, &hasher)), ClientKey::Route);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Global;
+pub struct Route;
 
-impl KeySource for Global {
+impl KeySource for Route {
     #[inline]
     fn extract(&self, _cx: &mut KeyContext<'_>) -> ClientKey {
-        ClientKey::Global
+        ClientKey::Route
     }
     fn write_id(&self, _cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
         match key {
-            ClientKey::Global => h.write(b"global"),
+            // The id of 0.1's `key = global`, kept: a rename does not move
+            // a route's bucket in a limit service or in Redis.
+            ClientKey::Route => h.write(b"global"),
             _ => write_address_id(key, h),
         }
     }
@@ -485,8 +487,8 @@ pub enum AnyKey {
     Header(Header),
     /// `"jwt_claim:<path>"`.
     Claim(Claim<Arc<str>>),
-    /// `"global"`.
-    Global(Global),
+    /// `"route"`.
+    Route(Route),
     /// `"custom:<name>"`.
     Custom(CustomKey),
 }
@@ -502,7 +504,7 @@ impl AnyKey {
                 HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("invalid header name {name:?}: {e}"))?,
             )),
             KeyKind::Claim(path) => AnyKey::Claim(Claim(Arc::from(path.as_str()))),
-            KeyKind::Global => AnyKey::Global(Global),
+            KeyKind::Route => AnyKey::Route(Route),
             KeyKind::Custom(name) => AnyKey::Custom(CustomKey::new(name)),
         })
     }
@@ -515,7 +517,7 @@ impl KeySource for AnyKey {
             AnyKey::Ip(k) => k.extract(cx),
             AnyKey::Header(k) => k.extract(cx),
             AnyKey::Claim(k) => k.extract(cx),
-            AnyKey::Global(k) => k.extract(cx),
+            AnyKey::Route(k) => k.extract(cx),
             AnyKey::Custom(k) => k.extract(cx),
         }
     }
@@ -524,7 +526,7 @@ impl KeySource for AnyKey {
             AnyKey::Ip(k) => k.write_id(cx, key, h),
             AnyKey::Header(k) => k.write_id(cx, key, h),
             AnyKey::Claim(k) => k.write_id(cx, key, h),
-            AnyKey::Global(k) => k.write_id(cx, key, h),
+            AnyKey::Route(k) => k.write_id(cx, key, h),
             AnyKey::Custom(k) => k.write_id(cx, key, h),
         }
     }
@@ -533,7 +535,7 @@ impl KeySource for AnyKey {
             AnyKey::Ip(k) => k.id_name(),
             AnyKey::Header(k) => k.id_name(),
             AnyKey::Claim(k) => k.id_name(),
-            AnyKey::Global(k) => k.id_name(),
+            AnyKey::Route(k) => k.id_name(),
             AnyKey::Custom(k) => k.id_name(),
         }
     }

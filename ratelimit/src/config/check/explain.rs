@@ -545,7 +545,7 @@ fn key(
             ),
             None => format!("key: claim {path}: no such claim (or no token), so the key falls back to {address_text}"),
         },
-        Some(KeyKind::Global | KeyKind::Custom(_)) | None => format!("key: {}", key_label(rule)),
+        Some(KeyKind::Route | KeyKind::Custom(_)) | None => format!("key: {}", key_label(rule)),
     };
     out.push_str(&line);
     out.push('\n');
