@@ -105,10 +105,11 @@ pub struct JwtLimits {
     pub rate_claim: String,
     /// Claim with the burst.
     pub burst_claim: String,
-    /// The largest rate a token may ask for.
-    pub max_rate: Quota,
-    /// The largest burst a token may ask for.
-    pub max_burst: u32,
+    /// The largest rate a token may ask for; with `max_burst`, what turns
+    /// on reading numbers from tokens (`None`: only the tier claim is read).
+    pub max_rate: Option<Quota>,
+    /// The largest burst a token may ask for (set with `max_rate`).
+    pub max_burst: Option<u32>,
     /// Verification by this crate; `None` when an upstream layer verifies
     /// tokens and passes `VerifiedClaims`.
     pub verification: Option<JwtVerification>,

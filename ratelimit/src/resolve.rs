@@ -239,19 +239,23 @@ impl Resolver for JwtTier {
                 return Some(found);
             }
         }
+        // Numbers are read only under caps.
+        let (Some(max_rate), Some(max_burst)) = (jwt.max_rate, jwt.max_burst) else {
+            return None;
+        };
         let rpm = claims.get(&jwt.rate_claim)?.as_u64().filter(|&n| n >= 1)?;
         let rpm = u32::try_from(rpm).unwrap_or(u32::MAX);
         let mut quota = Quota::per_minute(rpm);
         // Faster than the cap (shorter emission interval): use the cap.
-        if quota.emission_interval() < jwt.max_rate.emission_interval() {
-            quota = jwt.max_rate;
+        if quota.emission_interval() < max_rate.emission_interval() {
+            quota = max_rate;
         }
         let burst = claims
             .get(&jwt.burst_claim)
             .and_then(Value::as_u64)
             .filter(|&b| b >= 1)
             .map_or(quota.burst(), |b| u32::try_from(b).unwrap_or(u32::MAX));
-        Some(Resolved::numbers(quota.with_burst(burst.clamp(1, jwt.max_burst))))
+        Some(Resolved::numbers(quota.with_burst(burst.clamp(1, max_burst))))
     }
 }
 
@@ -435,6 +439,15 @@ mod tests {
             Some(&claims(r#"{"ratelimit_rpm": 1000000, "ratelimit_burst": 9999}"#)),
         );
         assert_eq!(r.quota, "1200/min".parse::<Quota>().unwrap().with_burst(50));
+        // Without caps in [jwt], numbers in tokens are not read.
+        let tiers_only = Config::from_toml_str(
+            &CONFIG
+                .replace("max_rate = \"1200/min\"", "")
+                .replace("max_burst = 50", ""),
+        )
+        .unwrap();
+        let r = jwt_then_default(&tiers_only, "get", Some(&claims(r#"{"ratelimit_rpm": 300}"#)));
+        assert_eq!(r.profile.as_deref(), Some("standard"));
         // Garbage numbers are ignored.
         for bad in [
             r#"{"ratelimit_rpm": 0}"#,

@@ -75,7 +75,7 @@ fn a_full_configuration_loads() {
     let jwt = c.jwt.as_ref().unwrap();
     assert_eq!(
         (jwt.tier_claim.as_str(), jwt.rate_claim.as_str(), jwt.max_burst),
-        ("plan.tier", "ratelimit_rpm", 1000)
+        ("plan.tier", "ratelimit_rpm", Some(1000))
     );
     let service = c.service.as_ref().unwrap();
     assert_eq!(
@@ -160,6 +160,10 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nmax_failed_per_network = 0\n", Some(6), "jwt.max_failed_per_network", "from 1"),
     ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nfailed_window = \"0s\"\n", Some(6), "jwt.failed_window", "longer than zero"),
     ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\nmax_burst = 1\nmax_failed_tracked = 0\n", Some(6), "jwt.max_failed_tracked", "from 1"),
+    // Numbers from tokens: their caps, both or neither.
+    ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_rate = \"1/s\"\n", Some(4), "jwt.max_rate", "max_rate needs max_burst"),
+    ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nmax_burst = 5\n", Some(4), "jwt.max_burst", "max_burst needs max_rate"),
+    ("[profiles.a]\nrate = \"1/s\"\n[jwt]\nrate_claim = \"rpm\"\n", Some(4), "jwt.rate_claim", "needs max_rate and max_burst"),
     ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"ftp://x\"\n", Some(4), "service.url", "http:// or https://"),
     // [service]: client ids are keyed with a named secret
     ("[profiles.a]\nrate = \"1/s\"\n[service]\nurl = \"http://x/limits\"\n", Some(3), "service", "missing `id_secret_env`: name the environment variable holding the secret client ids are keyed with (at least 32 bytes"),
@@ -196,6 +200,18 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[global]\nredis_url = \"redis://x\"\ntimeout = \"0ms\"\n", Some(5), "global.timeout", "longer than zero"),
     ("[profiles.a]\nrate = \"1/s\"\n[global]\nwindow = \"10s\"\n", Some(3), "global", "missing field `redis_url`"),
 ];
+
+/// A `[jwt]` section that only names the tier claim loads: caps are for
+/// numbers carried by tokens, which it does not read.
+#[test]
+fn a_jwt_section_for_tiers_needs_no_caps() {
+    let c = Config::from_toml_str("[profiles.a]\nrate = \"1/s\"\n[jwt]\ntier_claim = \"plan\"\n").unwrap();
+    let jwt = c.jwt.as_ref().unwrap();
+    assert_eq!(
+        (jwt.tier_claim.as_str(), jwt.max_rate, jwt.max_burst),
+        ("plan", None, None)
+    );
+}
 
 #[test]
 fn every_mistake_is_refused_with_line_field_and_reason() {

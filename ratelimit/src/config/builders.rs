@@ -153,11 +153,21 @@ impl JwtLimits {
     /// [`verification`](Self::verification)).
     pub fn new(max_rate: Quota, max_burst: u32) -> JwtLimits {
         JwtLimits {
+            max_rate: Some(max_rate),
+            max_burst: Some(max_burst),
+            ..JwtLimits::tiers()
+        }
+    }
+
+    /// Token limits by tier only: the tier claim (`ratelimit_tier`) names a
+    /// profile; numbers in tokens are not read.
+    pub fn tiers() -> JwtLimits {
+        JwtLimits {
             tier_claim: JwtLimits::DEFAULT_TIER_CLAIM.to_owned(),
             rate_claim: JwtLimits::DEFAULT_RATE_CLAIM.to_owned(),
             burst_claim: JwtLimits::DEFAULT_BURST_CLAIM.to_owned(),
-            max_rate,
-            max_burst,
+            max_rate: None,
+            max_burst: None,
             verification: None,
         }
     }
@@ -167,8 +177,8 @@ with!(JwtLimits {
     with_tier_claim => tier_claim: impl Into<String> as into,
     with_rate_claim => rate_claim: impl Into<String> as into,
     with_burst_claim => burst_claim: impl Into<String> as into,
-    with_max_rate => max_rate: Quota,
-    with_max_burst => max_burst: u32,
+    with_max_rate => max_rate: Quota as some,
+    with_max_burst => max_burst: u32 as some,
     with_verification => verification: JwtVerification as some,
 });
 

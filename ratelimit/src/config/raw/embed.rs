@@ -142,7 +142,7 @@ mod tests {
         let err = toml::from_str::<GlobalConfig>("redis_url = \"http://x\"\n").unwrap_err();
         assert!(err.to_string().contains("global.redis_url: expected redis://"), "{err}");
         let jwt: JwtLimits = toml::from_str("max_rate = \"60/min\"\nmax_burst = 5\n").unwrap();
-        assert_eq!(jwt.max_burst, 5);
+        assert_eq!(jwt.max_burst, Some(5));
     }
 
     #[test]

@@ -37,6 +37,10 @@ pub(super) fn quota<'de, D: Deserializer<'de>>(d: D) -> Result<Quota, D::Error> 
     text.parse().map_err(fresh)
 }
 
+pub(super) fn opt_quota<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Quota>, D::Error> {
+    quota(d).map(Some)
+}
+
 /// A whole number in `1..=max`, or an error naming the range (`what`: "a
 /// whole number", "a prefix length").
 fn ranged<'de, D: Deserializer<'de>>(d: D, max: i64, what: &str) -> Result<i64, D::Error> {
@@ -207,6 +211,10 @@ pub(super) fn claim_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::E
     let name = String::deserialize(d)?;
     rules::check_claim_path(&name).map_err(|e| fresh(e.to_string()))?;
     Ok(name)
+}
+
+pub(super) fn opt_claim_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    claim_name(d).map(Some)
 }
 
 pub(super) fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

@@ -12,8 +12,8 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use super::fields::{
-    cidrs, claim_name, duration, forwarded_header, header_style, max_keys, new_keys_budget, opt_algorithm, opt_cost,
-    opt_http_url, opt_positive_u32, opt_prefix, overflow, positive_u32, quota,
+    cidrs, claim_name, duration, forwarded_header, header_style, max_keys, new_keys_budget, opt_algorithm,
+    opt_claim_name, opt_cost, opt_http_url, opt_positive_u32, opt_prefix, opt_quota, overflow, positive_u32, quota,
 };
 use crate::config::{
     GlobalConfig, HeaderStyle, JwtLimits, JwtVerification, ResponseConfig, ServiceConfig, StoreConfig,
@@ -152,14 +152,14 @@ impl Default for RawHeaderKeys {
 pub(super) struct RawJwt {
     #[serde(default = "tier_claim", deserialize_with = "claim_name")]
     pub(super) tier_claim: String,
-    #[serde(default = "rate_claim", deserialize_with = "claim_name")]
-    pub(super) rate_claim: String,
-    #[serde(default = "burst_claim", deserialize_with = "claim_name")]
-    pub(super) burst_claim: String,
-    #[serde(deserialize_with = "quota")]
-    pub(super) max_rate: Quota,
-    #[serde(deserialize_with = "positive_u32")]
-    pub(super) max_burst: u32,
+    #[serde(default, deserialize_with = "opt_claim_name")]
+    pub(super) rate_claim: Option<String>,
+    #[serde(default, deserialize_with = "opt_claim_name")]
+    pub(super) burst_claim: Option<String>,
+    #[serde(default, deserialize_with = "opt_quota")]
+    pub(super) max_rate: Option<Quota>,
+    #[serde(default, deserialize_with = "opt_positive_u32")]
+    pub(super) max_burst: Option<u32>,
     pub(super) hmac_secret_env: Option<String>,
     pub(super) pem_file: Option<String>,
     pub(super) jwks_file: Option<String>,
@@ -191,12 +191,6 @@ pub(super) struct RawJwt {
 
 fn tier_claim() -> String {
     JwtLimits::DEFAULT_TIER_CLAIM.to_owned()
-}
-fn rate_claim() -> String {
-    JwtLimits::DEFAULT_RATE_CLAIM.to_owned()
-}
-fn burst_claim() -> String {
-    JwtLimits::DEFAULT_BURST_CLAIM.to_owned()
 }
 fn leeway() -> Duration {
     JwtVerification::DEFAULT_LEEWAY

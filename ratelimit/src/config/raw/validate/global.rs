@@ -34,13 +34,10 @@ pub(in crate::config::raw) fn global(
             ),
         ));
     }
-    if let Some(j) = jwt.filter(|j| j.max_burst > most) {
+    if let Some(burst) = jwt.and_then(|j| j.max_burst).filter(|&b| b > most) {
         return Err(ctx.error(
             &field("jwt").key("max_burst"),
-            format!(
-                "{} is above {most}, the largest burst the fleet gate ([global]) counts",
-                j.max_burst
-            ),
+            format!("{burst} is above {most}, the largest burst the fleet gate ([global]) counts"),
         ));
     }
     let scheme_ok = g.redis_url.starts_with("redis://") || g.redis_url.starts_with("rediss://");

@@ -69,10 +69,42 @@ pub(in crate::config::raw) fn jwt(j: RawJwt, ctx: &Ctx<'_>) -> Result<JwtLimits,
             ),
         ));
     }
+    // Numbers from tokens are read only with their caps: both or neither,
+    // and a rate or burst claim named without them is a mistake.
+    match (j.max_rate, j.max_burst) {
+        (Some(_), None) => {
+            return Err(ctx.error(
+                &at.key("max_rate"),
+                "max_rate needs max_burst: together they cap the numbers a token may carry".to_owned(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(ctx.error(
+                &at.key("max_burst"),
+                "max_burst needs max_rate: together they cap the numbers a token may carry".to_owned(),
+            ))
+        }
+        _ => {}
+    }
+    if j.max_rate.is_none() {
+        for (name, given) in [("rate_claim", &j.rate_claim), ("burst_claim", &j.burst_claim)] {
+            if given.is_some() {
+                return Err(ctx.error(
+                    &at.key(name),
+                    format!(
+                        "{name}: reading numbers from tokens needs max_rate and max_burst (the most a token may \
+                         ask for); without them only the tier claim is read"
+                    ),
+                ));
+            }
+        }
+    }
     Ok(JwtLimits {
         tier_claim: j.tier_claim,
-        rate_claim: j.rate_claim,
-        burst_claim: j.burst_claim,
+        rate_claim: j.rate_claim.unwrap_or_else(|| JwtLimits::DEFAULT_RATE_CLAIM.to_owned()),
+        burst_claim: j
+            .burst_claim
+            .unwrap_or_else(|| JwtLimits::DEFAULT_BURST_CLAIM.to_owned()),
         max_rate: j.max_rate,
         max_burst: j.max_burst,
         verification: keys.map(|keys| JwtVerification {
