@@ -707,7 +707,7 @@ problem_title = " "
     let want = [
         format!(
             "{name}:8:1: rules[0].key: unknown key \"cookie\"; expected \"ip\", \"header:<name>\", \
-             \"jwt_claim:<claim>\", \"global\" or \"custom:<name>\""
+             \"jwt_claim:<claim>\", \"route\" or \"custom:<name>\""
         ),
         format!("{name}:19:1: rules[2].path: path \"b\" must start with '/'"),
         format!("{name}:27:1: rules[3].resolve: unknown profile \"gold\"; defined profiles: standard"),

@@ -74,6 +74,8 @@ pub const STORE_SWEPT: &str = "ratelimit_store_swept_keys_total";
 
 /// Keys the token verifier holds now (a JWKS's keys, or 1).
 pub const JWT_KEYS: &str = "ratelimit_jwt_keys";
+/// Tokens checked by the verifier (past its caches), by `result`.
+pub const JWT_VERIFICATIONS: &str = "ratelimit_jwt_verifications_total";
 /// Fetches of a `[jwt] jwks_url`, startup and refreshes, by `result`.
 pub const JWKS_FETCHES: &str = "ratelimit_jwks_fetches_total";
 
@@ -150,6 +152,18 @@ pub const DECISION_VALUES: &[&str] = &["allowed", "rejected", "shadow_rejected"]
 pub const OK_ERROR: &[&str] = &["ok", "error"];
 /// Every `result` value of [`SERVICE_REQUESTS`].
 pub const SERVICE_RESULTS: &[&str] = &["answer", "no_answer", "error", "timeout"];
+/// What a token check found (`ratelimit_jwt_verifications_total`).
+pub const JWT_RESULTS: &[&str] = &[
+    "verified",
+    "expired",
+    "not_yet_valid",
+    "wrong_issuer",
+    "wrong_audience",
+    "unknown_key",
+    "bad_signature",
+    "malformed",
+    "not_checked",
+];
 /// Every `result` value of [`SERVICE_CACHE`].
 pub const CACHE_RESULTS: &[&str] = &["hit", "stale", "miss"];
 /// Every `reason` value of [`GLOBAL_DEGRADED_REASON`].
@@ -279,6 +293,16 @@ pub const CATALOGUE: &[Metric] = &[
         &[],
         "axum",
         "Keys the token verifier holds now: a JWKS's usable keys, or 1 for a PEM key or an HMAC secret."
+    ),
+    metric!(
+        JWT_VERIFICATIONS,
+        Counter,
+        Count,
+        &[("result", JWT_RESULTS)],
+        "jwt",
+        "Tokens the verifier checked (a cached verified token or a repeated forgery is not checked again), by \
+         result: verified, expired, not_yet_valid, wrong_issuer, wrong_audience, unknown_key, bad_signature, \
+         malformed, not_checked (the failed-check budget had no room)."
     ),
     metric!(
         JWKS_FETCHES,
@@ -449,7 +473,7 @@ pub fn describe() {
 #[cfg(feature = "axum")]
 #[derive(Debug, Default)]
 pub(crate) struct Published {
-    counters: [AtomicU64; 11],
+    counters: [AtomicU64; 20],
 }
 
 #[cfg(feature = "axum")]

@@ -118,6 +118,112 @@ fn expiry_issuer_and_audience() {
     }
 }
 
+/// Entra ID publishes RSA keys without `alg`: such a key verifies RS256
+/// tokens (what its key type implies), pinned like a written one, so a token
+/// claiming another algorithm with it is refused.
+#[test]
+fn a_jwks_key_without_alg_is_pinned_to_what_its_type_implies() {
+    let mut entra: Value = serde_json::from_str(JWKS).unwrap();
+    for key in entra["keys"].as_array_mut().unwrap() {
+        key.as_object_mut().unwrap().remove("alg");
+    }
+    let v = JwtVerifier::jwks(&entra.to_string()).unwrap();
+    let claims = json!({"sub": "u", "exp": in_ten_minutes()});
+    assert!(v.verify(&rs256(&claims, RSA_PRIVATE, Some("key-1"))).is_some());
+    let mut ps256 = Header::new(Algorithm::PS256);
+    ps256.kid = Some("key-1".to_owned());
+    let other_alg = encode(&ps256, &claims, &EncodingKey::from_rsa_pem(RSA_PRIVATE).unwrap()).unwrap();
+    assert!(v.verify(&other_alg).is_none());
+    assert!(
+        v.verifications().contains(&("bad_signature", 1)),
+        "{:?}",
+        v.verifications()
+    );
+}
+
+/// Each token the verifier checks is counted by what it found, so a
+/// misconfigured issuer or audience shows in a metric rather than every user
+/// quietly becoming anonymous; an issuer matches with or without its
+/// trailing slash, as providers write it either way.
+#[test]
+fn verification_outcomes_are_counted_and_issuers_match_with_or_without_a_slash() {
+    let v = JwtVerifier::hmac(SECRET, Algorithm::HS256)
+        .unwrap()
+        .issuer(&["https://tenant.auth.example"])
+        .audience(&["api"]);
+    let exp = in_ten_minutes();
+    let now = get_current_timestamp();
+    let token = |claims: Value| hs256(&claims, SECRET);
+    // The provider writes its issuer with a slash; the config without.
+    assert!(v
+        .verify(&token(
+            json!({"sub": "a", "exp": exp, "iss": "https://tenant.auth.example/", "aud": "api"})
+        ))
+        .is_some());
+    assert!(v
+        .verify(&token(
+            json!({"sub": "b", "exp": exp, "iss": "https://tenant.auth.example", "aud": "api"})
+        ))
+        .is_some());
+    // And a config written with the slash accepts the bare one.
+    let slashed = JwtVerifier::hmac(SECRET, Algorithm::HS256)
+        .unwrap()
+        .issuer(&["https://tenant.auth.example/"]);
+    assert!(slashed
+        .verify(&token(
+            json!({"sub": "c", "exp": exp, "iss": "https://tenant.auth.example"})
+        ))
+        .is_some());
+    // Not a prefix match: another path is another issuer.
+    assert!(v
+        .verify(&token(
+            json!({"sub": "d", "exp": exp, "iss": "https://tenant.auth.example/x", "aud": "api"})
+        ))
+        .is_none());
+    assert!(v
+        .verify(&token(
+            json!({"sub": "e", "exp": exp, "iss": "https://tenant.auth.example", "aud": "web"})
+        ))
+        .is_none());
+    assert!(v
+        .verify(&token(
+            json!({"sub": "f", "exp": now - 600, "iss": "https://tenant.auth.example", "aud": "api"})
+        ))
+        .is_none());
+    assert!(v
+        .verify(&token(
+            json!({"sub": "g", "exp": exp, "nbf": now + 600, "iss": "https://tenant.auth.example", "aud": "api"})
+        ))
+        .is_none());
+    assert!(v
+        .verify(&hs256(
+            &json!({"sub": "h", "exp": exp}),
+            b"another-secret-of-some-length"
+        ))
+        .is_none());
+    assert!(v.verify("not.a.token").is_none());
+    // A cached verified token is not checked, nor counted, again.
+    assert!(v
+        .verify(&token(
+            json!({"sub": "a", "exp": exp, "iss": "https://tenant.auth.example/", "aud": "api"})
+        ))
+        .is_some());
+    assert_eq!(
+        v.verifications(),
+        [
+            ("verified", 2),
+            ("expired", 1),
+            ("not_yet_valid", 1),
+            ("wrong_issuer", 1),
+            ("wrong_audience", 1),
+            ("unknown_key", 0),
+            ("bad_signature", 1),
+            ("malformed", 1),
+            ("not_checked", 0),
+        ]
+    );
+}
+
 #[test]
 fn jwks_pins_the_algorithm_per_kid() {
     let v = JwtVerifier::jwks(JWKS).unwrap();
@@ -171,8 +277,10 @@ fn bad_key_configuration_is_refused_with_a_reason() {
     assert!(JwtVerifier::hmac(SECRET, Algorithm::RS256).is_err());
     assert!(JwtVerifier::pem(b"not a pem", Algorithm::RS256).is_err());
     assert!(JwtVerifier::pem(RSA_PUBLIC, Algorithm::HS256).is_err());
-    let no_alg = r#"{"keys":[{"kty":"RSA","kid":"k","n":"AQAB","e":"AQAB"}]}"#;
-    assert!(JwtVerifier::jwks(no_alg).unwrap_err().to_string().contains("no `alg`"));
+    // An EC key of a curve no algorithm is implied for, without `alg`.
+    let no_alg = r#"{"keys":[{"kty":"EC","kid":"k","crv":"P-521","x":"AQAB","y":"AQAB"}]}"#;
+    let refused = JwtVerifier::jwks(no_alg).unwrap_err().to_string();
+    assert!(refused.contains("no `alg`, and its key type implies none"), "{refused}");
     // A published symmetric key is never used.
     let oct = r#"{"keys":[{"kty":"oct","kid":"s","alg":"HS256","k":"c2VjcmV0LXNlY3JldC1zZWNyZXQ"}]}"#;
     assert!(JwtVerifier::jwks(oct).unwrap_err().to_string().contains("symmetric"));

@@ -13,6 +13,31 @@ use super::RateLimit;
 use crate::config::check::{self, CheckReport, Request};
 use crate::config::Config;
 
+/// The probe bit of `explain`'s runtime (beside `[responses]
+/// probe_methods`' `HEAD` and `OPTIONS` bits): every method is a probe.
+pub(crate) const EXPLAIN: u8 = 4;
+
+/// What `explain`'s runtime answers: the names of the limited routes the
+/// request reached, in the order of their decision.
+#[derive(Debug, Clone)]
+struct Explained(Vec<String>);
+
+/// `explain`'s runtime's answer to a request on limited routes.
+pub(crate) fn explained(pending: &[super::runtime::Pending<'_>]) -> axum::response::Response {
+    let mut response = axum::response::Response::new(axum::body::Body::empty());
+    let names = pending.iter().map(|p| p.route.name.to_owned()).collect();
+    response.extensions_mut().insert(Explained(names));
+    response
+}
+
+impl super::runtime::Runtime {
+    /// Makes this runtime `explain`'s: every request is a probe whose
+    /// answer only names the limited routes it reached.
+    fn explain_only(&self) {
+        self.probes.fetch_or(EXPLAIN, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Exit code of a usage mistake.
 const USAGE_ERROR: u8 = 2;
 
@@ -238,7 +263,7 @@ where
         .call(http_request)
         .await
         .map_err(|e| format!("the router failed: {e}"))?;
-    Ok(match response.extensions().get::<super::runtime::Explained>() {
+    Ok(match response.extensions().get::<Explained>() {
         Some(explained) => Reached::Routes(explained.0.clone()),
         None => Reached::Answered(response.status()),
     })

@@ -49,6 +49,9 @@ impl Tokens {
                 ),
             },
         };
+        if let Some(v) = &verifier {
+            tracing::info!(target: "ratelimit", "{}", v.summary());
+        }
         Ok(Tokens { verifier })
     }
 

@@ -391,14 +391,8 @@ impl Runtime {
     #[inline]
     pub(crate) fn is_probe(&self, method: &http::Method) -> bool {
         let probes = self.probes.load(std::sync::atomic::Ordering::Relaxed);
-        probes != 0 && (probes & EXPLAIN != 0 || crate::config::ResponseConfig::mask_has(probes, method))
-    }
-
-    /// Makes this runtime `explain`'s: every request is a probe whose
-    /// answer only names the limited routes it reached
-    /// ([`command::run_for_app`](super::command::run_for_app)).
-    pub(crate) fn explain_only(&self) {
-        self.probes.fetch_or(EXPLAIN, std::sync::atomic::Ordering::Relaxed);
+        probes != 0
+            && (probes & super::command::EXPLAIN != 0 || crate::config::ResponseConfig::mask_has(probes, method))
     }
 
     /// What a request refused by its requests in flight reports of its
@@ -435,11 +429,8 @@ impl Runtime {
         parts: &Parts,
         hooks: &[fn(&Rejection<'_>) -> Option<Response>],
     ) -> Response {
-        if self.probes.load(std::sync::atomic::Ordering::Relaxed) & EXPLAIN != 0 {
-            let mut response = Response::new(axum::body::Body::empty());
-            let names = pending.iter().map(|p| p.route.name.to_owned()).collect();
-            response.extensions_mut().insert(Explained(names));
-            return response;
+        if self.probes.load(std::sync::atomic::Ordering::Relaxed) & super::command::EXPLAIN != 0 {
+            return super::command::explained(pending);
         }
         self.peek_permits(pending);
         let admitted = self.peek_all(pending);
@@ -561,15 +552,6 @@ fn rule_spec(rule: &RuleConfig) -> RouteSpec<'_> {
 }
 
 /// One limit of a request, prepared: [`Runtime::prepare`]'s result.
-/// The probe bit of `explain`'s runtime (beside `[responses]
-/// probe_methods`' `HEAD` and `OPTIONS` bits): every method is a probe.
-const EXPLAIN: u8 = 4;
-
-/// What `explain`'s runtime answers: the names of the limited routes the
-/// request reached, in the order of their decision.
-#[derive(Debug, Clone)]
-pub(crate) struct Explained(pub(crate) Vec<String>);
-
 pub(crate) struct Pending<'r> {
     pub(crate) route: RouteSpec<'r>,
     pub(crate) cell: crate::CellKey,

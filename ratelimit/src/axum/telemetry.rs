@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 #[cfg(feature = "jwt")]
-use crate::metrics::JWT_KEYS;
+use crate::metrics::{JWT_KEYS, JWT_VERIFICATIONS};
 #[cfg(feature = "service")]
 use crate::metrics::{SERVICE_CACHE, SERVICE_CACHE_ENTRIES, SERVICE_REQUESTS};
 use crate::metrics::{
@@ -36,6 +36,9 @@ pub(crate) fn publish(rt: &Runtime) {
     #[cfg(feature = "jwt")]
     if let Some(jwt) = rt.tokens.verifier() {
         metrics::gauge!(JWT_KEYS).set(jwt.key_count() as f64);
+        for (i, (result, n)) in jwt.verifications().into_iter().enumerate() {
+            p.add(11 + i, n, metrics::counter!(JWT_VERIFICATIONS, "result" => result));
+        }
     }
     #[cfg(feature = "service")]
     if let Some(cache) = rt.service.cache() {

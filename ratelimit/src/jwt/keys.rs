@@ -47,7 +47,26 @@ pub(super) enum Keys {
     Remote(std::sync::Arc<super::jwks::RemoteJwks>),
 }
 
-/// Keys by `kid` from a JWKS document; every key needs `kid` and `alg`.
+/// The algorithm a key without `alg` is pinned to: RS256 for an RSA key,
+/// ES256 or ES384 by an EC key's curve, EdDSA for an Ed25519 key; none for
+/// other curves. A token signed otherwise with such a key (PS256, say) has
+/// another `alg` in its header and is refused, as for any pinned key.
+fn implied_algorithm(params: &jsonwebtoken::jwk::AlgorithmParameters) -> Option<Algorithm> {
+    use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve};
+    match params {
+        AlgorithmParameters::RSA(_) => Some(Algorithm::RS256),
+        AlgorithmParameters::EllipticCurve(ec) => match ec.curve {
+            EllipticCurve::P256 => Some(Algorithm::ES256),
+            EllipticCurve::P384 => Some(Algorithm::ES384),
+            _ => None,
+        },
+        AlgorithmParameters::OctetKeyPair(okp) if okp.curve == EllipticCurve::Ed25519 => Some(Algorithm::EdDSA),
+        _ => None,
+    }
+}
+
+/// Keys by `kid` from a JWKS document; every key needs a `kid`, and an
+/// `alg` or a key type that implies one.
 pub(super) fn parse_jwks(json: &str) -> Result<HashMap<String, PinnedKey>, JwtConfigError> {
     use jsonwebtoken::jwk::{AlgorithmParameters, PublicKeyUse};
     let set: JwkSet = serde_json::from_str(json).map_err(|e| err(format!("JWKS: {e}")))?;
@@ -77,10 +96,15 @@ pub(super) fn parse_jwks(json: &str) -> Result<HashMap<String, PinnedKey>, JwtCo
                 skipped.push(format!("{name}: {e}"));
                 continue;
             }
-            None => {
-                skipped.push(format!("{name}: no `alg` (the algorithm is pinned per key)"));
-                continue;
-            }
+            // No `alg` (Entra ID publishes its keys so): the algorithm its
+            // key type and curve imply, pinned like a written one.
+            None => match implied_algorithm(&jwk.algorithm) {
+                Some(alg) => alg,
+                None => {
+                    skipped.push(format!("{name}: no `alg`, and its key type implies none"));
+                    continue;
+                }
+            },
         };
         match DecodingKey::from_jwk(jwk) {
             Ok(key) if !keys.contains_key(&kid) => {

@@ -24,8 +24,8 @@
 //!   cached stay verified.
 //!
 //! Keys: an HMAC secret (from an environment variable), a PEM public key, a
-//! JWKS document (each key with a `kid` and an `alg`), or, with the `service`
-//! feature too, a JWKS URL refreshed in the background with a cooldown.
+//! JWKS document (each key with a `kid`; its `alg`, or the one its key type
+//! implies), or a JWKS URL refreshed in the background with a cooldown.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -40,11 +40,14 @@ use serde_json::Value;
 use crate::claims::VerifiedClaims;
 
 mod budget;
+mod error;
 mod jwks;
 mod keys;
+mod outcome;
 mod settings;
 
 use budget::FailureBudget;
+pub use error::JwtConfigError;
 pub use jwks::JwksSettings;
 use keys::{parse_jwks, Keys, PinnedKey};
 
@@ -65,49 +68,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Nothing panics while holding these locks; if something did, the data
     // (counters and caches) is still usable.
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Why a verifier could not be built: the key material, the settings, or
-/// a JWKS URL that could not be fetched. Opaque: its message, and the
-/// underlying error as [`source`](std::error::Error::source) where there is
-/// one (an I/O error reading a key file).
-#[derive(Debug, Clone)]
-pub struct JwtConfigError {
-    message: String,
-    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
-}
-
-impl std::fmt::Display for JwtConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for JwtConfigError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
-
-impl PartialEq for JwtConfigError {
-    fn eq(&self, other: &Self) -> bool {
-        self.message == other.message
-    }
-}
-
-impl JwtConfigError {
-    pub(crate) fn new(message: impl Into<String>) -> Self {
-        JwtConfigError {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// The same error, caused by `source`.
-    pub(crate) fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(std::sync::Arc::new(source));
-        self
-    }
 }
 
 fn err(message: impl Into<String>) -> JwtConfigError {
@@ -144,6 +104,8 @@ pub struct JwtVerifier {
     /// Public-key tokens refused unchecked: the failed-check budget had no
     /// room for them.
     budget_refusals: AtomicU64,
+    /// Each check's outcome.
+    outcomes: outcome::Counts,
 }
 
 impl std::fmt::Debug for JwtVerifier {
@@ -198,6 +160,7 @@ impl JwtVerifier {
             ),
             signature_checks: AtomicU64::new(0),
             budget_refusals: AtomicU64::new(0),
+            outcomes: outcome::Counts::default(),
         }
     }
 
@@ -256,10 +219,17 @@ impl JwtVerifier {
         Self::jwks(&json).map_err(|e| err(format!("{}: {e}", path.display())))
     }
 
-    /// Accepted issuers (`iss` must be one of them).
+    /// Accepted issuers (`iss` must be one of them), each with or without a
+    /// trailing slash: providers differ in whether theirs has one (Auth0's
+    /// does), and `https://idp/` and `https://idp` name one issuer.
     #[must_use]
     pub fn issuer(mut self, issuers: &[&str]) -> Self {
-        self.issuer = Some(issuers.iter().map(|s| (*s).to_owned()).collect());
+        let mut all = Vec::with_capacity(issuers.len() * 2);
+        for issuer in issuers {
+            let bare = issuer.trim_end_matches('/');
+            all.extend([bare.to_owned(), format!("{bare}/")]);
+        }
+        self.issuer = Some(all);
         self
     }
 
@@ -420,8 +390,10 @@ impl JwtVerifier {
 
     /// `client`: `None` for no budget, else the address whose budget applies.
     fn verify_for(&self, token: &str, client: Option<Option<IpAddr>>) -> Option<VerifiedClaims> {
+        use outcome::Verification as V;
+        let fail = |outcome: V| self.outcomes.record(outcome);
         if token.is_empty() || token.len() > MAX_TOKEN_LEN {
-            return None;
+            return fail(V::Malformed);
         }
         let now = jsonwebtoken::get_current_timestamp();
         let id = (self.hasher.0.hash_one(token), self.hasher.1.hash_one(token));
@@ -450,27 +422,33 @@ impl JwtVerifier {
             }
         }
 
-        let header = jsonwebtoken::decode_header(token).ok()?;
+        let Ok(header) = jsonwebtoken::decode_header(token) else {
+            return fail(V::Malformed);
+        };
         let remote_keys;
-        let pinned = match &self.keys {
-            Keys::Single(k) => k,
-            Keys::ByKid(keys) => keys.get(header.kid.as_deref()?)?,
-            Keys::Remote(remote) => {
+        let pinned = match (&self.keys, header.kid.as_deref()) {
+            (Keys::Single(k), _) => k,
+            (Keys::ByKid(keys), Some(kid)) => match keys.get(kid) {
+                Some(k) => k,
+                None => return fail(V::UnknownKey),
+            },
+            (Keys::Remote(remote), Some(kid)) => {
                 remote_keys = remote.current();
-                match remote_keys.keys.get(header.kid.as_deref()?) {
+                match remote_keys.keys.get(kid) {
                     Some(k) => k,
                     None => {
                         // Unknown kid: maybe a rotation. Refresh in the
                         // background, at most once per cooldown; this token
                         // is anonymous either way.
                         remote.refresh_soon();
-                        return None;
+                        return fail(V::UnknownKey);
                     }
                 }
             }
+            (Keys::ByKid(_) | Keys::Remote(_), None) => return fail(V::UnknownKey),
         };
         if header.alg != pinned.alg {
-            return None;
+            return fail(V::BadSignature);
         }
         let mut validation = Validation::new(pinned.alg);
         // A configured issuer or audience must be present, not merely correct
@@ -501,7 +479,7 @@ impl JwtVerifier {
                 Some(taken) => Some(taken),
                 None => {
                     self.budget_refusals.fetch_add(1, Ordering::Relaxed);
-                    return None;
+                    return fail(V::NotChecked);
                 }
             },
             _ => None,
@@ -521,13 +499,16 @@ impl JwtVerifier {
                     }
                     failed.insert(id, (now.saturating_add(FAILED_TTL_SECS), generation));
                 }
-                return None;
+                return fail(V::of_error(&e));
             }
         };
         if let Some(taken) = taken {
             self.budget.give_back(taken);
         }
-        let exp = data.claims.get("exp").and_then(Value::as_u64)?;
+        let Some(exp) = data.claims.get("exp").and_then(Value::as_u64) else {
+            return fail(V::Malformed);
+        };
+        self.outcomes.record(V::Verified);
         let claims = VerifiedClaims::new(data.claims);
 
         if let Ok(mut cache) = shard.lock() {
@@ -553,6 +534,22 @@ impl JwtVerifier {
     /// address had used its budget of failed checks.
     pub fn budget_refusals(&self) -> u64 {
         self.budget_refusals.load(Ordering::Relaxed)
+    }
+
+    /// How many tokens past the caches met each outcome, by the labels of
+    /// `ratelimit_jwt_verifications_total{result}`: `verified`, `expired`,
+    /// `not_yet_valid`, `wrong_issuer`, `wrong_audience`, `unknown_key`,
+    /// `bad_signature`, `malformed`, `not_checked` (the failed-check budget).
+    ///
+    /// ```
+    /// use ratelimit::jwt::JwtVerifier;
+    ///
+    /// let verifier = JwtVerifier::hmac(b"a long random secret", jsonwebtoken::Algorithm::HS256).unwrap();
+    /// assert!(verifier.verify("not.a.token").is_none());
+    /// assert!(verifier.verifications().contains(&("malformed", 1)));
+    /// ```
+    pub fn verifications(&self) -> [(&'static str, u64); 9] {
+        self.outcomes.snapshot()
     }
 
     /// Identifies the key set in force: changes when a JWKS URL refresh

@@ -72,3 +72,49 @@ impl JwtVerifier {
         JwtVerifier::jwks_url_with_tls(url, settings, tls).await
     }
 }
+
+impl JwtVerifier {
+    /// One line saying what this verifier accepts, for the startup log: the
+    /// key source and its keys' algorithms, the issuers and audiences
+    /// required, the leeway.
+    pub(crate) fn summary(&self) -> String {
+        use super::keys::Keys;
+        let algorithms = |keys: &mut dyn Iterator<Item = jsonwebtoken::Algorithm>| {
+            let mut names: Vec<String> = keys.map(|a| format!("{a:?}")).collect();
+            names.sort();
+            names.dedup();
+            names.join(", ")
+        };
+        let keys = match &self.keys {
+            Keys::Single(k) => format!("one key ({:?})", k.alg),
+            Keys::ByKid(m) => format!(
+                "a JWKS file, {} keys ({})",
+                m.len(),
+                algorithms(&mut m.values().map(|k| k.alg))
+            ),
+            Keys::Remote(r) => {
+                let set = r.current();
+                format!(
+                    "the JWKS at {}, {} keys ({})",
+                    r.url,
+                    set.keys.len(),
+                    algorithms(&mut set.keys.values().map(|k| k.alg))
+                )
+            }
+        };
+        // Each issuer is held with and without its trailing slash: show one.
+        let issuers = self.issuer.as_ref().map_or("any (not checked)".to_owned(), |all| {
+            let shown: Vec<&String> = all.iter().step_by(2).collect();
+            format!("{shown:?}, with or without a trailing slash")
+        });
+        let audiences = self
+            .audience
+            .as_ref()
+            .map_or("any (not checked)".to_owned(), |all| format!("{all:?}"));
+        format!(
+            "JWT verifier: {keys}; issuer {issuers}; audience {audiences}; leeway {} s; tokens that do not \
+             verify are anonymous (ratelimit_jwt_verifications_total says why)",
+            self.leeway.as_secs()
+        )
+    }
+}

@@ -8,7 +8,7 @@ use std::fmt::{self, Write as _};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use http::{HeaderMap, HeaderValue};
+use http::HeaderValue;
 
 use super::report::{
     chain_label, duration, key_label, methods_label, rate, rule_cost, rule_shadow, step_label, window,
@@ -123,25 +123,6 @@ impl fmt::Display for Explanation {
     }
 }
 
-/// The bearer token of `authorization`, as the runtime reads it (one
-/// header, the `Bearer` scheme), if any.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    crate::claims::bearer_of(headers)
-}
-
-/// The token's claims, read WITHOUT verifying anything.
-#[cfg(feature = "jwt")]
-fn unverified_claims(token: &str) -> Result<(String, VerifiedClaims), String> {
-    let data = jsonwebtoken::dangerous::insecure_decode::<serde_json::Map<String, serde_json::Value>>(token)
-        .map_err(|e| e.to_string())?;
-    Ok((format!("{:?}", data.header.alg), VerifiedClaims::new(data.claims)))
-}
-
-#[cfg(not(feature = "jwt"))]
-fn unverified_claims(_token: &str) -> Result<(String, VerifiedClaims), String> {
-    Err("reading tokens needs the `jwt` feature of ratelimit".to_owned())
-}
-
 /// What the request would get under `config`.
 pub fn explain(config: &Config, request: &Request) -> Explanation {
     explain_with(config, request, &[])
@@ -227,43 +208,8 @@ pub(crate) fn explain_with(config: &Config, request: &Request, attributes: &[(St
 
     // The token: read only when a rule's key or chain reads claims, as the
     // runtime does.
-    let reads_claims = |rule: &RuleConfig| rule.resolve.wants_claims() || rule.key_text().starts_with("jwt_claim:");
-    let token = bearer(&request.headers);
-    let claims = match token {
-        None => None,
-        Some(_) if !rules.iter().any(|(_, r)| reads_claims(r)) => {
-            let _ = writeln!(
-                out,
-                "token: a bearer token, not read by {} (no jwt step, and the key is not a claim)",
-                if rules.len() == 1 { "this rule" } else { "these rules" }
-            );
-            None
-        }
-        Some(t) => match unverified_claims(t) {
-            Ok((alg, claims)) => {
-                let _ = writeln!(
-                    out,
-                    "token: a bearer token ({alg}), decoded WITHOUT verification: its claims below would apply only \
-                     if the token verifies (signature, exp, iss/aud); otherwise the request is anonymous"
-                );
-                if let Some(j) = &config.jwt {
-                    match claims.get(&j.tier_claim) {
-                        Some(v) => {
-                            let _ = writeln!(out, "  tier claim {}: {v} (unverified)", j.tier_claim);
-                        }
-                        None => {
-                            let _ = writeln!(out, "  tier claim {}: absent", j.tier_claim);
-                        }
-                    }
-                }
-                Some(claims)
-            }
-            Err(e) => {
-                let _ = writeln!(out, "token: not a readable JWT ({e}): the request is anonymous");
-                None
-            }
-        },
-    };
+    let readers = rules.iter().map(|(_, r)| *r).chain(attributes.iter().map(|(_, r)| r));
+    let claims = super::token::read_token(config, request, readers, &mut out);
 
     let address = client_address(config, request, &mut out);
     let mut applied = Vec::with_capacity(rules.len());
@@ -285,12 +231,12 @@ pub(crate) fn explain_with(config: &Config, request: &Request, attributes: &[(St
                 }
             );
         }
-        let claims = claims.as_ref().filter(|_| reads_claims(rule));
+        let claims = claims.as_ref().filter(|_| super::token::reads_claims(rule));
         applied.push(explain_rule(config, rule, request, claims, &address, probe, &mut out));
     }
     for (line, rule) in attributes {
         let _ = writeln!(out, "{line}");
-        let claims = claims.as_ref().filter(|_| reads_claims(rule));
+        let claims = claims.as_ref().filter(|_| super::token::reads_claims(rule));
         applied.push(explain_rule(config, rule, request, claims, &address, probe, &mut out));
     }
     Explanation {
@@ -309,32 +255,12 @@ fn attributes_only(
 ) -> Explanation {
     let probe = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods)
         .is_ok_and(|mask| crate::config::ResponseConfig::mask_has(mask, &request.method));
-    let reads = attributes
-        .iter()
-        .any(|(_, r)| r.resolve.wants_claims() || r.key_text().starts_with("jwt_claim:"));
-    let claims = match bearer(&request.headers) {
-        Some(t) if reads => match unverified_claims(t) {
-            Ok((alg, claims)) => {
-                let _ = writeln!(
-                    out,
-                    "token: a bearer token ({alg}), decoded WITHOUT verification: its claims below would apply only \
-                     if the token verifies (signature, exp, iss/aud); otherwise the request is anonymous"
-                );
-                Some(claims)
-            }
-            Err(e) => {
-                let _ = writeln!(out, "token: not a readable JWT ({e}): the request is anonymous");
-                None
-            }
-        },
-        _ => None,
-    };
+    let claims = super::token::read_token(config, request, attributes.iter().map(|(_, r)| r), &mut out);
     let address = client_address(config, request, &mut out);
     let mut applied = Vec::with_capacity(attributes.len());
     for (line, rule) in attributes {
         let _ = writeln!(out, "{line}");
-        let reads_this = rule.resolve.wants_claims() || rule.key_text().starts_with("jwt_claim:");
-        let claims = claims.as_ref().filter(|_| reads_this);
+        let claims = claims.as_ref().filter(|_| super::token::reads_claims(rule));
         applied.push(explain_rule(config, rule, request, claims, &address, probe, &mut out));
     }
     Explanation {

@@ -26,6 +26,7 @@
 mod explain;
 mod report;
 mod request;
+mod token;
 
 use std::path::Path;
 
