@@ -77,6 +77,7 @@ impl JwtVerifier {
     /// One line saying what this verifier accepts, for the startup log: the
     /// key source and its keys' algorithms, the issuers and audiences
     /// required, the leeway.
+    #[cfg(feature = "axum")]
     pub(crate) fn summary(&self) -> String {
         use super::keys::Keys;
         let algorithms = |keys: &mut dyn Iterator<Item = jsonwebtoken::Algorithm>| {
