@@ -43,6 +43,11 @@ rate = "100000/week"
 [profiles.monthly]
 rate = "1000000/month"
 
+# The profile of the `fleet` module's route below (this module's routes
+# include it: startup checks every route of a module against its config).
+[profiles.minute]
+rate = "60/min"
+
 [routes."bulk"]
 profile = "full_day"
 cost = 10000

@@ -103,7 +103,7 @@ fn fleet_bound(n: usize, rtt: Duration) -> u64 {
 }
 
 /// The fleet's configuration: only what the demo needs to start (its other
-/// routes are never called, so their profiles and `[jwt]` are not needed).
+/// routes are never called, but startup checks the profiles they name).
 fn config_toml(redis_url: &str, key_prefix: &str) -> String {
     format!(
         r#"default_profile = "fleet"
@@ -111,6 +111,12 @@ fn config_toml(redis_url: &str, key_prefix: &str) -> String {
 [profiles.fleet]
 rate = "600/min"
 burst = 10
+
+[profiles.standard]
+rate = "120/min"
+
+[profiles.exports]
+rate = "60/min"
 
 [global]
 redis_url = "{redis_url}"

@@ -23,6 +23,10 @@ burst = 5
 rate = "120/min"
 burst = 10
 
+# The quickstart's /export names it (startup checks every route).
+[profiles.exports]
+rate = "60/min"
+
 [store]
 max_keys = 2000
 
@@ -236,6 +240,8 @@ burst = 10
 [profiles.premium]
 rate = "1200/min"
 burst = 50
+[profiles.exports]
+rate = "60/min"
 [jwt]
 max_rate = "6000/min"
 max_burst = 200

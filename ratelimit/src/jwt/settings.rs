@@ -97,7 +97,7 @@ impl JwtVerifier {
                 let set = r.current();
                 format!(
                     "the JWKS at {}, {} keys ({})",
-                    r.url,
+                    super::jwks::shown(&r.url),
                     set.keys.len(),
                     algorithms(&mut set.keys.values().map(|k| k.alg))
                 )
