@@ -661,6 +661,7 @@ fn quickstart_config(jwks_url: &str, ca: &Path) -> String {
          [profiles.anonymous]\nrate = \"30/min\"\nburst = 5\n\
          [profiles.standard]\nrate = \"120/min\"\nburst = 10\n\
          [profiles.premium]\nrate = \"1200/min\"\nburst = 50\n\
+         [profiles.exports]\nrate = \"60/min\"\n\
          [jwt]\ntier_claim = \"ratelimit_tier\"\nmax_rate = \"6000/min\"\nmax_burst = 200\njwks_url = {jwks_url:?}\n\
          [tls]\nca_file = {}\n",
         toml_path(ca)
