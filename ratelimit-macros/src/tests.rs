@@ -721,7 +721,10 @@ fn expand(attr: &syn::Attribute, item: TokenStream) -> Vec<Located> {
 
 /// rustc's own errors in the cases' `.stderr` (about the expansion, not
 /// from the attribute).
-const RUSTC_ERRORS: [&str; 1] = ["is not supported in `trait`s or `impl`s"];
+const RUSTC_ERRORS: [&str; 2] = [
+    "is not supported in `trait`s or `impl`s",
+    "`const` items in this context need a name",
+];
 
 /// The errors a `.stderr` shows that the attribute gives: `error: ...`
 /// (with no code) and the `-->` line after it.

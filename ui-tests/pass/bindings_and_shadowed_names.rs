@@ -12,7 +12,7 @@ struct Debug;
 struct Clone;
 mod core {}
 
-#[rate_limit(key = ip, resolve = [default], cost = 2)]
+#[rate_limit(key = ip, resolve = [default], cost = 2, layer)]
 async fn shout(mut body: String) -> String {
     body.push('!');
     body

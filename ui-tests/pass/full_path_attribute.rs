@@ -5,5 +5,5 @@ async fn public() -> &'static str {
 }
 
 fn main() {
-    let _ = public;
+    let _ = public::<ratelimit::axum::RateLimit>;
 }

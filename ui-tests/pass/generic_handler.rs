@@ -4,7 +4,7 @@ use axum::routing::get;
 use axum::Router;
 use ratelimit::rate_limit;
 
-#[rate_limit(key = ip, resolve = [default])]
+#[rate_limit(key = ip, resolve = [default], layer)]
 async fn answer<T: Default + ToString + Send + 'static, const N: usize>() -> String {
     format!("{} {}", T::default().to_string(), N)
 }

@@ -14,7 +14,7 @@ async fn update_item(
     format!("item {id}: {} params, {} bytes", params.len(), body.len())
 }
 
-fn router() -> axum::Router {
+fn router() -> axum::Router<ratelimit::axum::RateLimit> {
     axum::Router::new().route("/items/{id}", axum::routing::post(update_item))
 }
 

@@ -8,5 +8,5 @@ async fn search() -> &'static str {
 }
 
 fn main() {
-    let _ = search;
+    let _ = search::<ratelimit::axum::RateLimit>;
 }

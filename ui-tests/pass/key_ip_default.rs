@@ -8,5 +8,5 @@ async fn public() -> &'static str {
 
 fn main() {
     // Type-checks only: nothing runs.
-    let _ = public;
+    let _ = public::<ratelimit::axum::RateLimit>;
 }

@@ -7,5 +7,5 @@ async fn org_report() -> &'static str {
 }
 
 fn main() {
-    let _ = org_report;
+    let _ = org_report::<ratelimit::axum::RateLimit>;
 }

@@ -7,5 +7,5 @@ async fn get_user() -> &'static str {
 }
 
 fn main() {
-    let _ = get_user;
+    let _ = get_user::<ratelimit::axum::RateLimit>;
 }

@@ -8,7 +8,7 @@ mod api {
     }
 }
 
-fn router() -> axum::Router {
+fn router() -> axum::Router<ratelimit::axum::RateLimit> {
     axum::Router::new().route("/users", axum::routing::get(api::list_users))
 }
 

@@ -7,5 +7,5 @@ async fn r#match() -> &'static str {
 }
 
 fn main() {
-    let _ = r#match;
+    let _ = r#match::<ratelimit::axum::RateLimit>;
 }

@@ -7,7 +7,7 @@ async fn health() -> impl IntoResponse {
     (http::StatusCode::OK, [(http::header::CONTENT_TYPE, "text/plain")], "ok")
 }
 
-fn router() -> axum::Router {
+fn router() -> axum::Router<ratelimit::axum::RateLimit> {
     axum::Router::new().route("/health", axum::routing::get(health))
 }
 

@@ -14,7 +14,7 @@ async fn lookup(body: String) -> Result<String, (StatusCode, String)> {
     Ok(format!("item {id}"))
 }
 
-fn router() -> axum::Router {
+fn router() -> axum::Router<ratelimit::axum::RateLimit> {
     axum::Router::new().route("/lookup", axum::routing::post(lookup))
 }
 

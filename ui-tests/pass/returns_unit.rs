@@ -4,7 +4,7 @@ use ratelimit::rate_limit;
 #[rate_limit(key = ip, resolve = [default])]
 async fn ping() {}
 
-fn router() -> axum::Router {
+fn router() -> axum::Router<ratelimit::axum::RateLimit> {
     axum::Router::new().route("/ping", axum::routing::get(ping))
 }
 

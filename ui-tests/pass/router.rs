@@ -5,17 +5,17 @@ use axum::Router;
 use ratelimit::axum::RateLimit;
 use ratelimit::rate_limit;
 
-#[rate_limit(key = ip, resolve = [default])]
+#[rate_limit(key = ip, resolve = [default], layer)]
 async fn handler() -> &'static str {
     "x"
 }
 
-#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default], name = "me.get")]
+#[rate_limit(key = jwt_claim("sub"), resolve = [jwt, profile("standard"), default], name = "me.get", layer)]
 async fn me() -> String {
     "me".to_owned()
 }
 
-#[rate_limit(key = header("x-api-key"), resolve = [service, default], cost = 5, shadow)]
+#[rate_limit(key = header("x-api-key"), resolve = [service, default], cost = 5, shadow, layer)]
 async fn upload(body: String) -> String {
     format!("{} bytes", body.len())
 }

@@ -7,5 +7,5 @@ async fn catalog() -> &'static str {
 }
 
 fn main() {
-    let _ = catalog;
+    let _ = catalog::<ratelimit::axum::RateLimit>;
 }
