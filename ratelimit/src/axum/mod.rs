@@ -331,7 +331,7 @@ impl RateLimit {
     /// assert!(refused.to_string().contains("profile(\"search\") is not a profile of the configuration"));
     ///
     /// let config = Config::from_toml_str(
-    ///     "[profiles.standard]\nrate = \"10/s\"\n[profiles.search]\nrate = \"1/s\"\nburst = 5\n",
+    ///     "default_profile = \"standard\"\n[profiles.standard]\nrate = \"10/s\"\n[profiles.search]\nrate = \"1/s\"\nburst = 5\n",
     /// )
     /// .unwrap();
     /// let rate_limit = RateLimit::from_config(config).await.unwrap();
