@@ -39,10 +39,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use http::StatusCode;
 use ratelimit::axum::{RateLimit, Rejection};
+use ratelimit::claims::VerifiedClaims;
 use ratelimit::config::Config;
 use ratelimit::key::{write_address_id, ClientKey, KeyContext, KeySource};
 use ratelimit::rate_limit;
-use ratelimit::resolve::VerifiedClaims;
 
 /// The service's state: its own handles and the limiter beside them.
 #[derive(Clone, FromRef)]

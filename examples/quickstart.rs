@@ -57,10 +57,10 @@ use axum::{Json, Router};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use ratelimit::axum::RateLimit;
+use ratelimit::claims::VerifiedClaims;
 use ratelimit::config::{Config, JwtKeySource};
 use ratelimit::jwt::JwtVerifier;
 use ratelimit::rate_limit;
-use ratelimit::resolve::VerifiedClaims;
 
 /// The secret's environment variable, and the default the demo uses without it.
 const SECRET_ENV: &str = "QUICKSTART_JWT_SECRET";

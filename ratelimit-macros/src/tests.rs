@@ -198,7 +198,7 @@ key = ip, resolve = [profile, default]
 "#,
     r#"
 key = ip, resolve = [default], reject = "busy"
-                                        ^^^^^^ expected the path of a function `fn(&ratelimit::axum::Rejection<'_>) -> impl IntoResponse`: `reject = errors::too_many_requests`
+                                        ^^^^^^ expected the path of a function `fn(&ratelimit::axum::Rejection<'_>) -> http::Response<B>`: `reject = errors::too_many_requests`
 "#,
     r#"
 key = ip, resolve = [default, tier]
@@ -598,7 +598,7 @@ reject = a::<T>
 "#,
     r#"
 reject = 1
-         ^ expected the path of a function `fn(&ratelimit::axum::Rejection<'_>) -> impl IntoResponse`: `reject = errors::too_many_requests`
+         ^ expected the path of a function `fn(&ratelimit::axum::Rejection<'_>) -> http::Response<B>`: `reject = errors::too_many_requests`
 "#,
     r#"
 crate = "a b"

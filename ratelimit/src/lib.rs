@@ -333,7 +333,7 @@
 //!
 //! None is on by default: without features the crate is the engine alone
 //! ([`Quota`], [`Limiter`], [`Decision`], [`Clock`], [`Store`],
-//! [`MemoryStore`], [`window`]), whose only dependencies are `ahash` and
+//! [`MemoryStore`]), whose only dependencies are `ahash` and
 //! `quanta` (no serde, no TOML, no HTTP types).
 //!
 //! * `tokio`: [`Limiter::spawn_sweeper`], a background task that drops
@@ -341,7 +341,7 @@
 //! * `config`: the configuration and request layers: `ratelimit::config`
 //!   (TOML profiles, routes, `[[rules]]`, environment overrides, reload, the
 //!   checker), `ratelimit::key` (client address behind trusted proxies,
-//!   header and claim keys), `ratelimit::resolve` and `ratelimit::limits`
+//!   header and claim keys), `ratelimit::resolve`
 //!   (resolver chains), `ratelimit::claims` (verified claims). Brings serde,
 //!   serde_json, toml and http. Every feature below implies it.
 //! * `jwt`: `ratelimit::jwt`, JWT verification with `jsonwebtoken`: the
@@ -412,8 +412,7 @@ pub mod jwt;
 pub mod key;
 mod limiter;
 #[cfg(feature = "config")]
-#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
-pub mod limits;
+mod limits;
 #[cfg(any(feature = "axum", feature = "redis", feature = "jwt", feature = "service"))]
 #[cfg_attr(
     docsrs,
@@ -434,7 +433,8 @@ mod setters;
 mod store;
 mod sync;
 mod units;
-pub mod window;
+#[cfg_attr(not(feature = "redis"), allow(dead_code, unreachable_pub))]
+mod window;
 
 #[cfg(test)]
 mod architecture;
@@ -458,10 +458,11 @@ pub use ratelimit_macros::rate_limit;
 #[cfg(feature = "axum")]
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::axum::__call_reject as call_reject;
+    pub use crate::axum::handler::{Admit, InState, Limited, Report, RouterState, Rule, Rules, ViaLayer};
     pub use crate::axum::observe::RouteSeries;
-    pub use crate::axum::AttributeRoute;
-    pub use crate::axum::{Admit, InState, Limited, Rejection, RouterState, Rule, Rules, ViaLayer};
+    pub use crate::axum::reject::call_reject;
+    pub use crate::axum::route::{route_id, RouteSpec};
+    pub use crate::axum::{AttributeRoute, Rejection};
     pub use ::axum::response::{IntoResponse, Response};
     pub use ::inventory;
     // Every key source and resolver, by the names the spec gives them

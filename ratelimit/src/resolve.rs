@@ -8,7 +8,8 @@
 //!
 //! ```
 //! use ratelimit::config::Config;
-//! use ratelimit::resolve::{Chain, DefaultProfile, FinalResolver, JwtTier, NamedProfile, ResolveContext, VerifiedClaims};
+//! use ratelimit::resolve::{Chain, DefaultProfile, FinalResolver, JwtTier, NamedProfile, ResolveContext};
+//! use ratelimit::claims::VerifiedClaims;
 //!
 //! let config = Config::from_toml_str(r#"
 //!     default_profile = "standard"
@@ -34,8 +35,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub use crate::claims::VerifiedClaims;
-use crate::limits::{LimitParts, LimitTable};
+use crate::claims::VerifiedClaims;
+pub use crate::limits::{LimitParts, LimitTable};
 use crate::Quota;
 
 /// What a resolver answers: the quota, the profile it came from (for

@@ -28,7 +28,7 @@
 //! storage (one Redis hash per key and epoch, one field per slice).
 //!
 //! ```
-//! use ratelimit::window::SlidingWindow;
+//! use ratelimit::global::SlidingWindow;
 //! use std::time::Duration;
 //!
 //! let w = SlidingWindow::new(Duration::from_secs(10), 20).unwrap();
@@ -58,7 +58,7 @@ pub const MAX_FLEET_BURST: u32 = 1 << 22;
 /// longest window it takes. A quota with a longer period (per day, week or
 /// month) whose burst the window cannot hold is limited locally only: see
 /// [`limited_locally`].
-pub const LONG_PERIOD: Duration = Duration::from_secs(3600);
+pub(crate) const LONG_PERIOD: Duration = Duration::from_secs(3600);
 
 const LONG_PERIOD_NS: u64 = 3_600_000_000_000;
 
@@ -79,19 +79,7 @@ const LONG_PERIOD_NS: u64 = 3_600_000_000_000;
 /// (`10000/d` burst 20 over a 3-minute window: 20.8) is limited
 /// fleet-wide.
 ///
-/// ```
-/// use ratelimit::window::limited_locally;
-/// use ratelimit::Quota;
-/// use std::time::Duration;
-///
-/// let w = Duration::from_secs(10);
-/// let daily = Quota::per_day(10_000).with_burst(20);
-/// assert!(limited_locally(&daily, w));
-/// assert!(!limited_locally(&daily, Duration::from_secs(180)));
-/// assert!(!limited_locally(&Quota::per_minute(600).with_burst(1000), w));
-/// assert!(!limited_locally(&Quota::per_hour(5000), w));
-/// ```
-pub fn limited_locally(quota: &Quota, window: Duration) -> bool {
+pub(crate) fn limited_locally(quota: &Quota, window: Duration) -> bool {
     limited_locally_ns(quota, u64::try_from(window.as_nanos()).unwrap_or(u64::MAX))
 }
 
@@ -254,7 +242,7 @@ impl SlidingWindow {
     /// (property tested). No loop: the gate runs it on every request.
     ///
     /// ```
-    /// # use ratelimit::window::SlidingWindow;
+    /// # use ratelimit::global::SlidingWindow;
     /// # use std::time::Duration;
     /// let w = SlidingWindow::new(Duration::from_secs(10), 4).unwrap();
     /// let count = |slice: u64| slice; // 1 in slice 1, 2 in slice 2, ...
@@ -399,5 +387,15 @@ mod tests {
                 prop_assert!(n <= budget, "{} admitted in one window, budget {}", n, budget);
             }
         }
+    }
+
+    #[test]
+    fn long_periods_whose_burst_the_window_cannot_hold_are_limited_locally() {
+        let w = Duration::from_secs(10);
+        let daily = Quota::per_day(10_000).with_burst(20);
+        assert!(limited_locally(&daily, w));
+        assert!(!limited_locally(&daily, Duration::from_secs(180)));
+        assert!(!limited_locally(&Quota::per_minute(600).with_burst(1000), w));
+        assert!(!limited_locally(&Quota::per_hour(5000), w));
     }
 }

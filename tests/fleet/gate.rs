@@ -199,7 +199,7 @@ async fn redis_cluster_four_instances_stay_within_the_bound() {
     assert_eq!((report.keys, report.pushed), (200, 200));
 
     // A key holding garbage on the cluster: the round still succeeds.
-    let epoch = ratelimit::window::SlidingWindow::new(WINDOW, 20)
+    let epoch = ratelimit::global::SlidingWindow::new(WINDOW, 20)
         .unwrap()
         .epoch(ratelimit::Clock::wall_nanos(&clock));
     let bad = store.key(1, gate.fleet_id(1, &7u32), epoch);
@@ -345,7 +345,7 @@ async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
     gate.sync_once(&store, &clock).await.unwrap();
 
     // Someone writes garbage into this key's counter.
-    let epoch = ratelimit::window::SlidingWindow::new(WINDOW, 20)
+    let epoch = ratelimit::global::SlidingWindow::new(WINDOW, 20)
         .unwrap()
         .epoch(ratelimit::Clock::wall_nanos(&clock));
     let bad = store.key(ROUTE, gate.fleet_id(ROUTE, KEY), epoch);
@@ -645,7 +645,7 @@ mod over_http {
         let as_sub = |sub: serde_json::Value| {
             let mut r = ::http::Request::get("/sub").body(Body::empty()).unwrap();
             r.extensions_mut().insert(PeerAddr("192.0.2.78:1".parse().unwrap()));
-            let claims = ratelimit::resolve::VerifiedClaims::from_json(&serde_json::json!({ "sub": sub }).to_string());
+            let claims = ratelimit::claims::VerifiedClaims::from_json(&serde_json::json!({ "sub": sub }).to_string());
             r.extensions_mut().insert(claims.unwrap());
             r
         };

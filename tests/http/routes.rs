@@ -306,7 +306,7 @@ async fn a_jwt_tier_raises_the_limit_and_forged_tokens_get_the_anonymous_one() {
 #[tokio::test]
 async fn verified_claims_reach_the_handler() {
     #[rate_limit(key = jwt_claim("sub"), resolve = [jwt, default], name = "whoami", layer)]
-    async fn whoami(claims: Option<axum::Extension<ratelimit::resolve::VerifiedClaims>>) -> String {
+    async fn whoami(claims: Option<axum::Extension<ratelimit::claims::VerifiedClaims>>) -> String {
         claims
             .and_then(|c| c.get_text("sub").map(|s| s.into_owned()))
             .unwrap_or_default()

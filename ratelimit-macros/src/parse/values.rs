@@ -262,7 +262,7 @@ impl Parse for FnPath {
         let path: syn::Path = input.parse().map_err(|e| {
             syn::Error::new(
                 e.span(),
-                "expected the path of a function `fn(&ratelimit::axum::Rejection<'_>) -> impl IntoResponse`: \
+                "expected the path of a function `fn(&ratelimit::axum::Rejection<'_>) -> http::Response<B>`: \
                  `reject = errors::too_many_requests`",
             )
         })?;

@@ -35,7 +35,7 @@ pub trait Rule: Send + Sync + 'static {
     /// The stable route name (`name = "..."`, or the handler's path).
     const NAME: &'static str;
     /// The route's cell namespace.
-    const ID: u32 = super::route_id(Self::NAME);
+    const ID: u32 = super::route::route_id(Self::NAME);
     /// `cost = N` (with [`BYTES_PER_UNIT`](Self::BYTES_PER_UNIT), the one
     /// unit reserved before the handler runs).
     const COST: u32;
@@ -318,7 +318,7 @@ static MISSING_LOGGED: Once = Once::new();
 
 /// A limited route with no runtime: never served unlimited.
 fn missing_limiter(route: &'static str) -> Response {
-    metrics::counter!(super::observe::MISSING_LIMITER, "route" => route).increment(1);
+    metrics::counter!(crate::metrics::MISSING_LIMITER, "route" => route).increment(1);
     if MISSING_LOGGED.first() {
         tracing::error!(
             target: "ratelimit",

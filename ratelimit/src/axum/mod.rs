@@ -152,36 +152,29 @@ mod error;
 #[cfg(feature = "redis")]
 mod gate;
 mod grpc;
-mod handler;
+pub(crate) mod handler;
 mod in_flight;
 mod layer;
 mod meter;
-pub mod observe;
+pub(crate) mod observe;
 mod optional;
 mod registry;
-mod reject;
+pub(crate) mod reject;
 mod report;
 mod respond;
-mod route;
+pub(crate) mod route;
 mod runtime;
 mod setup;
 mod telemetry;
 
 use std::sync::Arc;
 
-/// The key sources, now in [`crate::key`] (re-exported here for code written
-/// against their old place).
-pub use crate::key::{Claim, Header, Ip, KeyContext, KeySource};
 pub use charge::Charge;
 pub use error::SetupError;
-pub use handler::{Admit, InState, Limited, Report, RouterState, Rule, Rules, ViaLayer};
 pub use layer::{LimitBody, RateLimitLayer, RateLimitService, ResponseFuture};
 pub use registry::AttributeRoute;
-#[doc(hidden)]
-pub use reject::call_reject as __call_reject;
 pub use reject::Rejection;
 pub use respond::{Outcome, RATELIMIT, RATELIMIT_LIMIT, RATELIMIT_POLICY, RATELIMIT_REMAINING, RATELIMIT_RESET};
-pub use route::{route_id, RouteSpec};
 
 use crate::config::{Config, ConfigError};
 #[cfg(feature = "jwt")]
@@ -445,11 +438,11 @@ impl RateLimitBuilder {
     /// Registers `source` as the key `"custom:<name>"` of `[[rules]]`
     /// entries (`#[rate_limit(key = custom(Type))]` names its type and
     /// needs no registration). A source must never key by a value a client
-    /// can mint freely (see [`KeySource`]). `build` refuses a name that is
+    /// can mint freely (see [`KeySource`](crate::key::KeySource)). `build` refuses a name that is
     /// not a valid custom key name or is registered twice, and a
     /// configuration naming an unregistered one.
     #[must_use]
-    pub fn key(mut self, name: &str, source: impl KeySource + 'static) -> Self {
+    pub fn key(mut self, name: &str, source: impl crate::key::KeySource + 'static) -> Self {
         if let Err(e) = ratelimit_spec::custom_name(name) {
             self.errors.push(format!("key {name:?}: {e}"));
         } else if self.extras.keys.insert(name.to_owned(), Arc::new(source)).is_some() {

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::ArcSwap;
 use metrics::{Counter, Gauge, Histogram};
 
-pub use crate::metrics::{CONCURRENCY_REJECTED, DECISIONS, IN_FLIGHT, MISSING_LIMITER, RETRY_AFTER};
+use crate::metrics::{CONCURRENCY_REJECTED, DECISIONS, IN_FLIGHT, RETRY_AFTER};
 
 /// Distinct (route, tier) pairs with their own series; past this, a pair is
 /// counted under tier `"other"`. Tiers are profile names (operator-defined),

@@ -128,7 +128,7 @@ impl Profile {
     /// startup).
     ///
     /// ```
-    /// use ratelimit::{limits::Profile, Quota};
+    /// use ratelimit::{config::Profile, Quota};
     ///
     /// let exports = Profile::new("exports", Quota::per_minute(10)).with_concurrency(2);
     /// assert_eq!(exports.concurrency, Some(2));

@@ -155,9 +155,8 @@ impl FleetGate {
     }
 
     /// Whether this gate limits `quota` locally only: a period longer than
-    /// an hour whose burst the window cannot hold
-    /// ([`window::limited_locally`](crate::window::limited_locally): a
-    /// `10000/d` quota with burst 20 over a 10 s window). Its requests are
+    /// an hour whose burst the window cannot hold (a `10000/d` quota with
+    /// burst 20 over a 10 s window). Its requests are
     /// decided by the local limiter alone and leave no fleet state; the
     /// fleet can admit up to N times one instance's limit for it.
     ///

@@ -9,7 +9,7 @@
 //! window is 100 per window). The window is cut into sub-epochs (slices,
 //! 25 by default); the estimate is the sum of every slice the window
 //! overlaps, so it never counts less than the true window holds (see
-//! [`crate::window`] for the arithmetic and its property tests).
+//! [`SlidingWindow`] for the arithmetic and its property tests).
 //!
 //! Every `sync_interval`, one task per instance pushes this instance's
 //! deltas (`HINCRBY` + `PEXPIRE`) and pulls the totals of the slices that
@@ -60,10 +60,10 @@ pub(crate) mod tls;
 mod tracking;
 
 pub use self::redis::{RedisSettings, RedisStore};
+pub use crate::window::{Fit, Position, SlidingWindow, WindowError, MAX_SLICES};
 pub use check::FleetCheck;
 pub use gate::{FleetGate, MAX_FLEET_BURST};
 pub use health::{FleetHealth, GateStatus};
-pub use names::{DEGRADED, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNREAD_KEYS, UNTRACKED};
 pub use settings::{GateError, GateSettings, DEFAULT_SUB_EPOCHS};
 pub use store::{Counter, GlobalError, GlobalStore, MemoryGlobalStore, OpResult, SyncOp};
 pub use sync::SyncReport;

@@ -3,7 +3,7 @@
 //! sets the degraded gauges, so the flag and its reason always agree.
 
 use crate::metrics::{DEGRADED_REASONS, GLOBAL_DEGRADED_REASON};
-pub use crate::metrics::{
+pub(crate) use crate::metrics::{
     GLOBAL_DEGRADED as DEGRADED, GLOBAL_DEGRADED_KEYS as DEGRADED_KEYS, GLOBAL_FAILED_KEYS as FAILED_KEYS,
     GLOBAL_SYNCED_KEYS as SYNCED_KEYS, GLOBAL_SYNC_DURATION as SYNC_SECONDS, GLOBAL_SYNC_ROUNDS as SYNC_ROUNDS,
     GLOBAL_UNREAD_KEYS as UNREAD_KEYS, GLOBAL_UNTRACKED as UNTRACKED,

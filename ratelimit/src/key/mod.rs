@@ -111,7 +111,7 @@ impl IpKey {
 
 /// Keys requests by a claim of a verified JWT (`jwt_claim("sub")`), taking
 /// claims that an upstream authentication layer verified
-/// ([`VerifiedClaims`](crate::resolve::VerifiedClaims) in the request's
+/// ([`VerifiedClaims`](crate::claims::VerifiedClaims) in the request's
 /// extensions), or verifying the `Authorization: Bearer` token itself. An
 /// unverified, expired or forged token is anonymous: keyed by address, and
 /// no claims are returned for limits. A verified token without the claim is

@@ -14,8 +14,9 @@ use super::report::{
     chain_label, duration, key_label, methods_label, rate, rule_cost, rule_shadow, step_label, window,
 };
 use super::request::Request;
+use crate::claims::VerifiedClaims;
 use crate::config::{Config, RuleConfig};
-use crate::resolve::{AnyStep, FinalResolver, ResolveContext, Resolved, Resolver, VerifiedClaims};
+use crate::resolve::{AnyStep, FinalResolver, ResolveContext, Resolved, Resolver};
 use ratelimit_spec::KeyKind;
 
 /// What a request would get: the rules that apply (the first match, and

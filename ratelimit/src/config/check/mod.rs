@@ -196,7 +196,7 @@ fn check_text(text: &str, source: String, overrides: Vec<(String, String)>) -> C
 }
 
 /// The profiles a fleet gate with this window limits locally only
-/// ([`crate::window::limited_locally`]): a period longer than an hour and a
+/// (`FleetGate::limits_locally`): a period longer than an hour and a
 /// burst the window cannot hold. Startup logs them; the checker warns.
 pub(crate) fn locally_limited_profiles(
     profiles: &std::collections::BTreeMap<String, crate::limits::Profile>,
@@ -220,7 +220,7 @@ impl Config {
     /// What startup accepts but may not do what was meant, one warning per
     /// field: with `[global]`, each profile the fleet gate limits locally
     /// only (a period longer than an hour whose burst the window cannot
-    /// hold, [`crate::window::limited_locally`]), with its period, the
+    /// hold, `FleetGate::limits_locally`), with its period, the
     /// window and the fix. Startup logs the same profiles once, at warn
     /// level.
     ///

@@ -9,8 +9,8 @@ use http::HeaderMap;
 use serde_json::Value;
 
 use super::request::Request;
+use crate::claims::VerifiedClaims;
 use crate::config::{Config, RuleConfig};
-use crate::resolve::VerifiedClaims;
 
 /// Whether `rule` reads claims (a `jwt` step, or a `jwt_claim` key), as the
 /// runtime decides whether to verify a request's token.
