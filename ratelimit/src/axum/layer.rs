@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use axum::body::Body as AxumBody;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
@@ -46,9 +47,13 @@ pub struct RateLimitService<S> {
 impl<S, B, ResBody> Service<Request<B>> for RateLimitService<S>
 where
     S: Service<Request<B>, Response = Response<ResBody>>,
-    ResBody: Body,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<axum::BoxError>,
 {
-    type Response = Response<LimitBody<ResBody>>;
+    // axum's body: an axum route's own body passes through as it is (axum
+    // boxes any other body type, one allocation per request), and a
+    // rejection, a metered body or one holding permits is wrapped.
+    type Response = Response<AxumBody>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future>;
 
@@ -168,14 +173,18 @@ impl<F: Future> std::fmt::Debug for ResponseFuture<F> {
 impl<F, ResBody, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<ResBody>, E>>,
-    ResBody: Body,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<axum::BoxError>,
 {
-    type Output = Result<Response<LimitBody<ResBody>>, E>;
+    type Output = Result<Response<AxumBody>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().state.project() {
             StateProj::Rejected { response } => {
-                match response.take().map(|r| r.map(LimitBody::rejected)) {
+                match response
+                    .take()
+                    .map(|r| r.map(|data| AxumBody::new(LimitBody::<AxumBody>::rejected(data))))
+                {
                     Some(r) => Poll::Ready(Ok(r)),
                     // Polled after completion: a contract violation by the
                     // caller, reported as tower's futures do (a future that
@@ -199,13 +208,23 @@ where
                 // them back here.
                 let permits = std::mem::take(permits);
                 let hold = permits.held_by(response.body());
-                let mut response = match meter.take() {
-                    Some(charge) => response.map(|body| LimitBody::metered(body, charge)),
-                    None => response.map(LimitBody::inner),
+                let response = match (meter.take(), hold) {
+                    (Some(charge), _) => response.map(|body| {
+                        let mut body = LimitBody::metered(body, charge);
+                        if hold {
+                            body.permits = permits;
+                        }
+                        AxumBody::new(body)
+                    }),
+                    (None, true) => response.map(|body| {
+                        let mut body = LimitBody::inner(body);
+                        body.permits = permits;
+                        AxumBody::new(body)
+                    }),
+                    // The common case: the inner body as it is (no
+                    // allocation when it is axum's).
+                    (None, false) => response.map(AxumBody::new),
                 };
-                if hold {
-                    response.body_mut().permits = permits;
-                }
                 Poll::Ready(Ok(response))
             }
         }
@@ -213,9 +232,10 @@ where
 }
 
 pin_project! {
-    /// The response body of [`RateLimitService`]: the inner service's body,
-    /// or the problem+json of a rejection.
-    pub struct LimitBody<B> {
+    /// The response body of [`RateLimitService`] when it is not the inner
+    /// service's own: the problem+json of a rejection, a body charged by
+    /// its size, or one holding the request's permits.
+    pub(crate) struct LimitBody<B> {
         #[pin]
         kind: Kind<B>,
         // The request's permits (`concurrency`), given back when the body

@@ -171,7 +171,7 @@ use std::sync::Arc;
 
 pub use charge::Charge;
 pub use error::SetupError;
-pub use layer::{LimitBody, RateLimitLayer, RateLimitService, ResponseFuture};
+pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
 pub use registry::AttributeRoute;
 pub use reject::Rejection;
 pub use respond::{Outcome, RATELIMIT, RATELIMIT_LIMIT, RATELIMIT_POLICY, RATELIMIT_REMAINING, RATELIMIT_RESET};
