@@ -204,6 +204,7 @@ impl<R: Rule> Rules for R {
     const WANTS_CHARGE: bool = R::WANTS_CHARGE;
     const METERED: bool = R::BYTES_PER_UNIT.is_some();
 
+    #[inline(always)]
     fn decide(parts: &Parts, rt: &RateLimit) -> Result<(Outcome, Permits), Response> {
         let (outcome, permits) = rt
             .inner
@@ -377,7 +378,7 @@ impl<R: Rules, M> Admit<R, M> {
     /// Decides with `rt`, building the admission in one place (the
     /// outcomes are moved as few times as they can be: each move of an
     /// `Outcome` is a `memcpy` on the request path).
-    #[inline]
+    #[inline(always)]
     fn decide_with(parts: &mut Parts, rt: &RateLimit) -> Result<Self, Response> {
         if rt.inner.is_probe(&parts.method) {
             return Err(R::probe(parts, rt));

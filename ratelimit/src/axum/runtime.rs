@@ -171,6 +171,7 @@ impl Runtime {
     /// Decides one request on one route: key, limit, concurrency, check.
     /// The permits are held until the response has been sent (none when
     /// the route has no concurrency limit, or the request is refused).
+    #[inline(always)]
     pub(crate) fn decide<K: KeySource, R: FinalResolver>(
         &self,
         parts: &Parts,
@@ -207,7 +208,7 @@ impl Runtime {
     /// Everything about one limit of a request but the check: the key's
     /// cell, its fleet id and the quota, cost and route that apply. Its
     /// outcome's decision is a placeholder until [`Self::decide_all`].
-    #[inline]
+    #[inline(always)]
     pub(crate) fn prepare<'r, K: KeySource, R: FinalResolver>(
         &self,
         parts: &Parts,
