@@ -9,10 +9,10 @@
 use crate::support::quickstart as examples;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jsonwebtoken::{encode, get_current_timestamp, Algorithm, EncodingKey, Header};
 
@@ -28,32 +28,50 @@ impl Drop for Service {
     }
 }
 
+/// Starts the example on a port it picks itself (`--addr 127.0.0.1:0`) and
+/// reads the address from its first line. A port picked here and freed
+/// before the example binds it can be taken first by the example's own
+/// identity provider, which binds a port of its own before the service
+/// does: the test then spoke HTTP to the IdP's TLS listener (a reset).
 fn start() -> Service {
     let bin = examples::example_binary("adopt");
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let child = Command::new(bin)
+    let mut child = Command::new(bin)
         .arg("--addr")
-        .arg(addr.to_string())
+        .arg("127.0.0.1:0")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start the service example");
-    let mut service = Service { child, addr };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(addr).is_err() {
-        if let Ok(Some(status)) = service.child.try_wait() {
-            panic!("the service example exited before listening: {status}");
+    let stdout = child.stdout.take().expect("the example's stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Reads the address, then drains what the example prints after it.
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.strip_prefix("service listening on http://") {
+                let addr = rest.split_whitespace().next().unwrap_or_default().to_owned();
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(addr);
+                }
+            }
         }
-        assert!(
-            Instant::now() < deadline,
-            "the service did not listen on {addr} within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    });
+    let mut service = Service {
+        child,
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    let addr = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(addr) => addr,
+        Err(_) => match service.child.try_wait() {
+            Ok(Some(status)) => panic!("the service example exited before listening: {status}"),
+            _ => panic!("the service example did not say where it listens within 30 s"),
+        },
+    };
+    service.addr = addr.parse().unwrap_or_else(|_| panic!("the example printed {addr:?}"));
     service
 }
 
