@@ -208,22 +208,20 @@ where
                 // them back here.
                 let permits = std::mem::take(permits);
                 let hold = permits.held_by(response.body());
-                let response = match (meter.take(), hold) {
-                    (Some(charge), _) => response.map(|body| {
-                        let mut body = LimitBody::metered(body, charge);
+                let response = match meter.take() {
+                    // The common case: the inner body as it is (no
+                    // allocation when it is axum's).
+                    None if !hold => response.map(AxumBody::new),
+                    meter => response.map(|body| {
+                        let mut body = match meter {
+                            Some(charge) => LimitBody::metered(body, charge),
+                            None => LimitBody::inner(body),
+                        };
                         if hold {
                             body.permits = permits;
                         }
                         AxumBody::new(body)
                     }),
-                    (None, true) => response.map(|body| {
-                        let mut body = LimitBody::inner(body);
-                        body.permits = permits;
-                        AxumBody::new(body)
-                    }),
-                    // The common case: the inner body as it is (no
-                    // allocation when it is axum's).
-                    (None, false) => response.map(AxumBody::new),
                 };
                 Poll::Ready(Ok(response))
             }
