@@ -3,7 +3,13 @@
 //! round for 1k, 10k and 100k active keys against a `redis-server` on
 //! loopback that the bench starts itself.
 //!
-//! `cargo bench --bench global`
+//! And the gate at the scale of a user base (`scale`): one instance with
+//! 1k, 100k and 1M active keys of which 1% reach their limit, against its
+//! own `redis-server`: rounds, Redis commands per round (from `INFO
+//! commandstats`) and memory per tracked key.
+//!
+//! `cargo bench --bench global` (`RATELIMIT_BENCH_SCALE=1000,100000` picks
+//! the scale rows).
 
 // The bench uses only part of the suites' Redis fixture.
 #[allow(dead_code)]
@@ -208,6 +214,105 @@ fn sync_rounds() {
     }
 }
 
+/// Redis commands run so far (the sum of `INFO commandstats` calls).
+fn commands(server: &redis_support::RedisServer) -> u64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// This process's resident memory, in bytes.
+fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    statm.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()).unwrap_or(0) * 4096
+}
+
+/// One instance, `keys` active keys of which 1% are hot (offered more than
+/// their fleet budget every round), the rest cold (one request per round),
+/// a round every 100 ms against a loopback `redis-server`: what a round
+/// costs Redis and the instance.
+fn scale() {
+    let rows: Vec<u64> = std::env::var("RATELIMIT_BENCH_SCALE")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000, 100_000, 1_000_000]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio: {e}"));
+    println!();
+    println!("=== the gate at scale: one instance, 1% of the active keys hot, a round every 100 ms, loopback redis-server ===");
+    println!(
+        "{:<12}{:>8}{:>12}{:>12}{:>12}{:>14}{:>12}{:>12}",
+        "active keys", "hot", "round ms", "max ms", "cmds/round", "cmds/hot key", "unread", "B/key"
+    );
+    // 600/min: a fleet budget of 100 per 10 s window; a hot key is offered
+    // 150 a round.
+    let q = Quota::per_minute(600).with_burst(100);
+    for keys in rows {
+        let server = redis_support::RedisServer::start();
+        let store = RedisStore::new(
+            &server.url(),
+            RedisSettings::default()
+                .with_response_timeout(Duration::from_secs(30))
+                .with_connect_timeout(Duration::from_secs(5)),
+        )
+        .unwrap_or_else(|e| panic!("store: {e}"));
+        let clock = SystemClock::default();
+        let limiter = Limiter::new(MemoryStore::with_max_keys(keys as usize * 2), clock.clone());
+        let hot = keys / 100;
+        let before = rss();
+        let settings = GateSettings::new(SECRET)
+            .with_sync_interval(Duration::from_millis(100))
+            .with_max_keys(keys as usize);
+        let g = FleetGate::new(settings, &clock).unwrap_or_else(|e| panic!("gate: {e}"));
+        let (mut times, mut cmds, mut unread) = (Vec::new(), Vec::new(), 0);
+        for round in 0..8 {
+            let started = Instant::now();
+            for k in 0..keys {
+                let offered = if k < hot { 150 } else { 1 };
+                for _ in 0..offered {
+                    black_box(g.check(&limiter, 0, &k, &q, 1));
+                }
+            }
+            let c0 = commands(&server);
+            let t = Instant::now();
+            let report = rt
+                .block_on(g.sync_once(&store, &clock))
+                .unwrap_or_else(|e| panic!("sync: {e}"));
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            // The INFO call itself counts one.
+            let c = commands(&server).saturating_sub(c0 + 1);
+            if round >= 2 {
+                times.push(ms);
+                cmds.push(c);
+                unread = unread.max(report.unread_keys);
+            }
+            if let Some(rest) = Duration::from_millis(100).checked_sub(started.elapsed()) {
+                std::thread::sleep(rest);
+            }
+        }
+        let per_key = rss().saturating_sub(before) / keys.max(1);
+        times.sort_by(f64::total_cmp);
+        cmds.sort_unstable();
+        let median_cmds = cmds[cmds.len() / 2];
+        println!(
+            "{:<12}{:>8}{:>12.1}{:>12.1}{:>12}{:>14.1}{:>12}{:>12}",
+            keys,
+            hot,
+            times[times.len() / 2],
+            times[times.len() - 1],
+            median_cmds,
+            median_cmds as f64 / hot.max(1) as f64,
+            unread,
+            per_key
+        );
+    }
+}
+
 criterion_group!(benches, bench);
 
 fn main() {
@@ -216,7 +321,10 @@ fn main() {
     // Summaries only under `cargo bench` (which passes `--bench`), not in
     // the `cargo test --benches` smoke run.
     if std::env::args().any(|a| a == "--bench") && !std::env::args().any(|a| a == "--test" || a == "--list") {
-        ab();
-        sync_rounds();
+        if std::env::var_os("RATELIMIT_BENCH_SCALE").is_none() {
+            ab();
+            sync_rounds();
+        }
+        scale();
     }
 }
