@@ -226,7 +226,12 @@ fn commands(server: &redis_support::RedisServer) -> u64 {
 /// This process's resident memory, in bytes.
 fn rss() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    statm.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()).unwrap_or(0) * 4096
+    statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 4096
 }
 
 /// One instance, `keys` active keys of which 1% are hot (offered more than

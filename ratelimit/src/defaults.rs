@@ -47,3 +47,29 @@ pub(crate) const GLOBAL_TIMEOUT: Duration = Duration::from_millis(250);
 pub(crate) const GLOBAL_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Keys the fleet gate tracks per epoch.
 pub(crate) const GLOBAL_MAX_KEYS: usize = 50_000;
+
+/// What the gate limits a key to while the store is out of reach (the
+/// whole gate local-only, or a key whose part of the last round failed):
+/// `[global] on_outage`.
+///
+/// ```
+/// use ratelimit::config::{Config, OnOutage};
+///
+/// let toml = "[global]\nredis_url = \"redis://127.0.0.1:6379\"\nkey_secret_env = \"FLEET_SECRET\"\non_outage = \"share\"\n";
+/// let config = Config::from_toml(toml).unwrap();
+/// assert_eq!(config.global.unwrap().on_outage, OnOutage::Share);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnOutage {
+    /// Each instance's local limit (the quota): nobody is refused because
+    /// Redis went away, and the fleet can admit up to N times the budget.
+    #[default]
+    Local,
+    /// Each instance holds a key to its last known share: every request is
+    /// charged N times its cost locally (N the live instances when the
+    /// store was last read, a charge at most the burst), so the fleet stays
+    /// near its limit and a client gets about `1 / N` of it on each
+    /// instance until the store answers again.
+    Share,
+}

@@ -104,6 +104,12 @@ pub const GLOBAL_SYNCED_KEYS: &str = "ratelimit_global_synced_keys";
 /// Keys the last sync round did not read (reads rationed): held to their
 /// fair share of the fleet budget until a round reads them.
 pub const GLOBAL_UNREAD_KEYS: &str = "ratelimit_global_unread_keys";
+/// Active keys the last sync round pushed and read (hot keys: they reached
+/// their share of the budget on some instance).
+pub const GLOBAL_HOT_KEYS: &str = "ratelimit_global_hot_keys";
+/// Live instances in the fleet's roster, as the last round read it (a cold
+/// key's share of the budget is `budget / live`).
+pub const GLOBAL_LIVE_INSTANCES: &str = "ratelimit_global_live_instances";
 /// Keys the gate could not track (its table full): limited locally only.
 pub const GLOBAL_UNTRACKED: &str = "ratelimit_global_untracked_total";
 

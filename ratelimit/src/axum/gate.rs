@@ -42,6 +42,7 @@ pub(crate) fn start_gate(
         sync_interval: g.sync_interval,
         max_keys: g.max_keys,
         sub_epochs: g.sub_epochs,
+        on_outage: g.on_outage,
         ..GateSettings::new(&secret)
     };
     let gate = Arc::new(FleetGate::new(settings, clock).map_err(|e| SetupError::caused_by("global", "[global] ", e))?);

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{FleetSecret, GlobalConfig, ResponseConfig, ServiceConfig, ServiceSecret, StoreConfig};
+use super::{FleetSecret, GlobalConfig, OnOutage, ResponseConfig, ServiceConfig, ServiceSecret, StoreConfig};
 use crate::limits::{JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig};
 use crate::setters::with;
 use crate::store::OverflowPolicy;
@@ -88,6 +88,7 @@ impl GlobalConfig {
             key_secret_env: None,
             key_secret: None,
             ca_file: None,
+            on_outage: OnOutage::Local,
         }
     }
 }
@@ -105,6 +106,7 @@ with!(GlobalConfig {
     with_key_secret_env => key_secret_env: impl Into<String> as some_into,
     with_key_secret => key_secret: FleetSecret as some,
     with_ca_file => ca_file: impl Into<PathBuf> as some_into,
+    with_on_outage => on_outage: OnOutage,
 });
 
 with!(ResponseConfig {

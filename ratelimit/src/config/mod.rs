@@ -38,6 +38,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+pub use crate::defaults::OnOutage;
 pub use crate::limits::{JwtKeySource, JwtLimits, JwtVerification, Profile, RouteConfig};
 pub use crate::net::TlsConfig;
 pub use diff::ConfigChanges;
@@ -221,6 +222,9 @@ pub struct GlobalConfig {
     /// certificates to trust (a private CA) instead of the webpki roots.
     /// Checked when the configuration is loaded.
     pub ca_file: Option<std::path::PathBuf>,
+    /// What a key is limited to while Redis is out of reach (default
+    /// `local`).
+    pub on_outage: OnOutage,
 }
 
 /// A secret that never prints.

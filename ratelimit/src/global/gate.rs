@@ -13,7 +13,8 @@ use super::check::FleetCheck;
 use super::history::History;
 use super::ids::FleetHasher;
 use super::settings::{GateError, GateSettings};
-use super::table::{touch_refused, Closed, Slot, Slots, Table};
+use super::table::{Closed, Slot, Slots, Table};
+use crate::defaults::OnOutage;
 use crate::store::CellKey;
 use crate::window::{Fit, SlidingWindow};
 use crate::{Check, Clock, Decision, Limiter, Quota, Store};
@@ -54,6 +55,8 @@ pub struct FleetGate {
     pub(super) live: AtomicU64,
     /// Keys the last round did not read (reads rationed).
     pub(super) unread_keys: AtomicU64,
+    /// Keys the last round pushed and read.
+    pub(super) hot_keys: AtomicU64,
     /// The sync loop's own state (never touched by requests).
     pub(super) history: Mutex<History>,
     pub(super) last_error: Mutex<Option<String>>,
@@ -135,6 +138,7 @@ impl FleetGate {
             untracked: AtomicU64::new(0),
             live: AtomicU64::new(1),
             unread_keys: AtomicU64::new(0),
+            hot_keys: AtomicU64::new(0),
             history: Mutex::new(History::default()),
             last_error: Mutex::new(None),
             window_ns: u64::try_from(settings.window.as_nanos()).unwrap_or(u64::MAX),
@@ -341,18 +345,20 @@ impl FleetGate {
         };
         let look = self.look(fleet_id, &quota, cost, now);
         if let Some(Fit::Exceeds { retry_ns }) = look.fit {
-            if mode == Mode::Check {
+            if let (Mode::Check, Some(at)) = (mode, &look.at) {
                 // Kept synced, and read first: the key is requested, and at
-                // its fleet budget here.
-                if let Some(slot) = look.at.and_then(|at| at.own.or(at.previous)) {
-                    touch_refused(slot, request.route, self.round.load(Ordering::Relaxed));
-                }
+                // its fleet budget (or its share) here. A key without a
+                // slot (a share below one request) gets one, so its next
+                // round turns it hot.
+                self.refused(at, request.route, fleet_id, self.round.load(Ordering::Relaxed));
             }
             return local(0).fleet_denied(retry_ns, cost);
         }
         // Local first: a request the local limiter refuses leaves no fleet
-        // state, so a refused flood cannot fill the table.
-        let d = local(cost);
+        // state, so a refused flood cannot fill the table. While the fleet
+        // is out of reach with `on_outage = "share"`, the local limiter
+        // holds the key to its last known share (`Look::local_cost`).
+        let d = local(look.local_cost);
         if d.is_denied() {
             return d;
         }
@@ -373,14 +379,15 @@ impl FleetGate {
         // so are long periods whose burst the window cannot hold (a daily
         // quota: the fleet budget would be about one unit per window).
         if cost > quota.burst() || quota.burst() > MAX_FLEET_BURST || self.limits_locally(quota) {
-            return Look::LOCAL_ONLY;
+            return Look::local_only(cost);
         }
         // The sync loop has not prepared this epoch: local only.
         let Some(place) = self.place(now) else {
-            return Look::LOCAL_ONLY;
+            return Look::local_only(cost);
         };
         // Local only (`None`) while the gate is degraded.
         let in_force = self.in_force(now);
+        let live = self.live.load(Ordering::Relaxed).max(1);
         let at = self.slots(place, fleet_id);
         let used = match (in_force, at.own) {
             (false, _) => None,
@@ -388,35 +395,48 @@ impl FleetGate {
             (true, Some(slot)) => self.used(slot, place.epoch, fleet_id, place.slice),
             // The key's first request here this epoch. What the previous
             // epoch's slot knew still counts (the sync loop has not moved
-            // it yet).
+            // it yet). A key new here is cold: held to its share.
             (true, None) => match at.previous {
                 Some(p) => p
                     .used(&self.window, place.slice)
                     .map(|used| (used, Closed::is_held(p.closed.load(Ordering::Relaxed)))),
-                None => Some((0, false)),
+                None => Some((0, true)),
             },
+        };
+        let Some((used, held)) = used else {
+            // The store out of reach (or this key's part of the last round
+            // failed): the local limiter alone, holding the key to its last
+            // known share with `on_outage = "share"` (each request charged
+            // `live` times its cost, at most the burst).
+            let local_cost = match self.settings.on_outage {
+                OnOutage::Share => cost
+                    .saturating_mul(u32::try_from(live).unwrap_or(u32::MAX))
+                    .min(quota.burst()),
+                OnOutage::Local => cost,
+            };
+            return Look {
+                local_cost,
+                at: Some(at),
+                ..Look::local_only(cost)
+            };
         };
         // A key whose fleet use the last round did not read is held to its
         // fair share: `budget / live`, that is the emission interval times
         // `live` (its slack in the quota's own nanoseconds divided back).
-        let share = match used {
-            Some((_, true)) => self.live.load(Ordering::Relaxed).max(1),
-            _ => 1,
-        };
+        let share = if held { live } else { 1 };
         let interval_ns = quota.interval_ns().saturating_mul(share);
-        let fit = used.map(
-            |(used, _)| match self.window.fits(used, cost, interval_ns, place.into) {
-                Fit::Fits { slack_ns } => Fit::Fits {
-                    slack_ns: slack_ns / share,
-                },
-                exceeds => exceeds,
+        let fit = match self.window.fits(used, cost, interval_ns, place.into) {
+            Fit::Fits { slack_ns } => Fit::Fits {
+                slack_ns: slack_ns / share,
             },
-        );
+            exceeds => exceeds,
+        };
         Look {
-            fit,
-            used: used.map(|(used, _)| used),
+            fit: Some(fit),
+            used: Some(used),
             interval_ns,
             into: place.into,
+            local_cost: cost,
             at: Some(at),
         }
     }
@@ -477,6 +497,8 @@ impl FleetGate {
                 let held = Closed::is_held(p.closed.load(Ordering::Relaxed));
                 return p.used(&self.window, slice).map(|before| (before + here, held));
             }
+            // New here, not yet seen by a round: cold.
+            return Some((here, true));
         }
         Some((here, Closed::is_held(closed)))
     }
@@ -503,18 +525,25 @@ pub(super) struct Look<'g> {
     /// `live` times it while the key is held to its fair share.
     pub(super) interval_ns: u64,
     pub(super) into: u64,
+    /// The cost the local limiter charges: the request's, or more while the
+    /// store is out of reach with `on_outage = "share"`.
+    pub(super) local_cost: u32,
     /// Where an admitted request is counted, or `None` when the fleet does
     /// not track it.
     pub(super) at: Option<Slots<'g>>,
 }
 
 impl Look<'_> {
-    /// A request the fleet leaves to the local limiter, counting nothing.
-    const LOCAL_ONLY: Look<'static> = Look {
-        fit: None,
-        used: None,
-        interval_ns: 0,
-        into: 0,
-        at: None,
-    };
+    /// A request of `cost` the fleet leaves to the local limiter, counting
+    /// nothing.
+    const fn local_only(cost: u32) -> Look<'static> {
+        Look {
+            fit: None,
+            used: None,
+            interval_ns: 0,
+            into: 0,
+            local_cost: cost,
+            at: None,
+        }
+    }
 }

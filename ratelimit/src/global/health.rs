@@ -29,9 +29,13 @@ pub struct GateStatus {
     /// rationed): each is held to its fair share of the fleet budget
     /// (budget / live instances) until a round reads it.
     pub unread_keys: u64,
-    /// Live instances in the fleet's roster, as last read (1 until read:
-    /// it is read while some key goes unread).
+    /// Live instances in the fleet's roster, as the last round read it (1
+    /// until a round has): a cold key is held to `budget / live_instances`.
     pub live_instances: u64,
+    /// Active keys the last round pushed and read (hot: they reached their
+    /// share of the budget on some instance); the others are cold, decided
+    /// locally at no cost to the store.
+    pub hot_keys: u64,
 }
 
 /// Whether the fleet limit is in force: what a readiness probe asks.
@@ -71,6 +75,7 @@ impl FleetGate {
             untracked: self.untracked.load(Ordering::Relaxed),
             unread_keys: self.unread_keys.load(Ordering::Relaxed),
             live_instances: self.live.load(Ordering::Relaxed),
+            hot_keys: self.hot_keys.load(Ordering::Relaxed),
         }
     }
 

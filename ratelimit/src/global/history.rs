@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use super::hot::HotKeys;
 use super::ration::{ReadRation, Roster};
 use super::store::Counter;
 use super::table::{pack, unpack};
@@ -36,6 +37,14 @@ pub(super) struct KeyHistory {
     /// A round has read the key's window here (a key new to this
     /// instance, or back after idling, has only what its pushes answered).
     pub(super) read: bool,
+    /// The round in which the key turned hot here (`None`: cold, decided
+    /// locally and held to its share, never pushed or read).
+    pub(super) hot: Option<u64>,
+    /// The `own` units of the ring are a cold key's: never pushed, pushed
+    /// (into the slices they came from) when the key turns hot.
+    pub(super) own_cold: bool,
+    /// The newest epoch in whose hot list this instance marked the key.
+    pub(super) marked: Option<u64>,
 }
 
 impl KeyHistory {
@@ -49,6 +58,9 @@ impl KeyHistory {
             reexpire: None,
             active_until: slice,
             read: false,
+            hot: None,
+            own_cold: false,
+            marked: None,
         }
     }
 
@@ -174,6 +186,8 @@ pub(super) struct History {
     pub(super) ration: ReadRation,
     /// This instance in the roster of live instances.
     pub(super) roster: Roster,
+    /// The fleet's hot keys, as read.
+    pub(super) hot: HotKeys,
 }
 
 /// The history, taken out of its mutex for a round and put back when

@@ -44,6 +44,7 @@ mod delta;
 mod gate;
 mod health;
 mod history;
+mod hot;
 mod ids;
 mod names;
 mod ration;
@@ -68,5 +69,7 @@ pub use settings::{GateError, GateSettings, DEFAULT_SUB_EPOCHS};
 pub use store::{Counter, GlobalError, GlobalStore, MemoryGlobalStore, OpResult, SyncOp};
 pub use sync::SyncReport;
 
+#[cfg(test)]
+mod hot_tests;
 #[cfg(test)]
 mod tests;

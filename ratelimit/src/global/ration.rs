@@ -58,9 +58,9 @@ pub(super) struct RosterOps {
 
 impl Roster {
     /// Appends the round's roster operations to `ops`: a join, once per
-    /// epoch; a read of this epoch's and the previous one's counts, when
-    /// `read` (some key goes unread this round).
-    pub(super) fn ops(ops: &mut Vec<SyncOp>, epoch: u64, joined: Option<u64>, read: bool) -> RosterOps {
+    /// epoch; a read of this epoch's and the previous one's counts (every
+    /// round: the count sets every cold key's share).
+    pub(super) fn ops(ops: &mut Vec<SyncOp>, epoch: u64, joined: Option<u64>) -> RosterOps {
         let first = ops.len();
         let join = (joined != Some(epoch)).then(|| {
             ops.push(SyncOp::Add {
@@ -71,16 +71,13 @@ impl Roster {
             });
             (first, epoch)
         });
-        let read = read.then(|| {
-            let i = ops.len();
-            for e in [epoch.saturating_sub(1), epoch] {
-                ops.push(SyncOp::Read {
-                    counter: roster(e),
-                    slices: 0..1,
-                });
-            }
-            i
-        });
+        let read = Some(ops.len());
+        for e in [epoch.saturating_sub(1), epoch] {
+            ops.push(SyncOp::Read {
+                counter: roster(e),
+                slices: 0..1,
+            });
+        }
         RosterOps { first, join, read }
     }
 

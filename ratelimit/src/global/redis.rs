@@ -133,11 +133,17 @@ impl RedisStore {
     /// The hash tag is the shard alone, so every key of a round's pipeline
     /// (one per shard, whatever the routes) is in one cluster slot; `key` is
     /// a keyed hash, never the raw client value.
-    /// The roster of live instances (fleet id 0, which no key has) is
-    /// `{prefix:0}:instances:epoch`, one field.
+    /// The fleet's own keys have fleet id 0, which no client key has: the
+    /// roster of live instances is `{prefix:0}:instances:epoch` (one
+    /// field), the list of hot keys `{prefix:0}:hot:epoch`.
     pub fn key(&self, route: u32, key: u64, epoch: u64) -> String {
         if key == 0 {
-            return format!("{{{}:0}}:instances:{epoch}", self.settings.prefix);
+            let what = if route == super::hot::HOT_LIST_ROUTE {
+                "hot"
+            } else {
+                "instances"
+            };
+            return format!("{{{}:0}}:{what}:{epoch}", self.settings.prefix);
         }
         let shard = self.shard(key);
         format!("{{{}:{shard:x}}}:{route:08x}:{key:016x}:{epoch}", self.settings.prefix)
@@ -283,6 +289,19 @@ impl RedisStore {
                 }
                 1
             }
+            SyncOp::Append { ids, expire, .. } => {
+                pipe.cmd("RPUSH").arg(&key).arg(ids.as_slice());
+                if *expire {
+                    pipe.cmd("PEXPIRE").arg(&key).arg(ttl_ms);
+                    2
+                } else {
+                    1
+                }
+            }
+            SyncOp::ReadList { from, .. } => {
+                pipe.cmd("LRANGE").arg(&key).arg(*from).arg(-1);
+                1
+            }
         }
     }
 
@@ -290,7 +309,7 @@ impl RedisStore {
     /// command, error replies in place).
     fn decode(op: &SyncOp, replies: &mut std::slice::Iter<'_, Value>) -> OpResult {
         match op {
-            SyncOp::Add { expire, .. } => {
+            SyncOp::Add { expire, .. } | SyncOp::Append { expire, .. } => {
                 let incr = replies.next();
                 let expired = if *expire { replies.next() } else { None };
                 if let (Some(Value::Int(_)), Some(Value::ServerError(e))) = (incr, expired) {
@@ -315,6 +334,14 @@ impl RedisStore {
                 }
                 Some(Value::ServerError(e)) => OpResult::Failed(refused(e.code(), e.details())),
                 _ => OpResult::Failed(GlobalError::unsent("redis: unusable HMGET reply")),
+            },
+            SyncOp::ReadList { .. } => match replies.next() {
+                Some(Value::Array(values)) => match values.iter().map(integer).collect::<Option<Vec<u64>>>() {
+                    Some(v) => OpResult::Read(v),
+                    None => OpResult::Failed(GlobalError::unsent("redis: the hot-key list holds something else")),
+                },
+                Some(Value::ServerError(e)) => OpResult::Failed(refused(e.code(), e.details())),
+                _ => OpResult::Failed(GlobalError::unsent("redis: unusable LRANGE reply")),
             },
         }
     }
@@ -349,12 +376,12 @@ impl RedisStore {
         };
         let wrong_type: Vec<bool> = types
             .iter()
-            .map(|t| !matches!(t, Value::SimpleString(s) if s == "hash" || s == "none"))
+            .map(|t| !matches!(t, Value::SimpleString(s) if s == "hash" || s == "list" || s == "none"))
             .collect();
         let mut reads = redis::pipe();
         let mut read_at = Vec::new();
         for (n, &i) in indices.iter().enumerate() {
-            if let (SyncOp::Read { .. }, false) = (&ops[i], wrong_type[n]) {
+            if let (SyncOp::Read { .. } | SyncOp::ReadList { .. }, false) = (&ops[i], wrong_type[n]) {
                 self.encode(&ops[i], 0, &mut reads);
                 read_at.push(i);
             }
@@ -377,11 +404,13 @@ impl RedisStore {
                     _ if wrong_type[n] => {
                         OpResult::Failed(refused("WRONGTYPE", Some("a counter key holds another type")))
                     }
-                    SyncOp::Add { .. } if all_writes_refused => OpResult::Failed(reason.clone()),
+                    SyncOp::Add { .. } | SyncOp::Append { .. } if all_writes_refused => {
+                        OpResult::Failed(reason.clone())
+                    }
                     // The increment ran (the error was another key's).
-                    SyncOp::Add { .. } if code == "WRONGTYPE" => OpResult::Added(None),
-                    SyncOp::Add { .. } => OpResult::Failed(reason.clone().maybe_applied()),
-                    SyncOp::Read { .. } => read_results
+                    SyncOp::Add { .. } | SyncOp::Append { .. } if code == "WRONGTYPE" => OpResult::Added(None),
+                    SyncOp::Add { .. } | SyncOp::Append { .. } => OpResult::Failed(reason.clone().maybe_applied()),
+                    _ => read_results
                         .remove(&i)
                         .unwrap_or_else(|| OpResult::Failed(reason.clone().maybe_applied())),
                 };

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::defaults::OnOutage;
+
 /// The default number of sub-epochs a window is cut in.
 pub const DEFAULT_SUB_EPOCHS: u32 = 25;
 
@@ -31,6 +33,9 @@ pub struct GateSettings {
     /// The secret the fleet ids of keys are derived from: the same on every
     /// instance, at least 16 bytes.
     pub secret: Vec<u8>,
+    /// What a key is limited to while the store is out of reach
+    /// (`[global] on_outage`).
+    pub on_outage: OnOutage,
 }
 
 impl std::fmt::Debug for GateSettings {
@@ -43,6 +48,7 @@ impl std::fmt::Debug for GateSettings {
             .field("idle_rounds", &self.idle_rounds)
             .field("max_backoff", &self.max_backoff)
             .field("secret", &"<redacted>")
+            .field("on_outage", &self.on_outage)
             .finish()
     }
 }
@@ -59,6 +65,7 @@ impl GateSettings {
             idle_rounds: 20,
             max_backoff: Duration::from_secs(5),
             secret: secret.to_vec(),
+            on_outage: OnOutage::Local,
         }
     }
 
@@ -79,6 +86,7 @@ crate::setters::with!(GateSettings {
     with_max_keys => max_keys: usize,
     with_idle_rounds => idle_rounds: u64,
     with_max_backoff => max_backoff: Duration,
+    with_on_outage => on_outage: OnOutage,
 });
 
 /// Why a gate could not be built.

@@ -22,6 +22,7 @@ pub struct Counter {
 
 /// One operation of a sync round.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SyncOp {
     /// Add `delta` units to slice `slice` of `counter`; with `expire`, make
     /// the counter expire `ttl` after now (once per counter is enough: the
@@ -43,13 +44,35 @@ pub enum SyncOp {
         /// The slices within the epoch, in order.
         slices: Range<u32>,
     },
+    /// Append fleet ids to the list `counter` (the fleet's hot keys of an
+    /// epoch); with `expire`, make the list expire `ttl` after now. Answers
+    /// [`OpResult::Added`] with the list's length.
+    Append {
+        /// The list.
+        counter: Counter,
+        /// The ids, in order.
+        ids: Vec<u64>,
+        /// Set the list's TTL.
+        expire: bool,
+    },
+    /// Read the list `counter` from position `from` on (a missing list
+    /// reads empty). Answers [`OpResult::Read`] with the ids.
+    ReadList {
+        /// The list.
+        counter: Counter,
+        /// The first position to read (0 is the first id appended).
+        from: u64,
+    },
 }
 
 impl SyncOp {
     /// The counter the operation is on.
     pub fn counter(&self) -> &Counter {
         match self {
-            SyncOp::Add { counter, .. } | SyncOp::Read { counter, .. } => counter,
+            SyncOp::Add { counter, .. }
+            | SyncOp::Read { counter, .. }
+            | SyncOp::Append { counter, .. }
+            | SyncOp::ReadList { counter, .. } => counter,
         }
     }
 }
@@ -189,6 +212,7 @@ pub struct MemoryGlobalStore {
 #[derive(Debug, Default)]
 struct Inner {
     counters: HashMap<(Counter, u32), u64>,
+    lists: HashMap<Counter, Vec<u64>>,
     refuse_writes: Option<String>,
 }
 
@@ -240,6 +264,26 @@ impl GlobalStore for MemoryGlobalStore {
                         .clone()
                         .map(|s| inner.counters.get(&(*counter, s)).copied().unwrap_or(0))
                         .collect(),
+                ),
+                SyncOp::Append { counter, ids, .. } => match &inner.refuse_writes {
+                    Some(e) => OpResult::Failed(GlobalError::unsent(e.clone())),
+                    None => {
+                        let list = inner.lists.entry(*counter).or_default();
+                        list.extend_from_slice(ids);
+                        OpResult::Added(Some(list.len() as u64))
+                    }
+                },
+                SyncOp::ReadList { counter, from } => OpResult::Read(
+                    inner
+                        .lists
+                        .get(counter)
+                        .map(|l| {
+                            l.iter()
+                                .skip(usize::try_from(*from).unwrap_or(usize::MAX))
+                                .copied()
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 ),
             })
             .collect())

@@ -11,12 +11,14 @@ use std::time::Duration;
 use super::delta::{hand_back, take_unpushed, Take};
 use super::gate::FleetGate;
 use super::history::{KeyHistory, Taken};
+use super::hot::HOLD_ROUNDS;
 use super::names::{
-    set_degraded, DEGRADED_KEYS, FAILED_KEYS, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS, UNREAD_KEYS, UNTRACKED,
+    set_degraded, DEGRADED_KEYS, FAILED_KEYS, HOT_KEYS, LIVE_INSTANCES, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS,
+    UNREAD_KEYS, UNTRACKED,
 };
 use super::ration::{rank, Roster};
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
-use super::table::{pack, read_touched, tag32, Closed, Pending, Slot, ROUND};
+use super::table::{pack, read_touched, tag32, Closed, Pending, Slot, BACKLOG, ROUND};
 use super::tracking::carry_over;
 use crate::Clock;
 
@@ -41,6 +43,11 @@ pub struct SyncReport {
     /// answered and those last read, and until a round reads them they are
     /// held to their fair share of the budget (budget / live instances).
     pub unread_keys: usize,
+    /// Active keys pushed and read this round (see the module docs).
+    pub hot_keys: usize,
+    /// Active keys decided locally, held to their share of the budget:
+    /// neither pushed nor read.
+    pub cold_keys: usize,
 }
 
 /// A key in this round.
@@ -60,6 +67,10 @@ struct Work<'a> {
     refused: bool,
     /// Active, but not read this round (reads rationed).
     unread: bool,
+    /// Pushed and read: it turned hot here, the fleet marked it hot, or the
+    /// fleet refused it since the last round. A cold key is decided
+    /// locally, held to its share of the budget.
+    hot: bool,
     /// Slices it pushes into this round (two at most: one per parity), and
     /// their totals once added.
     pushed: [Option<(u64, Option<u64>)>; 2],
@@ -139,6 +150,7 @@ impl FleetGate {
                     units: 0,
                     refused: false,
                     unread: false,
+                    hot: false,
                     pushed: [None; 2],
                     expired: None,
                     recreated: None,
@@ -173,12 +185,32 @@ impl FleetGate {
             }
         }
 
-        // 2. The operations: every push first, then the reads (of the same
-        // counters, so they include this round's pushes).
-        let mut ops: Vec<SyncOp> = Vec::with_capacity(takes.len() + work.len());
         // Out of its mutex for the round (requests never lock it); put back
         // however the round ends, a timeout's cancellation included.
         let mut history = Taken::new(&self.history);
+        // Hot keys are pushed and read; cold ones stay here (`hot.rs`
+        // explains why that holds the limit): a key is hot once it turned hot here (for as
+        // long as this instance keeps its history), when the fleet marked
+        // it hot, or when the fleet refused it since the last round (at its
+        // share here, or at the budget).
+        for (&key, w) in work.iter_mut() {
+            let here = history.keys.get(&key).is_some_and(|h| h.hot.is_some());
+            w.hot = here || w.refused || history.hot.is_hot(key, epoch);
+        }
+        let (takes, cold_takes): (Vec<Take<'_>>, Vec<Take<'_>>) =
+            takes.into_iter().partition(|t| work.get(&t.key).is_some_and(|w| w.hot));
+
+        // 2. The operations: the units hot keys used while cold first, then
+        // every push, then the reads (of the same counters, so they include
+        // this round's pushes).
+        let mut ops: Vec<SyncOp> = Vec::with_capacity(takes.len() + work.len());
+        let own_pushes = self.cold_units_to_push(
+            &mut ops,
+            &history,
+            work.iter().filter(|(_, w)| w.hot).map(|(&key, w)| (key, w.route)),
+            s,
+        );
+        let first_take = ops.len();
         for t in &takes {
             let epoch_of_take = self.window.epoch_of(t.slice);
             // One TTL per counter and instance is enough (it covers the
@@ -205,20 +237,20 @@ impl FleetGate {
                 expire,
             });
         }
-        // Reads, rationed while rounds run long: the busiest keys first.
+        // Reads of the hot keys, rationed while rounds run long: the
+        // busiest first.
         let unread = history
             .ration
-            .unread(work.iter().filter(|(_, w)| w.active).map(|(&key, w)| {
+            .unread(work.iter().filter(|(_, w)| w.active && w.hot).map(|(&key, w)| {
                 let read_before = history.keys.get(&key).is_some_and(|h| h.read);
                 (rank(w.refused, read_before, w.units), key)
             }));
-        let any_unread = !unread.is_empty();
         for key in unread {
             if let Some(w) = work.get_mut(&key) {
                 w.unread = true;
             }
         }
-        for (&key, w) in work.iter_mut().filter(|(_, w)| w.active && !w.unread) {
+        for (&key, w) in work.iter_mut().filter(|(_, w)| w.active && w.hot && !w.unread) {
             let from = history
                 .keys
                 .get(&key)
@@ -266,9 +298,17 @@ impl FleetGate {
             }
         }
 
-        // The roster of live instances: joined once per epoch, read while
-        // some key goes unread (it sets their fair share).
-        let roster = Roster::ops(&mut ops, epoch, history.roster.joined, any_unread);
+        // The roster of live instances (joined once per epoch, read every
+        // round: it sets the cold keys' share), then the fleet's hot keys:
+        // those this instance holds hot and has not marked this epoch, and
+        // the marks new since the last round.
+        let roster = Roster::ops(&mut ops, epoch, history.roster.joined);
+        let mark: Vec<u64> = work
+            .iter()
+            .filter(|(key, w)| w.active && w.hot && history.keys.get(key).and_then(|h| h.marked) != Some(epoch))
+            .map(|(&key, _)| key)
+            .collect();
+        let hot_ops = history.hot.ops(&mut ops, epoch, mark);
 
         // 3. One round trip.
         let started = std::time::Instant::now();
@@ -291,6 +331,10 @@ impl FleetGate {
                         hand_back(t);
                     }
                 }
+                // Never sent: taken again next round.
+                for t in &cold_takes {
+                    hand_back(t);
+                }
                 // The next round pulls every key's window afresh; this
                 // instance's own units in the history stay counted.
                 history.forget_pulls();
@@ -307,7 +351,7 @@ impl FleetGate {
         };
         let mut first_error: Option<GlobalError> = None;
         let mut confirmed: Vec<&Take<'_>> = Vec::with_capacity(takes.len());
-        for ((t, result), op) in takes.iter().zip(&results).zip(&ops) {
+        for ((t, result), op) in takes.iter().zip(&results[first_take..]).zip(&ops[first_take..]) {
             match result {
                 OpResult::Added(Some(total)) => {
                     confirmed.push(t);
@@ -385,7 +429,13 @@ impl FleetGate {
         if let Some(live) = history.roster.after(&roster, &results) {
             self.live.store(live, Ordering::Relaxed);
         }
-        let keyed = &results[..roster.first];
+        let (new_marks, marked) = history.hot.after(hot_ops, &results);
+        // With no key's operation in the round (every key cold), the
+        // fleet's own ones tell whether the store answers.
+        let keyed = match &results[..roster.first] {
+            [] => &results[..],
+            keyed => keyed,
+        };
         if !keyed.is_empty() && keyed.iter().all(|r| matches!(r, OpResult::Failed(_))) {
             // Every operation failed (deltas already handed back where they
             // certainly did not apply): the whole gate is local-only.
@@ -402,10 +452,79 @@ impl FleetGate {
         history
             .keys
             .retain(|key, h| work.get(key).is_some_and(|w| w.active) || h.active_until + k + 1 >= s);
+        // Cold keys' units stay here: in the history as this instance's own
+        // (what the key pushes when it turns hot), and in the slot as the
+        // slice's total (totals first, confirmations next, as for pushes).
+        for t in &cold_takes {
+            let h = history.keys.entry(t.key).or_insert_with(|| KeyHistory::new(len, s));
+            h.advance(s);
+            let (_, own) = h.get(t.word_slice);
+            h.set(t.word_slice, None, Some(own + t.delta));
+            h.date_own(&self.window, t.word_slice, taken_at, t.delta);
+            h.own_cold = true;
+            if t.parity != BACKLOG {
+                let (pulled, own) = h.get(t.word_slice);
+                t.slot.fleet[(t.word_slice & 1) as usize]
+                    .store(pack(tag32(t.word_slice), pulled + own), Ordering::Relaxed);
+            }
+        }
+        for t in &cold_takes {
+            t.confirm();
+        }
+        // What hot keys used while cold: pushed, or kept to push again.
+        for push in &own_pushes {
+            let Some(h) = history.keys.get_mut(&push.key) else {
+                continue;
+            };
+            match &results[push.op] {
+                OpResult::Added(Some(_)) => {
+                    // In the totals the reads (after it) bring back.
+                    h.set(push.slice, None, Some(0));
+                    h.own_cold = false;
+                    if let Some(w) = work.get_mut(&push.key) {
+                        w.expired = w.expired.max(Some(push.epoch));
+                    }
+                }
+                // Refused: sent again next round.
+                OpResult::Failed(e) if e.is_unsent() => {
+                    first_error.get_or_insert_with(|| e.clone());
+                    if let Some(w) = work.get_mut(&push.key) {
+                        w.failed = true;
+                    }
+                }
+                // May have applied: never sent again, counted here as this
+                // instance's own until their slices leave the window.
+                other => {
+                    h.own_cold = false;
+                    if let OpResult::Failed(e) = other {
+                        first_error.get_or_insert_with(|| e.clone());
+                    }
+                    if let Some(w) = work.get_mut(&push.key) {
+                        w.failed = true;
+                    }
+                }
+            }
+        }
+        for key in marked {
+            if let Some(h) = history.keys.get_mut(&key) {
+                h.marked = Some(epoch);
+            }
+        }
+        // A key newly marked hot may have had units pushed into slices this
+        // instance no longer reads: its next read takes the whole window.
+        for key in new_marks {
+            if let Some(h) = history.keys.get_mut(&key) {
+                h.final_upto = None;
+            }
+        }
+        let round_now = round & ROUND;
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
             h.active_until = s;
+            if w.hot && h.hot.is_none() {
+                h.hot = Some(round_now);
+            }
             h.reexpire = w.recreated;
             h.expire_epoch = if w.recreated.is_some() {
                 None
@@ -417,6 +536,11 @@ impl FleetGate {
                     h.set(slice, Some(total), None);
                 }
             }
+            if !w.hot {
+                report.cold_keys += 1;
+                continue;
+            }
+            report.hot_keys += 1;
             if w.unread {
                 // Not read, but its pushes answered the fleet's totals of
                 // the slices they went to (recorded above), and its closed
@@ -482,8 +606,9 @@ impl FleetGate {
             h.read = false;
             let Some(slot) = w.current.or(w.previous) else { continue };
             h.advance(s);
+            let word = if h.hot.is_some() { Closed::word } else { Closed::held };
             slot.closed
-                .store(Closed::word(s, h.closed_sum(&self.window, s, wall)), Ordering::Relaxed);
+                .store(word(s, h.closed_sum(&self.window, s, wall)), Ordering::Relaxed);
         }
         // The closed sums: pulled totals plus this instance's units not in
         // them (the slice just closed from its slot; older ones as kept).
@@ -502,9 +627,12 @@ impl FleetGate {
             }
             let Some(h) = history.keys.get_mut(&key) else { continue };
             let last = s.wrapping_sub(1);
-            // Not read: held to its fair share until a round reads it.
-            let word = if w.unread { Closed::held } else { Closed::word };
-            if let Some(holder) = self.slot_of(last, epoch, w) {
+            // Held to its share: cold; or not read this round; or turned hot
+            // so recently that other instances may not have pushed what
+            // they used of it while it was cold (`hot.rs`).
+            let held = !w.hot || w.unread || h.hot.is_some_and(|r| round_now.wrapping_sub(r) & ROUND < HOLD_ROUNDS);
+            let word = if held { Closed::held } else { Closed::word };
+            if let Some(holder) = self.slot_of(last, epoch, w).filter(|_| w.hot) {
                 h.set(
                     last,
                     None,
@@ -547,6 +675,9 @@ impl FleetGate {
         metrics::gauge!(DEGRADED_KEYS).set(report.failed_keys as f64);
         self.unread_keys.store(report.unread_keys as u64, Ordering::Relaxed);
         metrics::gauge!(UNREAD_KEYS).set(report.unread_keys as f64);
+        self.hot_keys.store(report.hot_keys as u64, Ordering::Relaxed);
+        metrics::gauge!(HOT_KEYS).set(report.hot_keys as f64);
+        metrics::gauge!(LIVE_INSTANCES).set(self.live.load(Ordering::Relaxed) as f64);
         if failed_now {
             metrics::counter!(FAILED_KEYS).increment(report.failed_keys as u64);
             let e = first_error.map_or_else(|| "unknown".to_owned(), |e| e.to_string());

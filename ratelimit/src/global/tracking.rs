@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 
 use super::gate::FleetGate;
-use super::table::{touch, touched, Closed, Pending, Place, Slot, Slots, Table};
+use super::table::{touch, touch_refused, touched, Closed, Pending, Place, Slot, Slots, Table};
 use crate::window::SlidingWindow;
 
 impl FleetGate {
@@ -51,6 +51,21 @@ impl FleetGate {
         if let Some(slot) = slot {
             touch(slot, route, round);
             add_pending(slot, at.place.slice, cost);
+        }
+    }
+
+    /// Marks a request the fleet refused on its slot (claiming one if the
+    /// key has none: a key whose share is below one request is refused
+    /// before it is ever counted), so the next round reads it first, and
+    /// turns it hot.
+    #[inline]
+    pub(super) fn refused(&self, at: &Slots<'_>, route: u32, fleet_id: u64, round: u64) {
+        let slot = match at.own.or(at.previous) {
+            Some(slot) => Some(slot),
+            None => self.claim(at.place.table, fleet_id, None, route, round, at.place.slice),
+        };
+        if let Some(slot) = slot {
+            touch_refused(slot, route, round);
         }
     }
 

@@ -284,6 +284,7 @@ pub(super) struct RawGlobal {
     pub(super) key_secret_env: Option<String>,
     pub(super) sub_epochs: Option<u32>,
     pub(super) ca_file: Option<PathBuf>,
+    pub(super) on_outage: Option<String>,
 }
 
 fn global_sync_interval() -> Duration {

@@ -71,6 +71,16 @@ pub(in crate::config::raw) fn global(
     if g.max_keys > 1 << 26 {
         return Err(at("max_keys", "at most 67108864".to_owned()));
     }
+    let on_outage = match g.on_outage.as_deref() {
+        None | Some("local") => crate::config::OnOutage::Local,
+        Some("share") => crate::config::OnOutage::Share,
+        Some(other) => {
+            return Err(at(
+                "on_outage",
+                format!("{other:?}: \"local\" (each instance's local limit) or \"share\" (each key held to its last known share of the fleet budget)"),
+            ))
+        }
+    };
     if let Some(k) = g.sub_epochs {
         let most = (g.window.as_nanos() / (g.sync_interval.as_nanos() * 2)).min(100) as u32;
         if k == 0 || k > most {
@@ -104,6 +114,7 @@ pub(in crate::config::raw) fn global(
         timeout: g.timeout,
         connect_timeout: g.connect_timeout,
         max_keys: g.max_keys,
+        on_outage,
         sub_epochs: g.sub_epochs,
         key_secret_env: g.key_secret_env,
         key_secret: None,

@@ -1,0 +1,193 @@
+//! Hot and cold keys: the gate's Redis work grows with the keys that can
+//! reach their limit, not with every active key.
+//!
+//! A key is **cold** on an instance while that instance holds it to its
+//! share of the fleet budget, `budget / N` for N live instances (the
+//! roster, read every round). A cold key is decided locally: its units
+//! stay in the sync loop's history, it is never pushed or read, and it
+//! costs Redis nothing. If every instance keeps a key cold, each admits
+//! less than `budget / N` in any window, so the fleet admits less than the
+//! budget.
+//!
+//! A key turns **hot** on an instance when the fleet refuses it there (at
+//! its share, or at the budget). That round pushes what the instance used
+//! of it while cold, into the slices it used it in, pushes and reads it
+//! from then on, and marks it in the fleet's list of hot keys of the epoch
+//! (`RPUSH`). Every instance reads the marks new since its last round
+//! (`LRANGE` from where it left off) and, from its next round, pushes and
+//! reads every marked key it serves, what it used of it while cold
+//! included. A key stays hot on an instance for as long as the instance
+//! keeps its history (it was requested within the window); a key still
+//! hot re-marks itself once per epoch, so marks of the window's two epochs
+//! cover it.
+//!
+//! The bound. While the key is cold elsewhere, what the other instances
+//! used of it is at most their shares and not yet in Redis: so an instance
+//! that turned a key hot still holds it to its share for [`HOLD_ROUNDS`]
+//! rounds, long enough for every other instance to read the mark (within a
+//! round) and push (in its next). After that, what any instance has not
+//! pushed is what it admitted in the last round trip, the staleness term
+//! of `docs/global.md`: the busiest window stays within `budget + (N - 1) ·
+//! r · (S + RTT)`. A key new to an instance is held to its share until the
+//! instance's round turns it hot, so its first requests there are bounded
+//! by the share, not by the staleness term.
+
+use std::collections::HashMap;
+
+use super::gate::FleetGate;
+use super::history::History;
+use super::store::{Counter, OpResult, SyncOp};
+
+/// Rounds an instance holds a key it turned hot to its share: the round
+/// that marks it, the others' next round that reads the mark, and the one
+/// after in which they have pushed what they used of it cold.
+pub(super) const HOLD_ROUNDS: u64 = 3;
+
+/// The route of the fleet's list of hot keys (fleet id 0 like the roster's,
+/// route 0).
+pub(crate) const HOT_LIST_ROUTE: u32 = 1;
+
+/// The list of keys marked hot in `epoch`.
+pub(crate) fn hot_list(epoch: u64) -> Counter {
+    Counter {
+        route: HOT_LIST_ROUTE,
+        key: 0,
+        epoch,
+    }
+}
+
+/// The fleet's hot keys as this instance has read them: a key any instance
+/// marked hot (it reached its share there) in this epoch or the one before
+/// is pushed and read by every instance that serves it. Each epoch's marks
+/// are a list in the store, appended to (`RPUSH`) and read from where this
+/// instance left off (`LRANGE`): a round reads only the marks that are new.
+#[derive(Debug, Default)]
+pub(super) struct HotKeys {
+    /// Fleet ids marked hot, with the newest epoch they were marked in.
+    seen: HashMap<u64, u64>,
+    /// How far this instance has read the lists of these epochs.
+    read: HashMap<u64, u64>,
+    /// The epoch of the last round (entries older than its predecessor go).
+    epoch: u64,
+}
+
+/// A round's hot-list operations.
+#[derive(Debug)]
+pub(super) struct HotOps {
+    append: Option<(usize, Vec<u64>)>,
+    reads: [Option<(usize, u64)>; 2],
+}
+
+impl HotKeys {
+    /// Whether the fleet marked `key` hot in `epoch` or the one before.
+    pub(super) fn is_hot(&self, key: u64, epoch: u64) -> bool {
+        self.seen.get(&key).is_some_and(|&e| e + 1 >= epoch)
+    }
+
+    /// Appends the round's hot-list operations to `ops`: `mark` (keys this
+    /// instance holds hot and has not marked in `epoch`) appended to this
+    /// epoch's list, and both lists of the window read from where this
+    /// instance left off.
+    pub(super) fn ops(&mut self, ops: &mut Vec<SyncOp>, epoch: u64, mark: Vec<u64>) -> HotOps {
+        if epoch != self.epoch {
+            self.epoch = epoch;
+            self.seen.retain(|_, e| *e + 1 >= epoch);
+            self.read.retain(|e, _| *e + 1 >= epoch);
+        }
+        let append = (!mark.is_empty()).then(|| {
+            ops.push(SyncOp::Append {
+                counter: hot_list(epoch),
+                ids: mark.clone(),
+                expire: true,
+            });
+            (ops.len() - 1, mark)
+        });
+        let mut reads = [None; 2];
+        for (read, e) in reads.iter_mut().zip([epoch.saturating_sub(1), epoch]) {
+            ops.push(SyncOp::ReadList {
+                counter: hot_list(e),
+                from: self.read.get(&e).copied().unwrap_or(0),
+            });
+            *read = Some((ops.len() - 1, e));
+        }
+        HotOps { append, reads }
+    }
+
+    /// After the round: records the marks read, and returns them (each
+    /// may come with units pushed into slices that readers of the key no
+    /// longer read) and the keys whose mark this round appended (none when
+    /// the append failed: marked again next round).
+    pub(super) fn after(&mut self, hot: HotOps, results: &[OpResult]) -> (Vec<u64>, Vec<u64>) {
+        let mut new = Vec::new();
+        for (i, e) in hot.reads.into_iter().flatten() {
+            if let Some(OpResult::Read(ids)) = results.get(i) {
+                *self.read.entry(e).or_insert(0) += ids.len() as u64;
+                for &id in ids {
+                    let newest = self.seen.entry(id).or_insert(e);
+                    *newest = (*newest).max(e);
+                    new.push(id);
+                }
+            }
+        }
+        let appended = match hot.append {
+            Some((i, ids)) if matches!(results.get(i), Some(OpResult::Added(Some(_)))) => ids,
+            _ => Vec::new(),
+        };
+        (new, appended)
+    }
+}
+
+/// A push of what a hot key used while cold, into one slice.
+pub(super) struct OwnPush {
+    pub(super) key: u64,
+    /// The operation.
+    pub(super) op: usize,
+    /// The slice.
+    pub(super) slice: u64,
+    /// The epoch of the counter it goes to.
+    pub(super) epoch: u64,
+}
+
+impl FleetGate {
+    /// The pushes of what each hot key used while it was cold here (its
+    /// `own` units in the history), into the slices it used them in (so
+    /// they count exactly as long as they were in the window). An instance
+    /// that already reads the key and no longer reads those slices re-reads
+    /// its whole window when it sees this round's mark (`HotKeys::after`).
+    pub(super) fn cold_units_to_push(
+        &self,
+        ops: &mut Vec<SyncOp>,
+        history: &History,
+        hot: impl Iterator<Item = (u64, u32)>,
+        s: u64,
+    ) -> Vec<OwnPush> {
+        let k = u64::from(self.window.slices());
+        let mut pushes = Vec::new();
+        for (key, route) in hot {
+            let Some(h) = history.keys.get(&key).filter(|h| h.own_cold) else {
+                continue;
+            };
+            for j in s.saturating_sub(k)..=s {
+                let (_, units) = h.get(j);
+                if units == 0 {
+                    continue;
+                }
+                let epoch = self.window.epoch_of(j);
+                pushes.push(OwnPush {
+                    key,
+                    op: ops.len(),
+                    slice: j,
+                    epoch,
+                });
+                ops.push(SyncOp::Add {
+                    counter: Counter { route, key, epoch },
+                    slice: self.window.slice_in_epoch(j),
+                    delta: units,
+                    // This instance never gave the counter a TTL.
+                    expire: true,
+                });
+            }
+        }
+        pushes
+    }
+}

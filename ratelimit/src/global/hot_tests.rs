@@ -1,0 +1,180 @@
+//! Hot and cold keys (`hot.rs`) and the outage policy, with in-memory
+//! stores and a manual clock: the arithmetic; `tests/processes/fleet.rs`
+//! measures the limit from outside.
+
+use std::time::Duration;
+
+use super::tests::{gate, to_next_epoch};
+use super::*;
+use crate::defaults::OnOutage;
+use crate::{Denial, Limiter, ManualClock, MemoryStore, Quota};
+
+/// Adds `n` instances to the roster of the epoch at `clock` (as `n` other
+/// instances joining would).
+async fn join_roster(store: &MemoryGlobalStore, g: &FleetGate, clock: &ManualClock, n: u64) {
+    use crate::Clock;
+    let epoch = g.window.epoch_of(g.window.locate(g.wall(clock.now())).slice);
+    let join = SyncOp::Add {
+        counter: ration::roster(epoch),
+        slice: 0,
+        delta: n,
+        expire: true,
+    };
+    store.sync(&[join], Duration::from_secs(60)).await.unwrap();
+}
+
+/// What the store holds of `key` on route 1 in the epoch at `clock`.
+fn stored(store: &MemoryGlobalStore, g: &FleetGate, clock: &ManualClock, key: &str) -> u64 {
+    use crate::Clock;
+    let epoch = g.window.epoch_of(g.window.locate(g.wall(clock.now())).slice);
+    let counter = Counter {
+        route: 1,
+        key: g.fleet_id(1, key),
+        epoch,
+    };
+    (0..25).map(|i| store.total(counter, i)).sum()
+}
+
+/// A thousand keys that never reach their share cost the store nothing but
+/// the round's fixed operations (the roster and the hot list); a key that
+/// reaches its share on one instance turns hot there, pushes what it used
+/// while cold, and the other instance, once it has read the mark, sees it:
+/// together they admit no more than the budget.
+#[tokio::test]
+async fn cold_keys_cost_the_store_nothing_and_a_key_at_its_share_turns_hot() {
+    let clock = ManualClock::new();
+    let (a, b) = (gate(&clock), gate(&clock));
+    let (la, lb) = (
+        Limiter::new(MemoryStore::default(), clock.clone()),
+        Limiter::new(MemoryStore::default(), clock.clone()),
+    );
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(600).with_burst(1000); // 100 per window
+    to_next_epoch(&clock, Duration::from_millis(1_000));
+    for g in [&a, &b, &a] {
+        g.sync_once(&store, &clock).await.unwrap();
+    }
+    assert_eq!(a.status().live_instances, 2);
+    for i in 0..1000u32 {
+        assert!(a.check(&la, 1, &i, &q, 1).is_allowed());
+    }
+    clock.advance(Duration::from_millis(100));
+    let report = a.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(
+        (report.cold_keys, report.hot_keys, report.pushed),
+        (1000, 0, 0),
+        "{report:?}"
+    );
+    // The roster's two reads and the hot list's two: nothing per key.
+    assert_eq!(report.operations, 4, "{report:?}");
+
+    // "k" on A: held to its share (50 of 100), then refused by the fleet.
+    let on_a = (0..80).filter(|_| a.check(&la, 1, "k", &q, 1).is_allowed()).count();
+    assert_eq!(on_a, 50);
+    assert_eq!(a.check(&la, 1, "k", &q, 1).denial(), Some(Denial::FleetLimited));
+    clock.advance(Duration::from_millis(100));
+    let report = a.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(report.hot_keys, 1, "{report:?}");
+    assert_eq!(
+        stored(&store, &a, &clock, "k"),
+        50,
+        "what A used while cold is in the store"
+    );
+    // B used "k" while it was cold there: 30, within its share.
+    let mut on_b = (0..30).filter(|_| b.check(&lb, 1, "k", &q, 1).is_allowed()).count();
+    assert_eq!(on_b, 30);
+    // B's next round reads A's mark, the one after pushes B's 30 and reads.
+    for _ in 0..2 {
+        clock.advance(Duration::from_millis(100));
+        b.sync_once(&store, &clock).await.unwrap();
+    }
+    assert_eq!(stored(&store, &a, &clock, "k"), 80);
+    // Rounds go on; both keep asking for more. Together they never pass the
+    // budget in the window.
+    let mut total = on_a + on_b;
+    for _ in 0..20 {
+        clock.advance(Duration::from_millis(100));
+        a.sync_once(&store, &clock).await.unwrap();
+        b.sync_once(&store, &clock).await.unwrap();
+        total += (0..5).filter(|_| a.check(&la, 1, "k", &q, 1).is_allowed()).count();
+        let more = (0..5).filter(|_| b.check(&lb, 1, "k", &q, 1).is_allowed()).count();
+        on_b += more;
+        total += more;
+    }
+    // The budget, plus what one instance admits in one round before the
+    // other sees it (5 here: the staleness term of docs/global.md).
+    assert!(total <= 105, "{total} admitted in one window of a budget of 100");
+    assert!(total >= 95, "only {total} of 100 admitted: the hot key lost its budget");
+    assert!(on_b > 30, "B never got more than its cold share once it read the key");
+}
+
+/// A key whose share is below one request (more live instances than units
+/// in the budget) gets one request per window while cold (an empty window
+/// always fits one), then the fleet's refusal turns it hot, and it gets the
+/// budget the fleet has left.
+#[tokio::test]
+async fn a_key_whose_share_is_below_one_request_still_turns_hot() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(60).with_burst(100); // 10 per window
+    to_next_epoch(&clock, Duration::from_millis(1_000));
+    join_roster(&store, &g, &clock, 19).await;
+    g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(g.status().live_instances, 20);
+    assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
+    assert_eq!(g.check(&limiter, 1, "k", &q, 1).denial(), Some(Denial::FleetLimited));
+    let mut admitted = 1;
+    for _ in 0..6 {
+        clock.advance(Duration::from_millis(100));
+        g.sync_once(&store, &clock).await.unwrap();
+        admitted += (0..3).filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed()).count();
+    }
+    assert_eq!(g.status().hot_keys, 1);
+    assert!(admitted >= 9, "a hot key read by its instance got {admitted} of 10");
+    assert!(admitted <= 10, "{admitted} of 10");
+}
+
+/// A store that is down.
+struct Down;
+
+impl GlobalStore for Down {
+    async fn sync(&self, _: &[SyncOp], _: Duration) -> Result<Vec<OpResult>, GlobalError> {
+        Err(GlobalError::unsent("redis: connection refused"))
+    }
+}
+
+/// With `on_outage = "share"`, a key is held to its last known share while
+/// the store is down (4 live instances: a quarter of the burst at once);
+/// with `"local"` it gets the local limit, as before.
+#[tokio::test]
+async fn on_outage_share_holds_each_key_to_its_last_known_share() {
+    for (policy, expected) in [(OnOutage::Local, 100), (OnOutage::Share, 25)] {
+        let clock = ManualClock::new();
+        let settings = GateSettings::new(b"unit test fleet secret, 32 bytes")
+            .with_window(Duration::from_secs(10))
+            .with_on_outage(policy);
+        let g = FleetGate::new(settings, &clock).unwrap();
+        let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+        let store = MemoryGlobalStore::new();
+        to_next_epoch(&clock, Duration::from_millis(1_000));
+        join_roster(&store, &g, &clock, 3).await;
+        g.sync_once(&store, &clock).await.unwrap();
+        assert_eq!(g.status().live_instances, 4);
+        clock.advance(Duration::from_millis(100));
+        assert!(g.sync_once(&Down, &clock).await.is_err());
+        assert_eq!(g.health(), FleetHealth::LocalOnly);
+        let q = Quota::per_minute(600).with_burst(100);
+        let admitted = (0..200)
+            .filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed())
+            .count();
+        assert_eq!(admitted, expected, "{policy:?}");
+        // And at the rate: a quarter of it with "share".
+        clock.advance(Duration::from_secs(4));
+        let later = (0..200)
+            .filter(|_| g.check(&limiter, 1, "k", &q, 1).is_allowed())
+            .count();
+        assert_eq!(later, expected * 40 / 100, "{policy:?}");
+    }
+}
