@@ -9,7 +9,8 @@
 //! commandstats`) and memory per tracked key.
 //!
 //! `cargo bench --bench global` (`RATELIMIT_BENCH_SCALE=1000,100000` picks
-//! the scale rows).
+//! the scale rows, `RATELIMIT_BENCH_COLD_EVERY=1,10` how often a cold key
+//! is requested, in rounds).
 
 // The bench uses only part of the suites' Redis fixture.
 #[allow(dead_code)]
@@ -235,9 +236,10 @@ fn rss() -> u64 {
 }
 
 /// One instance, `keys` active keys of which 1% are hot (offered more than
-/// their fleet budget every round), the rest cold (one request per round),
-/// a round every 100 ms against a loopback `redis-server`: what a round
-/// costs Redis and the instance.
+/// their fleet budget every round), the rest cold (one request every round,
+/// or every tenth: once a second, still active), a round every 100 ms
+/// against a loopback `redis-server`: what a round costs Redis and the
+/// instance.
 fn scale() {
     let rows: Vec<u64> = std::env::var("RATELIMIT_BENCH_SCALE")
         .ok()
@@ -251,13 +253,17 @@ fn scale() {
     println!();
     println!("=== the gate at scale: one instance, 1% of the active keys hot, a round every 100 ms, loopback redis-server ===");
     println!(
-        "{:<12}{:>8}{:>12}{:>12}{:>12}{:>14}{:>12}{:>12}",
-        "active keys", "hot", "round ms", "max ms", "cmds/round", "cmds/hot key", "unread", "B/key"
+        "{:<12}{:>8}{:>14}{:>12}{:>12}{:>12}{:>14}{:>12}{:>12}",
+        "active keys", "hot", "cold every", "round ms", "max ms", "cmds/round", "cmds/hot key", "unread", "B/key"
     );
     // 600/min: a fleet budget of 100 per 10 s window; a hot key is offered
     // 150 a round.
     let q = Quota::per_minute(600).with_burst(100);
-    for keys in rows {
+    let everies: Vec<u64> = std::env::var("RATELIMIT_BENCH_COLD_EVERY")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 10]);
+    for (keys, every) in rows.iter().flat_map(|&k| everies.iter().map(move |&e| (k, e.max(1)))) {
         let server = redis_support::RedisServer::start();
         let store = RedisStore::new(
             &server.url(),
@@ -275,10 +281,14 @@ fn scale() {
             .with_max_keys(keys as usize);
         let g = FleetGate::new(settings, &clock).unwrap_or_else(|e| panic!("gate: {e}"));
         let (mut times, mut cmds, mut unread) = (Vec::new(), Vec::new(), 0);
-        for round in 0..8 {
+        for round in 0..8u64 {
             let started = Instant::now();
             for k in 0..keys {
-                let offered = if k < hot { 150 } else { 1 };
+                let offered = if k < hot {
+                    150
+                } else {
+                    u64::from((k + round) % every == 0)
+                };
                 for _ in 0..offered {
                     black_box(g.check(&limiter, 0, &k, &q, 1));
                 }
@@ -305,9 +315,10 @@ fn scale() {
         cmds.sort_unstable();
         let median_cmds = cmds[cmds.len() / 2];
         println!(
-            "{:<12}{:>8}{:>12.1}{:>12.1}{:>12}{:>14.1}{:>12}{:>12}",
+            "{:<12}{:>8}{:>14}{:>12.1}{:>12.1}{:>12}{:>14.1}{:>12}{:>12}",
             keys,
             hot,
+            format!("{every} round{}", if every == 1 { "" } else { "s" }),
             times[times.len() / 2],
             times[times.len() - 1],
             median_cmds,

@@ -3,9 +3,8 @@
 //! rounds behind the gate's mutex. It knows nothing of the gate or of the
 //! store's connection: the loop (`sync.rs`) fills it and reads it.
 
-use std::collections::HashMap;
-
 use super::hot::HotKeys;
+use super::ids::IdMap;
 use super::ration::{ReadRation, Roster};
 use super::store::Counter;
 use super::table::{pack, unpack};
@@ -45,6 +44,9 @@ pub(super) struct KeyHistory {
     pub(super) own_cold: bool,
     /// The newest epoch in whose hot list this instance marked the key.
     pub(super) marked: Option<u64>,
+    /// The slice in which the round last wrote the key's closed sum into
+    /// its slot, while nothing since changed it (`None`: write it again).
+    pub(super) summed: Option<u64>,
 }
 
 impl KeyHistory {
@@ -61,6 +63,7 @@ impl KeyHistory {
             hot: None,
             own_cold: false,
             marked: None,
+            summed: None,
         }
     }
 
@@ -178,7 +181,7 @@ const QUARTERS: u64 = 4;
 /// requests, never held across an await).
 #[derive(Debug, Default)]
 pub(super) struct History {
-    pub(super) keys: HashMap<u64, KeyHistory>,
+    pub(super) keys: IdMap<KeyHistory>,
     pub(super) failed_before: bool,
     /// Untracked keys already exported as a metric.
     pub(super) untracked_reported: u64,
@@ -188,6 +191,8 @@ pub(super) struct History {
     pub(super) roster: Roster,
     /// The fleet's hot keys, as read.
     pub(super) hot: HotKeys,
+    /// The slice in which idle keys' histories were last dropped.
+    pub(super) retained: Option<u64>,
 }
 
 /// The history, taken out of its mutex for a round and put back when

@@ -32,10 +32,9 @@
 //! instance's round turns it hot, so its first requests there are bounded
 //! by the share, not by the staleness term.
 
-use std::collections::HashMap;
-
 use super::gate::FleetGate;
 use super::history::History;
+use super::ids::IdMap;
 use super::store::{Counter, OpResult, SyncOp};
 
 /// Rounds an instance holds a key it turned hot to its share: the round
@@ -64,9 +63,9 @@ pub(crate) fn hot_list(epoch: u64) -> Counter {
 #[derive(Debug, Default)]
 pub(super) struct HotKeys {
     /// Fleet ids marked hot, with the newest epoch they were marked in.
-    seen: HashMap<u64, u64>,
+    seen: IdMap<u64>,
     /// How far this instance has read the lists of these epochs.
-    read: HashMap<u64, u64>,
+    read: std::collections::HashMap<u64, u64>,
     /// The epoch of the last round (entries older than its predecessor go).
     epoch: u64,
 }

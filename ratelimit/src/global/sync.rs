@@ -4,7 +4,6 @@
 //! path through its slot. The background task that runs a round every
 //! `sync_interval` is in `task.rs`.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -12,6 +11,7 @@ use super::delta::{hand_back, take_unpushed, Take};
 use super::gate::FleetGate;
 use super::history::{KeyHistory, Taken};
 use super::hot::HOLD_ROUNDS;
+use super::ids::IdMap;
 use super::names::{
     set_degraded, DEGRADED_KEYS, FAILED_KEYS, HOT_KEYS, LIVE_INSTANCES, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS,
     UNREAD_KEYS, UNTRACKED,
@@ -108,9 +108,13 @@ impl FleetGate {
         let previous = Some(&self.tables[((epoch + 2) % 3) as usize])
             .filter(|t| epoch > 0 && t.epoch.load(Ordering::Acquire) == epoch - 1);
 
+        // Out of its mutex for the round (requests never lock it); put back
+        // however the round ends, a timeout's cancellation included.
+        let mut history = Taken::new(&self.history);
+
         // 1. Deltas to push, and the keys of the round.
         let mut takes: Vec<Take<'_>> = Vec::new();
-        let mut work: HashMap<u64, Work<'_>> = HashMap::new();
+        let mut work: IdMap<Work<'_>> = IdMap::default();
         let idle = self.settings.idle_rounds;
         let slice_ns = self.window.slice_ns();
         let settle = self.settle_ns.load(Ordering::Relaxed);
@@ -119,6 +123,7 @@ impl FleetGate {
         let final_slice = (wall.saturating_sub(settle) / slice_ns).checked_sub(1);
         for (table, is_current) in previous.into_iter().map(|t| (t, false)).chain([(current, true)]) {
             for (key, slot) in table.occupied() {
+                let taken = takes.len();
                 for parity in 0..3 {
                     if let Some((word_slice, delta)) = take_unpushed(slot, parity, s, k) {
                         // Into its own slice while the others still read it;
@@ -141,6 +146,19 @@ impl FleetGate {
                 let (route, last, refused) = read_touched(slot.touched.load(Ordering::Relaxed));
                 let age = (round & ROUND).wrapping_sub(last) & ROUND;
                 let active = age <= idle;
+                // A cold key with nothing new since the last round needs
+                // nothing of it: its slot's closed sum stays conservative
+                // as it ages (everything it counted was used before it
+                // was written), so the round's own work grows with the
+                // keys requested, not with every key in the table.
+                if takes.len() == taken
+                    && !(refused && age <= 1)
+                    && !work.contains_key(&key)
+                    && history.keys.get(&key).is_none_or(|h| h.hot.is_none())
+                    && !history.hot.is_hot(key, epoch)
+                {
+                    continue;
+                }
                 let w = work.entry(key).or_insert(Work {
                     route,
                     active: false,
@@ -185,9 +203,6 @@ impl FleetGate {
             }
         }
 
-        // Out of its mutex for the round (requests never lock it); put back
-        // however the round ends, a timeout's cancellation included.
-        let mut history = Taken::new(&self.history);
         // Hot keys are pushed and read; cold ones stay here (`hot.rs`
         // explains why that holds the limit): a key is hot once it turned hot here (for as
         // long as this instance keeps its history), when the fleet marked
@@ -449,9 +464,12 @@ impl FleetGate {
         // whole when they are active and working again.
         // Idle keys keep their history while it still holds slices of the
         // window: the loop goes on ageing their closed sums (below).
-        history
-            .keys
-            .retain(|key, h| work.get(key).is_some_and(|w| w.active) || h.active_until + k + 1 >= s);
+        if history.retained != Some(s) {
+            history.retained = Some(s);
+            history
+                .keys
+                .retain(|key, h| work.get(key).is_some_and(|w| w.active) || h.active_until + k + 1 >= s);
+        }
         // Cold keys' units stay here: in the history as this instance's own
         // (what the key pushes when it turns hot), and in the slot as the
         // slice's total (totals first, confirmations next, as for pushes).
@@ -462,6 +480,10 @@ impl FleetGate {
             h.set(t.word_slice, None, Some(own + t.delta));
             h.date_own(&self.window, t.word_slice, taken_at, t.delta);
             h.own_cold = true;
+            if t.word_slice < s {
+                // Into a closed slice: its sum changes.
+                h.summed = None;
+            }
             if t.parity != BACKLOG {
                 let (pulled, own) = h.get(t.word_slice);
                 t.slot.fleet[(t.word_slice & 1) as usize]
@@ -597,10 +619,8 @@ impl FleetGate {
         // Idle keys (no longer pulled): their closed sums from what this
         // instance last knew, aged slice by slice, so what left the window
         // stops counting and what is still in it keeps counting.
-        for (key, h) in history.keys.iter_mut() {
-            let Some(w) = work.get(key).filter(|w| !w.active) else {
-                continue;
-            };
+        for (key, w) in work.iter().filter(|(_, w)| !w.active) {
+            let Some(h) = history.keys.get_mut(key) else { continue };
             // Back after idling, it counts as never read (others' use since
             // is unknown).
             h.read = false;
@@ -626,6 +646,12 @@ impl FleetGate {
                 continue;
             }
             let Some(h) = history.keys.get_mut(&key) else { continue };
+            if !w.hot && h.summed == Some(s) {
+                // A cold key whose closed slices have not changed since its
+                // sum was written in this slice (its new units are in the
+                // open slice, which requests count from the slot).
+                continue;
+            }
             let last = s.wrapping_sub(1);
             // Held to its share: cold; or not read this round; or turned hot
             // so recently that other instances may not have pushed what
@@ -644,9 +670,10 @@ impl FleetGate {
             }
             slot.closed
                 .store(word(s, h.closed_sum(&self.window, s, wall)), Ordering::Relaxed);
+            h.summed = Some(s);
         }
-        for (key, h) in history.keys.iter_mut() {
-            if work.get(key).is_some_and(|w| w.failed) {
+        for (key, _) in work.iter().filter(|(_, w)| w.failed) {
+            if let Some(h) = history.keys.get_mut(key) {
                 // Pulled whole, and its counter given a TTL again (someone
                 // may have replaced it), when it works again.
                 h.final_upto = None;
