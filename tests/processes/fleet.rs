@@ -51,15 +51,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 
 /// The instances of the main test's fleet.
-const N: usize = 4;
+pub(super) const N: usize = 4;
 /// `[global] window`, which is also the length of an epoch.
-const WINDOW: Duration = Duration::from_secs(10);
+pub(super) const WINDOW: Duration = Duration::from_secs(10);
 /// `[global] sync_interval`.
 const SYNC: Duration = Duration::from_millis(100);
 /// The profile's rate (600/min) per second.
 const RATE_PER_SEC: f64 = 10.0;
 /// The fleet budget: 600/min over the 10 s window.
-const BUDGET: u64 = 100;
+pub(super) const BUDGET: u64 = 100;
 /// What each client offers: twice the budget, spread over the instances.
 const OFFERED_PER_SEC: u64 = 20;
 /// The adversary's spending rate, well above what the instances admit
@@ -104,7 +104,7 @@ fn fleet_bound(n: usize, rtt: Duration) -> u64 {
 
 /// The fleet's configuration: only what the demo needs to start (its other
 /// routes are never called, but startup checks the profiles they name).
-fn config_toml(redis_url: &str, key_prefix: &str) -> String {
+fn config_toml(redis_url: &str, key_prefix: &str, extra: &str) -> String {
     format!(
         r#"default_profile = "fleet"
 
@@ -124,7 +124,7 @@ window = "10s"
 sync_interval = "100ms"
 key_prefix = "{key_prefix}"
 key_secret_env = "{SECRET_ENV}"
-"#
+{extra}"#
     )
 }
 
@@ -145,7 +145,7 @@ struct Instance {
 /// Quickstart processes sharing one `[global]` section and key prefix. They
 /// are killed when this is dropped, a panic included; the logs are kept on
 /// a panic (their directory is printed) and removed otherwise.
-struct Fleet {
+pub(super) struct Fleet {
     name: String,
     instances: Vec<Instance>,
     dir: PathBuf,
@@ -170,12 +170,12 @@ impl Fleet {
     /// Starts `n` instances with the key prefix `fleet-<name>-<unique>` and
     /// waits until each accepts connections.
     fn start(bin: &Path, redis_url: &str, n: usize, name: &str) -> Fleet {
-        Fleet::start_urls(bin, &vec![redis_url.to_owned(); n], name)
+        Fleet::start_urls(bin, &vec![redis_url.to_owned(); n], name, "")
     }
 
     /// [`Fleet::start`], one instance per Redis URL (the same server, some
-    /// through a relay).
-    fn start_urls(bin: &Path, redis_urls: &[String], name: &str) -> Fleet {
+    /// through a relay), `extra` appended to the `[global]` section.
+    pub(super) fn start_urls(bin: &Path, redis_urls: &[String], name: &str, extra: &str) -> Fleet {
         let n = redis_urls.len();
         let prefix = format!("fleet-{name}-{}", unique_suffix());
         let dir = std::env::temp_dir().join(format!("ratelimit-{prefix}"));
@@ -187,7 +187,7 @@ impl Fleet {
         };
         for (i, redis_url) in redis_urls.iter().enumerate() {
             let config = fleet.dir.join(format!("fleet-{i}.toml"));
-            std::fs::write(&config, config_toml(redis_url, &prefix))
+            std::fs::write(&config, config_toml(redis_url, &prefix, extra))
                 .unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
             let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
             let log = fleet.dir.join(format!("instance-{i}.log"));
@@ -247,7 +247,7 @@ impl Fleet {
         }
     }
 
-    fn addrs(&self) -> Vec<SocketAddr> {
+    pub(super) fn addrs(&self) -> Vec<SocketAddr> {
         self.instances.iter().map(|i| i.addr).collect()
     }
 
@@ -303,7 +303,7 @@ impl Drop for Fleet {
 // ---------------------------------------------------------------------------
 
 #[derive(Clone, Copy, Debug)]
-enum Pattern {
+pub(super) enum Pattern {
     /// 2x the budget from `start` into the run's first epoch on.
     Steady { start: Duration },
     /// 2x the budget from `start` for `length`.
@@ -367,11 +367,11 @@ impl Pattern {
 }
 
 #[derive(Clone, Debug)]
-struct Client {
-    name: String,
-    ip: Ipv4Addr,
-    pattern: Pattern,
-    targets: Vec<SocketAddr>,
+pub(super) struct Client {
+    pub(super) name: String,
+    pub(super) ip: Ipv4Addr,
+    pub(super) pattern: Pattern,
+    pub(super) targets: Vec<SocketAddr>,
 }
 
 /// The main test's patterns, one source address each from 127.0.0.`first_ip`.
@@ -396,14 +396,14 @@ fn fleet_clients(fleet: &Fleet, first_ip: u8) -> Vec<Client> {
 }
 
 #[derive(Debug, Default)]
-struct Outcome {
+pub(super) struct Outcome {
     /// Receive times of the 200s, from the start of the first epoch, sorted.
-    admitted: Vec<Duration>,
+    pub(super) admitted: Vec<Duration>,
     /// 429s whose detail says the fleet-wide limit is exhausted.
     fleet_rejected: u64,
     /// Other 429s (the instance's own limit).
     local_rejected: u64,
-    errors: Vec<String>,
+    pub(super) errors: Vec<String>,
     first_send: Duration,
     last_send: Duration,
 }
@@ -490,7 +490,7 @@ async fn drive(client: Client, epoch0: Instant) -> Outcome {
 
 /// The start of the next wall-clock epoch (UNIX time / 10 s) at least
 /// `margin` away, as an `Instant`.
-fn next_epoch(margin: Duration) -> Instant {
+pub(super) fn next_epoch(margin: Duration) -> Instant {
     let now = Instant::now();
     let wall = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -506,12 +506,16 @@ fn next_epoch(margin: Duration) -> Instant {
 
 /// Runs every client at once from the next epoch; the outcomes in order.
 fn run(clients: Vec<Client>) -> Vec<Outcome> {
+    run_from(clients, next_epoch(Duration::from_millis(300)))
+}
+
+/// [`run`] from `epoch0`.
+pub(super) fn run_from(clients: Vec<Client>, epoch0: Instant) -> Vec<Outcome> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("a tokio runtime for the clients");
-    let epoch0 = next_epoch(Duration::from_millis(300));
     runtime.block_on(async move {
         let handles: Vec<_> = clients.into_iter().map(|c| tokio::spawn(drive(c, epoch0))).collect();
         let mut outcomes = Vec::new();
@@ -527,7 +531,7 @@ fn run(clients: Vec<Client>) -> Vec<Outcome> {
 // ---------------------------------------------------------------------------
 
 /// Admitted in `[from, from + WINDOW)`, over sorted times.
-fn count_in(times: &[Duration], from: Duration) -> u64 {
+pub(super) fn count_in(times: &[Duration], from: Duration) -> u64 {
     let lo = times.partition_point(|t| *t < from);
     let hi = times.partition_point(|t| *t < from + WINDOW);
     (hi - lo) as u64
@@ -573,7 +577,7 @@ fn leanest(times: &[Duration], from: Duration, to: Duration) -> Option<(u64, Dur
 }
 
 /// Admitted per fixed epoch (the first epoch of the run is 0).
-fn per_epoch(times: &[Duration]) -> Vec<u64> {
+pub(super) fn per_epoch(times: &[Duration]) -> Vec<u64> {
     let epochs = times
         .last()
         .map_or(0, |t| (t.as_nanos() / WINDOW.as_nanos()) as usize + 1);
@@ -585,7 +589,7 @@ fn per_epoch(times: &[Duration]) -> Vec<u64> {
 }
 
 /// `e<epoch>+<seconds into it>`.
-fn at(t: Duration) -> String {
+pub(super) fn at(t: Duration) -> String {
     let w = WINDOW.as_nanos();
     let epoch = t.as_nanos() / w;
     let into = Duration::from_nanos((t.as_nanos() % w) as u64);
@@ -920,7 +924,7 @@ fn a_rationed_instance_still_holds_a_refused_key_to_its_budget() {
     let rtt = redis_rtt(relay.port);
     let stale = (SYNC + rtt * 2).as_secs_f64();
     let bound = BUDGET + (RATE_PER_SEC * stale).floor() as u64 + 5;
-    let mut fleet = Fleet::start_urls(&bin, &[redis.url(), relay.url()], "relayed");
+    let mut fleet = Fleet::start_urls(&bin, &[redis.url(), relay.url()], "relayed", "");
     let relayed = fleet.instances[1].addr;
     let hot = Client {
         name: "hot".to_owned(),

@@ -12,3 +12,4 @@ mod concurrency;
 mod fleet;
 mod networks;
 mod operations;
+mod outage;

@@ -4,7 +4,7 @@
 //! store's connection: the loop (`sync.rs`) fills it and reads it.
 
 use super::hot::HotKeys;
-use super::ids::IdMap;
+use super::ids::{IdMap, IdSet};
 use super::ration::{ReadRation, Roster};
 use super::store::Counter;
 use super::table::{pack, unpack};
@@ -193,6 +193,13 @@ pub(super) struct History {
     pub(super) hot: HotKeys,
     /// The slice in which idle keys' histories were last dropped.
     pub(super) retained: Option<u64>,
+    /// Keys hot here: visited every round, requested or not.
+    pub(super) hot_here: IdSet,
+    /// Keys to visit next round (marked hot by the fleet while this
+    /// instance holds units of them it used cold).
+    pub(super) to_visit: Vec<u64>,
+    /// Visit every slot next round, marked or not (after a failed round).
+    pub(super) rescan: bool,
 }
 
 /// The history, taken out of its mutex for a round and put back when

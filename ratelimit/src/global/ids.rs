@@ -122,6 +122,9 @@ impl Hasher for FleetHash {
 /// most of the round's own time.
 pub(super) type IdMap<V> = std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<IdHash>>;
 
+/// A set of fleet ids (see [`IdMap`]).
+pub(super) type IdSet = std::collections::HashSet<u64, std::hash::BuildHasherDefault<IdHash>>;
+
 /// [`IdMap`]'s hasher: a multiply, folded so the low bits (the bucket)
 /// depend on every bit of the id (whose low bit is always set).
 #[derive(Default, Clone, Copy)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::delta::{hand_back, take_unpushed, Take};
 use super::gate::FleetGate;
-use super::history::{KeyHistory, Taken};
+use super::history::{History, KeyHistory, Taken};
 use super::hot::HOLD_ROUNDS;
 use super::ids::IdMap;
 use super::names::{
@@ -18,7 +18,7 @@ use super::names::{
 };
 use super::ration::{rank, Roster};
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
-use super::table::{pack, read_touched, tag32, Closed, Pending, Slot, BACKLOG, ROUND};
+use super::table::{pack, read_touched, tag32, Closed, Pending, Slot, Table, BACKLOG, ROUND};
 use super::tracking::carry_over;
 use crate::Clock;
 
@@ -121,67 +121,102 @@ impl FleetGate {
         // Slices up to this one are final: every instance has pushed into
         // them, and none reads them again.
         let final_slice = (wall.saturating_sub(settle) / slice_ns).checked_sub(1);
-        for (table, is_current) in previous.into_iter().map(|t| (t, false)).chain([(current, true)]) {
-            for (key, slot) in table.occupied() {
-                let taken = takes.len();
-                for parity in 0..3 {
-                    if let Some((word_slice, delta)) = take_unpushed(slot, parity, s, k) {
-                        // Into its own slice while the others still read it;
-                        // else into the oldest one they read (later, so
-                        // counted longer, never less).
-                        let slice = match final_slice {
-                            Some(f) if word_slice <= f => f + 1,
-                            _ => word_slice,
-                        };
-                        takes.push(Take {
-                            key,
-                            slot,
-                            parity,
-                            word_slice,
-                            slice,
-                            delta,
-                        });
+        // The slots with something new since the last round (after a failed
+        // round, every slot: units it handed back carry no mark), then the
+        // keys hot here and those the fleet marked hot while this instance
+        // holds units of them it used cold.
+        let full_scan = std::mem::take(&mut history.rescan);
+        let mut hot_here = std::mem::take(&mut history.to_visit);
+        hot_here.extend(history.hot_here.iter().copied());
+        let tables: Vec<(&Table, bool)> = previous
+            .into_iter()
+            .map(|t| (t, false))
+            .chain([(current, true)])
+            .collect();
+        let enter = |key: u64, slot, is_current: bool, takes: &mut Vec<_>, work: &mut IdMap<_>| {
+            let taken = takes.len();
+            for parity in 0..3 {
+                if let Some((word_slice, delta)) = take_unpushed(slot, parity, s, k) {
+                    // Into its own slice while the others still read it;
+                    // else into the oldest one they read (later, so
+                    // counted longer, never less).
+                    let slice = match final_slice {
+                        Some(f) if word_slice <= f => f + 1,
+                        _ => word_slice,
+                    };
+                    takes.push(Take {
+                        key,
+                        slot,
+                        parity,
+                        word_slice,
+                        slice,
+                        delta,
+                    });
+                }
+            }
+            let (route, last, refused) = read_touched(slot.touched.load(Ordering::Relaxed));
+            let age = (round & ROUND).wrapping_sub(last) & ROUND;
+            let active = age <= idle;
+            // A cold key with nothing new since the last round needs
+            // nothing of it: its slot's closed sum stays conservative as it
+            // ages (everything it counted was used before it was written).
+            if takes.len() == taken
+                && !(refused && age <= 1)
+                && !work.contains_key(&key)
+                && history.keys.get(&key).is_none_or(|h| h.hot.is_none())
+                && !history.hot.is_hot(key, epoch)
+            {
+                return;
+            }
+            let w = work.entry(key).or_insert(Work {
+                route,
+                active: false,
+                current: None,
+                previous: None,
+                reads: [None; 2],
+                units: 0,
+                refused: false,
+                unread: false,
+                hot: false,
+                pushed: [None; 2],
+                expired: None,
+                recreated: None,
+                failed: false,
+            });
+            w.active |= active;
+            // Refused in this round or the one before (requests count the
+            // round a round ahead once its reply is in).
+            w.refused |= refused && age <= 1;
+            if is_current {
+                w.current = Some(slot);
+            } else {
+                w.previous = Some(slot);
+            }
+        };
+        for &(table, is_current) in &tables {
+            if full_scan {
+                for (key, slot) in table.occupied() {
+                    enter(key, slot, is_current, &mut takes, &mut work);
+                }
+                // The marks are covered.
+                table.take_marked().for_each(drop);
+            } else {
+                for (key, slot) in table.take_marked() {
+                    enter(key, slot, is_current, &mut takes, &mut work);
+                }
+            }
+        }
+        for key in hot_here {
+            for &(table, is_current) in &tables {
+                let seen = work.get(&key).is_some_and(|w| {
+                    if is_current {
+                        w.current.is_some()
+                    } else {
+                        w.previous.is_some()
                     }
-                }
-                let (route, last, refused) = read_touched(slot.touched.load(Ordering::Relaxed));
-                let age = (round & ROUND).wrapping_sub(last) & ROUND;
-                let active = age <= idle;
-                // A cold key with nothing new since the last round needs
-                // nothing of it: its slot's closed sum stays conservative
-                // as it ages (everything it counted was used before it
-                // was written), so the round's own work grows with the
-                // keys requested, not with every key in the table.
-                if takes.len() == taken
-                    && !(refused && age <= 1)
-                    && !work.contains_key(&key)
-                    && history.keys.get(&key).is_none_or(|h| h.hot.is_none())
-                    && !history.hot.is_hot(key, epoch)
-                {
-                    continue;
-                }
-                let w = work.entry(key).or_insert(Work {
-                    route,
-                    active: false,
-                    current: None,
-                    previous: None,
-                    reads: [None; 2],
-                    units: 0,
-                    refused: false,
-                    unread: false,
-                    hot: false,
-                    pushed: [None; 2],
-                    expired: None,
-                    recreated: None,
-                    failed: false,
                 });
-                w.active |= active;
-                // Refused in this round or the one before (requests count
-                // the round a round ahead once its reply is in).
-                w.refused |= refused && age <= 1;
-                if is_current {
-                    w.current = Some(slot);
-                } else {
-                    w.previous = Some(slot);
+                if let Some(slot) = table.find(key).filter(|_| !seen) {
+                    enter(key, slot, is_current, &mut takes, &mut work);
                 }
             }
         }
@@ -329,6 +364,10 @@ impl FleetGate {
         let started = std::time::Instant::now();
         let ttl = self.window.length() * 2 + Duration::from_nanos(slice_ns) + Duration::from_secs(1);
         let outcome = store.sync(&ops, ttl).await;
+        // What the store took: rationing reads only helps when the store is
+        // what makes rounds long (the loop's own work is per key requested,
+        // and a read less does not shorten it).
+        let store_took = started.elapsed();
         self.round.fetch_add(1, Ordering::Relaxed);
         let results = match outcome {
             Ok(r) if r.len() == ops.len() => r,
@@ -351,8 +390,10 @@ impl FleetGate {
                     hand_back(t);
                 }
                 // The next round pulls every key's window afresh; this
-                // instance's own units in the history stay counted.
+                // instance's own units in the history stay counted, and
+                // every slot is visited (handed-back units carry no mark).
                 history.forget_pulls();
+                history.rescan = true;
                 drop(history);
                 return Err(self.fail(e));
             }
@@ -455,6 +496,7 @@ impl FleetGate {
             // Every operation failed (deltas already handed back where they
             // certainly did not apply): the whole gate is local-only.
             history.forget_pulls();
+            history.rescan = true;
             drop(history);
             let e = first_error.unwrap_or_else(|| GlobalError::new("every operation of the round failed"));
             return Err(self.fail(e));
@@ -469,6 +511,8 @@ impl FleetGate {
             history
                 .keys
                 .retain(|key, h| work.get(key).is_some_and(|w| w.active) || h.active_until + k + 1 >= s);
+            let History { keys, hot_here, .. } = &mut *history;
+            hot_here.retain(|key| keys.contains_key(key));
         }
         // Cold keys' units stay here: in the history as this instance's own
         // (what the key pushes when it turns hot), and in the slot as the
@@ -537,15 +581,21 @@ impl FleetGate {
         for key in new_marks {
             if let Some(h) = history.keys.get_mut(&key) {
                 h.final_upto = None;
+                if h.own_cold {
+                    // Units it used cold, to push next round.
+                    history.to_visit.push(key);
+                }
             }
         }
         let round_now = round & ROUND;
+        let mut newly_hot = Vec::new();
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
             h.active_until = s;
             if w.hot && h.hot.is_none() {
                 h.hot = Some(round_now);
+                newly_hot.push(key);
             }
             h.reexpire = w.recreated;
             h.expire_epoch = if w.recreated.is_some() {
@@ -616,6 +666,7 @@ impl FleetGate {
             t.confirm();
             report.pushed += t.delta;
         }
+        history.hot_here.extend(newly_hot);
         // Idle keys (no longer pulled): their closed sums from what this
         // instance last knew, aged slice by slice, so what left the window
         // stops counting and what is still in it keeps counting.
@@ -684,7 +735,7 @@ impl FleetGate {
         let failed_before = std::mem::replace(&mut history.failed_before, failed_now);
         // Rounds that take more than half the interval ration the next
         // round's reads; fast ones lift the ration again.
-        let took = started.elapsed();
+        let took = store_took;
         history
             .ration
             .after_round(took, self.settings.sync_interval, report.pulled, work.len());

@@ -234,6 +234,10 @@ pub(crate) struct Table {
     pub(crate) epoch: AtomicU64,
     slots: Box<[Slot]>,
     mask: usize,
+    /// One bit per slot: something for the sync loop since it last looked
+    /// (units to take, a refusal), so a round visits the keys requested
+    /// since the last one, not every slot of the table.
+    dirty: Box<[AtomicU64]>,
 }
 
 /// How many slots a key may probe before it is counted as untracked. At
@@ -248,7 +252,46 @@ impl Table {
             epoch: AtomicU64::new(u64::MAX),
             slots: (0..capacity).map(|_| Slot::default()).collect(),
             mask: capacity - 1,
+            dirty: (0..capacity.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// Marks `slot` (one of this table's) for the sync loop's next round:
+    /// an RMW on a word shared by 64 slots, once per key and round (when
+    /// its first unit since the last round's take lands, or a refusal).
+    #[inline]
+    pub(crate) fn mark(&self, slot: &Slot) {
+        let i = (slot as *const Slot as usize).wrapping_sub(self.slots.as_ptr() as usize) / std::mem::size_of::<Slot>();
+        if let Some(word) = self.dirty.get(i / 64) {
+            let bit = 1u64 << (i % 64);
+            if word.load(Ordering::Relaxed) & bit == 0 {
+                word.fetch_or(bit, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// The occupied slots marked since the last call, unmarked as they are
+    /// read (a slot marked again meanwhile comes back next time).
+    pub(crate) fn take_marked(&self) -> impl Iterator<Item = (u64, &Slot)> {
+        self.dirty.iter().enumerate().flat_map(move |(w, word)| {
+            let mut bits = if word.load(Ordering::Relaxed) == 0 {
+                0
+            } else {
+                word.swap(0, Ordering::AcqRel)
+            };
+            std::iter::from_fn(move || {
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let slot = &self.slots[w * 64 + b];
+                    match slot.key.load(Ordering::Acquire) {
+                        0 => continue,
+                        k => return Some((k, slot)),
+                    }
+                }
+                None
+            })
+        })
     }
 
     /// The key's slot, claiming a free one if needed; `None` when its probe
@@ -323,6 +366,9 @@ impl Table {
                 }
                 s.key.store(0, Ordering::Release);
             }
+        }
+        for word in self.dirty.iter() {
+            word.store(0, Ordering::Relaxed);
         }
         self.epoch.store(epoch, Ordering::Release);
     }

@@ -50,7 +50,12 @@ impl FleetGate {
         };
         if let Some(slot) = slot {
             touch(slot, route, round);
-            add_pending(slot, at.place.slice, cost);
+            // Units first, then the mark: a round that clears the mark
+            // before this one is set takes these units, or the mark brings
+            // the slot to the next round.
+            if add_pending(slot, at.place.slice, cost) {
+                at.place.table.mark(slot);
+            }
         }
     }
 
@@ -60,12 +65,19 @@ impl FleetGate {
     /// turns it hot.
     #[inline]
     pub(super) fn refused(&self, at: &Slots<'_>, route: u32, fleet_id: u64, round: u64) {
-        let slot = match at.own.or(at.previous) {
-            Some(slot) => Some(slot),
-            None => self.claim(at.place.table, fleet_id, None, route, round, at.place.slice),
+        let (slot, table) = match (at.own, at.previous) {
+            (Some(slot), _) => (Some(slot), Some(at.place.table)),
+            (None, Some(slot)) => (Some(slot), self.previous_table(at.place.epoch)),
+            (None, None) => (
+                self.claim(at.place.table, fleet_id, None, route, round, at.place.slice),
+                Some(at.place.table),
+            ),
         };
         if let Some(slot) = slot {
             touch_refused(slot, route, round);
+            if let Some(table) = table {
+                table.mark(slot);
+            }
         }
     }
 
@@ -98,18 +110,23 @@ impl FleetGate {
     /// holds the previous epoch.
     #[inline]
     pub(super) fn previous_slot(&self, epoch: u64, fleet_id: u64) -> Option<&Slot> {
+        self.previous_table(epoch)?.find(fleet_id)
+    }
+
+    /// The previous epoch's table, if it still holds that epoch.
+    #[inline]
+    fn previous_table(&self, epoch: u64) -> Option<&Table> {
         let before = epoch.checked_sub(1)?;
         let table = &self.tables[((epoch + 2) % 3) as usize];
-        if table.epoch.load(Ordering::Acquire) != before {
-            return None;
-        }
-        table.find(fleet_id)
+        (table.epoch.load(Ordering::Acquire) == before).then_some(table)
     }
 }
 
-/// Counts an admitted request of `cost` in `slice`, as not yet pushed.
+/// Counts an admitted request of `cost` in `slice`, as not yet pushed;
+/// true when they are the word's first units since a round took it (the
+/// slot then needs the next round).
 #[inline]
-fn add_pending(slot: &Slot, slice: u64, cost: u32) {
+fn add_pending(slot: &Slot, slice: u64, cost: u32) -> bool {
     let p = (slice & 1) as usize;
     let tag = Pending::tag(slice);
     let v = slot.pending[p].load(Ordering::Relaxed);
@@ -121,8 +138,8 @@ fn add_pending(slot: &Slot, slice: u64, cost: u32) {
         // taking the field meanwhile moves it whole, and a request that
         // re-tags the word for a newer slice gets this unit: a slice late,
         // never lost).
-        slot.pending[p].fetch_add(u64::from(cost), Ordering::AcqRel);
-        return;
+        let before = slot.pending[p].fetch_add(u64::from(cost), Ordering::AcqRel);
+        return before & Pending::COUNT == 0;
     }
     let before = slot.pending[p].fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| {
         let (t, unconfirmed, unpushed) = Pending::unpack(v);
@@ -134,15 +151,15 @@ fn add_pending(slot: &Slot, slice: u64, cost: u32) {
             Pending::pack(tag, 0, u64::from(cost))
         })
     });
-    if let Ok(old) = before {
-        let (t, _, unpushed) = Pending::unpack(old);
-        if t != tag && unpushed > 0 {
-            // No round took them (an outage): kept, counted and pushed
-            // later, never lost. (Units a round took are in flight: a push
-            // that comes back unsent hands them to the backlog.)
-            slot.add_backlog(slice.wrapping_sub(Pending::age(slice, t)), unpushed);
-        }
+    let Ok(old) = before else { return true };
+    let (t, _, unpushed) = Pending::unpack(old);
+    if t != tag && unpushed > 0 {
+        // No round took them (an outage): kept, counted and pushed later,
+        // never lost. (Units a round took are in flight: a push that comes
+        // back unsent hands them to the backlog.)
+        slot.add_backlog(slice.wrapping_sub(Pending::age(slice, t)), unpushed);
     }
+    t != tag || unpushed == 0
 }
 
 /// A fresh slot starts from what the previous epoch's slot knew: its
