@@ -187,6 +187,12 @@ async fn redis_cluster_four_instances_stay_within_the_bound() {
     let clock = ManualClock::new();
     let gate = FleetGate::new(settings(), &clock).unwrap();
     let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let ids: Vec<u64> = (1..=5u32)
+        .flat_map(|route| (0..40u32).map(move |k| (route, k)))
+        .map(|(route, k)| gate.fleet_id(route, &k))
+        .collect();
+    gate.mark_hot(&store, &clock, &ids).await.unwrap();
+    gate.sync_once(&store, &clock).await.unwrap();
     for route in 1..=5u32 {
         for k in 0..40u32 {
             assert!(gate.check(&limiter, route, &k, &quota(), 1).is_allowed());
@@ -220,9 +226,13 @@ fn hygiene(keys: &[String], ttl_ms: impl Fn(&str) -> i64) {
     assert!(!keys.is_empty(), "the fleet test wrote no keys");
     for k in keys {
         assert!(!k.contains(KEY) && !k.contains("user"), "raw client value in {k}");
-        // A key's counters, or the roster of live instances (one count).
+        // A key's counters, the roster of live instances (one count), or
+        // the list of hot keys (fleet ids).
         assert!(
-            k.starts_with("{rl:") && (k.contains(&format!("}}:{ROUTE:08x}:")) || k.starts_with("{rl:0}:instances:")),
+            k.starts_with("{rl:")
+                && (k.contains(&format!("}}:{ROUTE:08x}:"))
+                    || k.starts_with("{rl:0}:instances:")
+                    || k.starts_with("{rl:0}:hot:")),
             "unexpected key {k}"
         );
         let ttl = ttl_ms(k);
@@ -340,6 +350,10 @@ async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
     let gate = FleetGate::new(settings(), &clock).unwrap();
     let limiter = Limiter::new(MemoryStore::default(), clock.clone());
     let q = quota();
+    // Hot keys (cold ones never reach Redis): marked, and the mark read.
+    let ids = [gate.fleet_id(ROUTE, "good"), gate.fleet_id(ROUTE, KEY)];
+    gate.mark_hot(&store, &clock, &ids).await.unwrap();
+    gate.sync_once(&store, &clock).await.unwrap();
     assert!(gate.check(&limiter, ROUTE, "good", &q, 1).is_allowed());
     assert!(gate.check(&limiter, ROUTE, KEY, &q, 1).is_allowed());
     gate.sync_once(&store, &clock).await.unwrap();
@@ -373,7 +387,21 @@ async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
     assert!(ttl > 0, "garbage key without TTL");
 }
 
-/// Spends `n` requests of distinct keys, so every round has pushes.
+/// Marks the keys of [`spend`] hot through `marker`, a store on the same
+/// server, as another instance would (cold keys never reach Redis), and
+/// waits until the gate has read the marks.
+async fn mark(gate: &FleetGate, marker: &RedisStore, tag: &str, n: u32) {
+    let ids: Vec<u64> = (0..n).map(|i| gate.fleet_id(ROUTE, &format!("{tag}-{i}"))).collect();
+    gate.mark_hot(marker, &SystemClock::default(), &ids).await.unwrap();
+    let seen = gate.status().rounds;
+    wait_for("the marks read", Duration::from_secs(5), || {
+        gate.status().rounds >= seen + 2
+    })
+    .await;
+}
+
+/// Spends `n` requests of distinct keys, so every round has pushes (of the
+/// keys [`mark`] made hot).
 fn spend(gate: &FleetGate, limiter: &Limiter<MemoryStore, SystemClock>, tag: &str, n: u32) {
     for i in 0..n {
         let _ = gate.check(limiter, ROUTE, &format!("{tag}-{i}"), &quota(), 1);
@@ -388,10 +416,13 @@ fn spend(gate: &FleetGate, limiter: &Limiter<MemoryStore, SystemClock>, tag: &st
 async fn redis_refusing_writes_with_oom_is_visible_and_recovers() {
     let server = RedisServer::start();
     let (gate, limiter) = live_gate(&server.url());
+    let marker = redis_store(&server.url(), false);
     wait_for("first successful round", Duration::from_secs(5), || {
         gate.status().rounds >= 2
     })
     .await;
+    mark(&gate, &marker, "before", 5).await;
+    mark(&gate, &marker, "during", 5).await;
     spend(&gate, &limiter, "before", 5);
     wait_for("keys written", Duration::from_secs(5), || !server.keys().is_empty()).await;
     assert_eq!(
@@ -444,10 +475,12 @@ async fn a_replica_answering_readonly_is_visible_and_recovers() {
     let primary = RedisServer::start();
     let replica = RedisServer::start();
     let (gate, limiter) = live_gate(&replica.url());
+    let marker = redis_store(&replica.url(), false);
     wait_for("first successful round", Duration::from_secs(5), || {
         gate.status().rounds >= 2
     })
     .await;
+    mark(&gate, &marker, "ro", 5).await;
     let port = primary.port.to_string();
     assert_eq!(replica.cli(&["REPLICAOF", "127.0.0.1", &port]).trim(), "OK");
     spend(&gate, &limiter, "ro", 5);
@@ -506,6 +539,9 @@ async fn a_cluster_node_down_degrades_only_its_keys() {
     let clock = ManualClock::new();
     let gate = FleetGate::new(settings(), &clock).unwrap();
     let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let ids: Vec<u64> = (0..64u32).map(|k| gate.fleet_id(ROUTE, &k)).collect();
+    gate.mark_hot(&store, &clock, &ids).await.unwrap();
+    gate.sync_once(&store, &clock).await.unwrap();
     for k in 0..64u32 {
         assert!(gate.check(&limiter, ROUTE, &k, &quota(), 1).is_allowed());
     }
@@ -591,15 +627,19 @@ mod over_http {
         let clock = ManualClock::new();
         let (a, app_a) = instance(&server.url(), &clock).await;
         let (b, app_b) = instance(&server.url(), &clock).await;
+        // Both in the roster: two live instances.
+        rounds_after(&a, 3).await;
+        rounds_after(&b, 3).await;
+        assert_eq!(a.gate().unwrap().status().live_instances, 2);
 
         let mut statuses = Vec::new();
-        for _ in 0..11 {
+        for _ in 0..6 {
             statuses.push(app_a.clone().oneshot(request()).await.unwrap().status().as_u16());
         }
         assert_eq!(
             statuses,
-            [vec![200; 10], vec![429]].concat(),
-            "instance A alone: the fleet budget of 10"
+            [vec![200; 5], vec![429]].concat(),
+            "a key new to instance A: held to its share of the fleet budget of 10"
         );
         let r = app_a.clone().oneshot(request()).await.unwrap();
         assert_eq!(r.status(), 429);
@@ -610,14 +650,17 @@ mod over_http {
             "a fleet rejection says so"
         );
 
-        // A pushes its 10; B, which has not seen the key yet, admits one
-        // (the overshoot the model allows), then learns the fleet total.
+        // The refusal turned the key hot on A: A pushes its 5 and marks it;
+        // B, which has not seen the key yet, admits one (within its share),
+        // then reads the mark, pushes, reads the key, and holds it to its
+        // share (5 of A's and 1 of its own) while others may push.
         let seen = a.gate().unwrap().status().rounds;
         rounds_after(&a, seen + 2).await;
         assert_eq!(app_b.clone().oneshot(request()).await.unwrap().status(), 200);
         let seen = b.gate().unwrap().status().rounds;
         rounds_after(&b, seen + 2).await;
         assert_eq!(app_b.clone().oneshot(request()).await.unwrap().status(), 429);
+        assert_eq!(b.gate().unwrap().status().hot_keys, 1);
         assert!(!server.keys().is_empty());
         assert!(
             server.keys().iter().all(|k| !k.contains("192.0.2.77")),

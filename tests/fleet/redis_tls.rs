@@ -123,6 +123,11 @@ async fn gate_round(store: &RedisStore) {
     let settings = GateSettings::new(b"fleet secret for the tests, 32 B").with_window(Duration::from_secs(10));
     let gate = FleetGate::new(settings, &clock).expect("gate");
     let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    // A hot key (cold ones never reach Redis): marked, and the mark read.
+    gate.mark_hot(store, &clock, &[gate.fleet_id(1, "tls-user")])
+        .await
+        .expect("a hot mark over TLS");
+    gate.sync_once(store, &clock).await.expect("a round over TLS");
     assert!(gate
         .check(&limiter, 1, "tls-user", &Quota::per_minute(600), 1)
         .is_allowed());
@@ -236,6 +241,11 @@ async fn a_cluster_over_tls_with_a_private_ca() {
     )
     .expect("gate");
     let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let ids: Vec<u64> = (0..64u32).map(|k| gate.fleet_id(1, &k)).collect();
+    gate.mark_hot(&s, &clock, &ids)
+        .await
+        .expect("hot marks on the TLS cluster");
+    gate.sync_once(&s, &clock).await.expect("a round on the TLS cluster");
     for k in 0..64u32 {
         assert!(gate.check(&limiter, 1, &k, &Quota::per_minute(600), 1).is_allowed());
     }

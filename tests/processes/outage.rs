@@ -2,7 +2,8 @@
 //! `quickstart` processes against one real `redis-server`, one fleet per
 //! policy, one client key each offered twice the budget, while Redis is
 //! stopped (SIGSTOP) for 20 s and, later, killed for 20 s. The busiest true
-//! 10 s window inside each outage, and after Redis is back.
+//! 10 s window inside each outage, and after Redis is back; the admitted
+//! times go to `target/outage.csv` for `scripts/plot-outage`.
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -108,6 +109,18 @@ fn on_outage_share_holds_the_fleet_near_its_budget_while_redis_is_away() {
         busiest.push(row);
     }
     println!("busiest true window (budget {BUDGET}, 2x offered, {N} instances each):\n{table}");
+    // The admitted times, for scripts/plot-outage (docs/global-outage.svg).
+    let mut csv = String::from("policy,seconds\n");
+    for (name, outcome) in ["local", "share"].iter().zip(&outcomes) {
+        for t in &outcome.admitted {
+            csv += &format!("{name},{:.3}\n", t.as_secs_f64());
+        }
+    }
+    let exe = std::env::current_exe().expect("the path of the test binary");
+    if let Some(target) = exe.ancestors().nth(3) {
+        let path = target.join("outage.csv");
+        std::fs::write(&path, csv).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
     let (local, share) = (&busiest[0], &busiest[1]);
     // "local": each instance its local limit, so the fleet admits what is
     // offered (2x) while Redis is away.

@@ -32,10 +32,12 @@
 //! instance's round turns it hot, so its first requests there are bounded
 //! by the share, not by the staleness term.
 
-use super::gate::FleetGate;
+use super::gate::{FleetGate, NONZERO};
 use super::history::History;
 use super::ids::IdMap;
 use super::store::{Counter, OpResult, SyncOp};
+use super::store::{GlobalError, GlobalStore};
+use crate::Clock;
 
 /// Rounds an instance holds a key it turned hot to its share: the round
 /// that marks it, the others' next round that reads the mark, and the one
@@ -188,5 +190,51 @@ impl FleetGate {
             }
         }
         pushes
+    }
+}
+
+impl FleetGate {
+    /// Marks keys hot for the whole fleet through `store` (their fleet
+    /// ids, [`fleet_id`](Self::fleet_id)), as an instance the fleet refused
+    /// them on does: every instance that reads the mark (this one in its
+    /// next round) pushes and reads them from its round after, instead of
+    /// holding them to their share. For keys known to be busy (a large
+    /// tenant behind one key), so they never wait at their share; a mark
+    /// lasts this epoch and the next, and instances that hold a key hot
+    /// mark it again every epoch.
+    ///
+    /// ```
+    /// use ratelimit::global::{FleetGate, GateSettings, MemoryGlobalStore};
+    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let clock = ManualClock::new();
+    /// let gate = FleetGate::new(GateSettings::new(b"a fleet-wide secret, 16+ bytes"), &clock).unwrap();
+    /// let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    /// let store = MemoryGlobalStore::new();
+    /// gate.mark_hot(&store, &clock, &[gate.fleet_id(1, "tenant-7")]).await.unwrap();
+    /// gate.sync_once(&store, &clock).await.unwrap(); // reads the mark
+    /// assert!(gate.check(&limiter, 1, "tenant-7", &Quota::per_minute(600), 1).is_allowed());
+    /// let round = gate.sync_once(&store, &clock).await.unwrap();
+    /// assert_eq!((round.hot_keys, round.pushed), (1, 1));
+    /// # });
+    /// ```
+    pub async fn mark_hot<G: GlobalStore, C: Clock>(
+        &self,
+        store: &G,
+        clock: &C,
+        fleet_ids: &[u64],
+    ) -> Result<(), GlobalError> {
+        let epoch = self.window.epoch_of(self.window.locate(self.wall(clock.now())).slice);
+        let mark = SyncOp::Append {
+            counter: hot_list(epoch),
+            ids: fleet_ids.iter().map(|id| id | NONZERO).collect(),
+            expire: true,
+        };
+        match store.sync(&[mark], self.counter_ttl()).await?.first() {
+            Some(OpResult::Added(_)) => Ok(()),
+            Some(OpResult::Failed(e)) => Err(e.clone()),
+            _ => Err(GlobalError::new("the store answered a hot mark with something else")),
+        }
     }
 }

@@ -362,7 +362,7 @@ impl FleetGate {
 
         // 3. One round trip.
         let started = std::time::Instant::now();
-        let ttl = self.window.length() * 2 + Duration::from_nanos(slice_ns) + Duration::from_secs(1);
+        let ttl = self.counter_ttl();
         let outcome = store.sync(&ops, ttl).await;
         // What the store took: rationing reads only helps when the store is
         // what makes rounds long (the loop's own work is per key requested,
@@ -576,17 +576,6 @@ impl FleetGate {
                 h.marked = Some(epoch);
             }
         }
-        // A key newly marked hot may have had units pushed into slices this
-        // instance no longer reads: its next read takes the whole window.
-        for key in new_marks {
-            if let Some(h) = history.keys.get_mut(&key) {
-                h.final_upto = None;
-                if h.own_cold {
-                    // Units it used cold, to push next round.
-                    history.to_visit.push(key);
-                }
-            }
-        }
         let round_now = round & ROUND;
         let mut newly_hot = Vec::new();
         for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
@@ -731,6 +720,18 @@ impl FleetGate {
                 h.expire_epoch = None;
             }
         }
+        // A key newly marked hot may have had units pushed into slices this
+        // instance no longer reads: its next read takes the whole window (after this
+        // round's reads, which set how far it has read).
+        for key in new_marks {
+            if let Some(h) = history.keys.get_mut(&key) {
+                h.final_upto = None;
+                if h.own_cold {
+                    // Units it used cold, to push next round.
+                    history.to_visit.push(key);
+                }
+            }
+        }
         let failed_now = report.failed_keys > 0;
         let failed_before = std::mem::replace(&mut history.failed_before, failed_now);
         // Rounds that take more than half the interval ration the next
@@ -785,6 +786,12 @@ impl FleetGate {
         metrics::counter!(SYNC_ROUNDS, "result" => "ok").increment(1);
         metrics::histogram!(SYNC_SECONDS).record(started.elapsed().as_secs_f64());
         Ok(report)
+    }
+
+    /// How long a counter (and a roster or a hot list) lives in the store:
+    /// the epoch and the window after it, a slice and a second more.
+    pub(super) fn counter_ttl(&self) -> Duration {
+        self.window.length() * 2 + Duration::from_nanos(self.window.slice_ns()) + Duration::from_secs(1)
     }
 
     /// The slot holding this instance's units of `slice`: the current

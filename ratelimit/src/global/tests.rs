@@ -15,15 +15,7 @@ pub(super) fn gate(clock: &ManualClock) -> FleetGate {
 /// refused them at their share does, and lets each gate read the mark (one
 /// round each): from their next round they push and read those keys.
 async fn mark_hot<G: GlobalStore>(store: &G, clock: &ManualClock, gates: &[&FleetGate], ids: Vec<u64>) {
-    let epoch = gates[0]
-        .window
-        .epoch_of(gates[0].window.locate(gates[0].wall(clock.now())).slice);
-    let append = SyncOp::Append {
-        counter: hot::hot_list(epoch),
-        ids,
-        expire: true,
-    };
-    store.sync(&[append], Duration::from_secs(60)).await.unwrap();
+    gates[0].mark_hot(store, clock, &ids).await.unwrap();
     for g in gates {
         g.sync_once(store, clock).await.unwrap();
     }
