@@ -178,3 +178,34 @@ async fn on_outage_share_holds_each_key_to_its_last_known_share() {
         assert_eq!(later, expected * 40 / 100, "{policy:?}");
     }
 }
+
+/// A charge after the decision (a response's size settled after it was
+/// sent) can take a cold key past its share without any refusal: it turns
+/// the key hot like a refusal does, so the fleet sees those units (they
+/// were left on this instance, and another one admitted its own share on
+/// top of them).
+#[tokio::test]
+async fn a_settled_charge_past_the_share_turns_the_key_hot() {
+    use crate::Check;
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(60).with_burst(100); // 10 per window
+    to_next_epoch(&clock, Duration::from_millis(1_000));
+    join_roster(&store, &g, &clock, 1).await;
+    g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(g.status().live_instances, 2);
+    let request = FleetCheck::new(Check::new(limiter.cell_key(1, "k"), q, 1), 1, g.fleet_id(1, "k"));
+    let d = g.check_id(&limiter, &request);
+    assert!(d.is_allowed());
+    g.charge_more_id(&limiter, &request.with_cost(7), &d);
+    clock.advance(Duration::from_millis(100));
+    let report = g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(report.hot_keys, 1, "{report:?}");
+    assert_eq!(
+        stored(&store, &g, &clock, "k"),
+        8,
+        "the settled units reached the store"
+    );
+}

@@ -8,6 +8,7 @@ use super::check::FleetCheck;
 use super::gate::{FleetGate, MAX_FLEET_BURST, NONZERO};
 use super::table::{Pending, Slot};
 use crate::limiter::placement_of;
+use crate::window::Fit;
 use crate::{Clock, Decision, Limiter, Quota, Store};
 
 impl FleetGate {
@@ -156,6 +157,14 @@ impl FleetGate {
         // locally (at most two buckets), within the pending word's headroom.
         let at = self.slots(place, fleet_id);
         self.count(&at, request.route, fleet_id, round, charged.min(MAX_FLEET_BURST));
+        // A charge after the decision can take a key past its share (a
+        // cold key is held to it at admission only): if the next request
+        // would be refused, mark the key as a refusal would, so the next
+        // round turns it hot and the fleet sees these units.
+        let after = self.look(fleet_id, &local.quota, 1, now);
+        if let (Some(Fit::Exceeds { .. }), Some(at)) = (after.fit, &after.at) {
+            self.refused(at, request.route, fleet_id, round);
+        }
         charged
     }
 }
