@@ -416,6 +416,23 @@ pub const CATALOGUE: &[Metric] = &[
          fair share of the fleet budget (budget / live instances) until a round reads it."
     ),
     metric!(
+        GLOBAL_HOT_KEYS,
+        Gauge,
+        Count,
+        &[],
+        "redis",
+        "Active keys the last fleet sync round pushed and read: keys that reached their share of the fleet budget on \
+         some instance. The others are decided locally and cost Redis nothing."
+    ),
+    metric!(
+        GLOBAL_LIVE_INSTANCES,
+        Gauge,
+        Count,
+        &[],
+        "redis",
+        "Instances in the fleet's roster as the last sync round read it; a cold key is held to budget / this."
+    ),
+    metric!(
         GLOBAL_UNTRACKED,
         Counter,
         Count,
