@@ -8,9 +8,10 @@
 //! own `redis-server`: rounds, Redis commands per round (from `INFO
 //! commandstats`) and memory per tracked key.
 //!
-//! `cargo bench --bench global` (`RATELIMIT_BENCH_SCALE=1000,100000` picks
-//! the scale rows, `RATELIMIT_BENCH_COLD_EVERY=1,10` how often a cold key
-//! is requested, in rounds).
+//! `cargo bench --bench global` (`RATELIMIT_BENCH_PARTS=ab,rounds,scale`
+//! picks the summaries, `RATELIMIT_BENCH_SCALE=1000,100000` the scale rows,
+//! `RATELIMIT_BENCH_COLD_EVERY=1,10` how often a cold key is requested, in
+//! rounds).
 
 // The bench uses only part of the suites' Redis fixture.
 #[allow(dead_code)]
@@ -161,8 +162,8 @@ fn ab() {
     }
 }
 
-/// One sync round (push every key's delta, pull every key's totals) against
-/// a loopback Redis.
+/// One sync round with every key hot (push every key's delta, pull every
+/// key's totals) against a loopback Redis.
 fn sync_rounds() {
     let server = redis_support::RedisServer::start();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -179,7 +180,7 @@ fn sync_rounds() {
     .unwrap_or_else(|e| panic!("store: {e}"));
     println!();
     println!(
-        "=== one sync round against redis-server on loopback (HINCRBY + PEXPIRE + HMGET per key, 16 pipelines) ==="
+        "=== one sync round against redis-server on loopback, every key hot (HINCRBY + PEXPIRE + HMGET per key, 16 pipelines) ==="
     );
     println!(
         "{:<12}{:>14}{:>14}{:>14}",
@@ -189,6 +190,14 @@ fn sync_rounds() {
         let (g, limiter) = gate(keys as usize);
         let clock = SystemClock::default();
         let q = quota();
+        // Every key hot (a cold key never reaches Redis): marked, and the
+        // marks read.
+        let ids: Vec<u64> = (0..keys).map(|k| g.fleet_id(0, &k)).collect();
+        rt.block_on(async {
+            g.mark_hot(&store, &clock, &ids).await?;
+            g.sync_once(&store, &clock).await.map(drop)
+        })
+        .unwrap_or_else(|e| panic!("marks: {e}"));
         let mut times = Vec::new();
         for round in 0..6 {
             for k in 0..keys {
@@ -199,7 +208,7 @@ fn sync_rounds() {
                 .block_on(g.sync_once(&store, &clock))
                 .unwrap_or_else(|e| panic!("sync: {e}"));
             let ms = start.elapsed().as_secs_f64() * 1000.0;
-            assert_eq!(report.keys as u64, keys);
+            assert_eq!((report.keys as u64, report.hot_keys as u64), (keys, keys));
             if round > 0 {
                 times.push(ms);
             }
@@ -337,10 +346,16 @@ fn main() {
     // Summaries only under `cargo bench` (which passes `--bench`), not in
     // the `cargo test --benches` smoke run.
     if std::env::args().any(|a| a == "--bench") && !std::env::args().any(|a| a == "--test" || a == "--list") {
-        if std::env::var_os("RATELIMIT_BENCH_SCALE").is_none() {
+        let parts = std::env::var("RATELIMIT_BENCH_PARTS").unwrap_or_else(|_| "ab,rounds,scale".to_owned());
+        let part = |name: &str| parts.split(',').any(|p| p.trim() == name);
+        if part("ab") {
             ab();
+        }
+        if part("rounds") {
             sync_rounds();
         }
-        scale();
+        if part("scale") {
+            scale();
+        }
     }
 }
