@@ -55,8 +55,9 @@ pub(crate) const GLOBAL_MAX_KEYS: usize = 50_000;
 /// ```
 /// use ratelimit::config::{Config, OnOutage};
 ///
-/// let toml = "[global]\nredis_url = \"redis://127.0.0.1:6379\"\nkey_secret_env = \"FLEET_SECRET\"\non_outage = \"share\"\n";
-/// let config = Config::from_toml(toml).unwrap();
+/// let toml = "[profiles.standard]\nrate = \"600/min\"\n\
+///             [global]\nredis_url = \"redis://127.0.0.1:6379\"\nkey_secret_env = \"FLEET_SECRET\"\non_outage = \"share\"\n";
+/// let config = Config::from_toml_str(toml).unwrap();
 /// assert_eq!(config.global.unwrap().on_outage, OnOutage::Share);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
