@@ -6,8 +6,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::gate::FleetGate;
-use super::names::{set_degraded, Reason, SYNC_ROUNDS};
+use super::names::{
+    set_degraded, Reason, DEGRADED_KEYS, FAILED_KEYS, HOT_KEYS, LIVE_INSTANCES, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS,
+    UNREAD_KEYS,
+};
 use super::store::GlobalError;
+use super::sync::SyncReport;
 
 /// The state of a gate, for health checks and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,5 +216,56 @@ impl FleetGate {
             tracing::warn!(target: "ratelimit", error = %e, "fleet gate: sync failed, limiting locally only until it recovers");
         }
         e
+    }
+}
+
+impl FleetGate {
+    /// A successful round's bookkeeping: the counts, the gauges, the last
+    /// error, the recovery's log line; `now` on the limiter's clock,
+    /// `started` when the round's store call began.
+    pub(super) fn round_succeeded(
+        &self,
+        report: &SyncReport,
+        first_error: Option<GlobalError>,
+        failed_before: bool,
+        now: u64,
+        started: std::time::Instant,
+    ) {
+        let failed_now = report.failed_keys > 0;
+        self.degraded_keys.store(report.failed_keys as u64, Ordering::Relaxed);
+        metrics::gauge!(DEGRADED_KEYS).set(report.failed_keys as f64);
+        self.unread_keys.store(report.unread_keys as u64, Ordering::Relaxed);
+        metrics::gauge!(UNREAD_KEYS).set(report.unread_keys as f64);
+        self.hot_keys.store(report.hot_keys as u64, Ordering::Relaxed);
+        metrics::gauge!(HOT_KEYS).set(report.hot_keys as f64);
+        metrics::gauge!(LIVE_INSTANCES).set(self.live.load(Ordering::Relaxed) as f64);
+        if failed_now {
+            metrics::counter!(FAILED_KEYS).increment(report.failed_keys as u64);
+            let e = first_error.map_or_else(|| "unknown".to_owned(), |e| e.to_string());
+            if !failed_before {
+                tracing::warn!(
+                    target: "ratelimit",
+                    error = %e,
+                    keys = report.failed_keys,
+                    "fleet gate: the store refused part of a sync round; those keys are limited locally only until it succeeds"
+                );
+            }
+            self.set_last_error(Some(e));
+        } else if failed_before {
+            tracing::info!(target: "ratelimit", "fleet gate: every key is synced again");
+        }
+        self.mark_fresh(now);
+        let was_degraded = self.degraded.swap(false, Ordering::Relaxed);
+        let was_stalled = self.stalled.swap(false, Ordering::Relaxed);
+        if was_degraded || was_stalled {
+            tracing::info!(target: "ratelimit", "fleet gate: sync recovered, fleet-wide limits apply again");
+        }
+        if !failed_now {
+            self.set_last_error(None);
+        }
+        set_degraded(None);
+        metrics::gauge!(SYNCED_KEYS).set(report.keys as f64);
+        metrics::counter!(SYNC_ROUNDS, "result" => "ok").increment(1);
+        metrics::histogram!(SYNC_SECONDS).record(started.elapsed().as_secs_f64());
     }
 }

@@ -32,11 +32,17 @@
 //! instance's round turns it hot, so its first requests there are bounded
 //! by the share, not by the staleness term.
 
+use std::sync::atomic::Ordering;
+
+use super::delta::Take;
 use super::gate::{FleetGate, NONZERO};
 use super::history::History;
+use super::history::KeyHistory;
 use super::ids::IdMap;
 use super::store::{Counter, OpResult, SyncOp};
 use super::store::{GlobalError, GlobalStore};
+use super::table::{pack, tag32, BACKLOG};
+use super::visit::Work;
 use crate::Clock;
 
 /// Rounds an instance holds a key it turned hot to its share: the round
@@ -235,6 +241,91 @@ impl FleetGate {
             Some(OpResult::Added(_)) => Ok(()),
             Some(OpResult::Failed(e)) => Err(e.clone()),
             _ => Err(GlobalError::new("the store answered a hot mark with something else")),
+        }
+    }
+}
+
+/// Where a round keeps its cold keys' units: the slice, the history ring's
+/// length, and when the units were taken.
+#[derive(Clone, Copy)]
+pub(super) struct Kept {
+    pub(super) s: u64,
+    pub(super) len: usize,
+    pub(super) taken_at: u64,
+}
+
+impl FleetGate {
+    /// Cold keys' units stay here: in the history as this instance's own
+    /// (what the key pushes when it turns hot), and in the slot as the
+    /// slice's total (totals first, confirmations next, as for pushes).
+    pub(super) fn keep_cold_units(&self, history: &mut History, cold_takes: &[Take<'_>], at: Kept) {
+        let Kept { s, len, taken_at } = at;
+        for t in cold_takes {
+            let h = history.keys.entry(t.key).or_insert_with(|| KeyHistory::new(len, s));
+            h.advance(s);
+            let (_, own) = h.get(t.word_slice);
+            h.set(t.word_slice, None, Some(own + t.delta));
+            h.date_own(&self.window, t.word_slice, taken_at, t.delta);
+            h.own_cold = true;
+            if t.word_slice < s {
+                // Into a closed slice: its sum changes.
+                h.summed = None;
+            }
+            if t.parity != BACKLOG {
+                let (pulled, own) = h.get(t.word_slice);
+                t.slot.fleet[(t.word_slice & 1) as usize]
+                    .store(pack(tag32(t.word_slice), pulled + own), Ordering::Relaxed);
+            }
+        }
+        for t in cold_takes {
+            t.confirm();
+        }
+    }
+
+    /// What hot keys used while cold, after the round: pushed (their own
+    /// units now in the totals the reads bring back), or kept to push again
+    /// (refused), or kept as this instance's own and never sent again (may
+    /// have applied).
+    pub(super) fn after_cold_pushes(
+        &self,
+        history: &mut History,
+        own_pushes: &[OwnPush],
+        results: &[OpResult],
+        work: &mut IdMap<Work<'_>>,
+        first_error: &mut Option<GlobalError>,
+    ) {
+        for push in own_pushes {
+            let Some(h) = history.keys.get_mut(&push.key) else {
+                continue;
+            };
+            match &results[push.op] {
+                OpResult::Added(Some(_)) => {
+                    // In the totals the reads (after it) bring back.
+                    h.set(push.slice, None, Some(0));
+                    h.own_cold = false;
+                    if let Some(w) = work.get_mut(&push.key) {
+                        w.expired = w.expired.max(Some(push.epoch));
+                    }
+                }
+                // Refused: sent again next round.
+                OpResult::Failed(e) if e.is_unsent() => {
+                    first_error.get_or_insert_with(|| e.clone());
+                    if let Some(w) = work.get_mut(&push.key) {
+                        w.failed = true;
+                    }
+                }
+                // May have applied: never sent again, counted here as this
+                // instance's own until their slices leave the window.
+                other => {
+                    h.own_cold = false;
+                    if let OpResult::Failed(e) = other {
+                        first_error.get_or_insert_with(|| e.clone());
+                    }
+                    if let Some(w) = work.get_mut(&push.key) {
+                        w.failed = true;
+                    }
+                }
+            }
         }
     }
 }

@@ -59,6 +59,7 @@ mod task;
 #[cfg(feature = "redis-tls")]
 pub(crate) mod tls;
 mod tracking;
+mod visit;
 
 pub use self::redis::{RedisSettings, RedisStore};
 pub use crate::window::{Fit, Position, SlidingWindow, WindowError, MAX_SLICES};

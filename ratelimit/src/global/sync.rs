@@ -7,19 +7,15 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::delta::{hand_back, take_unpushed, Take};
+use super::delta::{hand_back, Take};
 use super::gate::FleetGate;
 use super::history::{History, KeyHistory, Taken};
-use super::hot::HOLD_ROUNDS;
-use super::ids::IdMap;
-use super::names::{
-    set_degraded, DEGRADED_KEYS, FAILED_KEYS, HOT_KEYS, LIVE_INSTANCES, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS,
-    UNREAD_KEYS, UNTRACKED,
-};
+use super::hot::{Kept, HOLD_ROUNDS};
+use super::names::UNTRACKED;
 use super::ration::{rank, Roster};
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
-use super::table::{pack, read_touched, tag32, Closed, Pending, Slot, Table, BACKLOG, ROUND};
-use super::tracking::carry_over;
+use super::table::{pack, tag32, Closed, Pending, Slot, ROUND};
+use super::visit::{Place, Tables, Visit, Work};
 use crate::Clock;
 
 /// What one sync round did.
@@ -48,38 +44,6 @@ pub struct SyncReport {
     /// Active keys decided locally, held to their share of the budget:
     /// neither pushed nor read.
     pub cold_keys: usize,
-}
-
-/// A key in this round.
-struct Work<'a> {
-    route: u32,
-    active: bool,
-    /// Its slot in the current epoch's table (the one requests read).
-    current: Option<&'a Slot>,
-    /// Its slot in the previous epoch's table.
-    previous: Option<&'a Slot>,
-    /// Its reads: (first slice, op index); at most two (the window's
-    /// slices span two epochs at most).
-    reads: [Option<(u64, usize)>; 2],
-    /// Units taken for a push this round (its priority for reads).
-    units: u64,
-    /// A request refused by the fleet since the last round (read first).
-    refused: bool,
-    /// Active, but not read this round (reads rationed).
-    unread: bool,
-    /// Pushed and read: it turned hot here, the fleet marked it hot, or the
-    /// fleet refused it since the last round. A cold key is decided
-    /// locally, held to its share of the budget.
-    hot: bool,
-    /// Slices it pushes into this round (two at most: one per parity), and
-    /// their totals once added.
-    pushed: [Option<(u64, Option<u64>)>; 2],
-    /// The epoch whose counter this round gave a TTL.
-    expired: Option<u64>,
-    /// A push without `PEXPIRE` found its field empty: the counter may have
-    /// been created by it (evicted, flushed, lost in a failover).
-    recreated: Option<(Counter, u32)>,
-    failed: bool,
 }
 
 impl FleetGate {
@@ -112,143 +76,29 @@ impl FleetGate {
         // however the round ends, a timeout's cancellation included.
         let mut history = Taken::new(&self.history);
 
-        // 1. Deltas to push, and the keys of the round.
-        let mut takes: Vec<Take<'_>> = Vec::new();
-        let mut work: IdMap<Work<'_>> = IdMap::default();
-        let idle = self.settings.idle_rounds;
-        let slice_ns = self.window.slice_ns();
-        let settle = self.settle_ns.load(Ordering::Relaxed);
         // Slices up to this one are final: every instance has pushed into
         // them, and none reads them again.
-        let final_slice = (wall.saturating_sub(settle) / slice_ns).checked_sub(1);
-        // The slots with something new since the last round (after a failed
-        // round, every slot: units it handed back carry no mark), then the
-        // keys hot here and those the fleet marked hot while this instance
-        // holds units of them it used cold.
-        let full_scan = std::mem::take(&mut history.rescan);
-        let mut hot_here = std::mem::take(&mut history.to_visit);
-        hot_here.extend(history.hot_here.iter().copied());
-        let tables: Vec<(&Table, bool)> = previous
-            .into_iter()
-            .map(|t| (t, false))
-            .chain([(current, true)])
-            .collect();
-        let enter = |key: u64, slot, is_current: bool, takes: &mut Vec<_>, work: &mut IdMap<_>| {
-            let taken = takes.len();
-            for parity in 0..3 {
-                if let Some((word_slice, delta)) = take_unpushed(slot, parity, s, k) {
-                    // Into its own slice while the others still read it;
-                    // else into the oldest one they read (later, so
-                    // counted longer, never less).
-                    let slice = match final_slice {
-                        Some(f) if word_slice <= f => f + 1,
-                        _ => word_slice,
-                    };
-                    takes.push(Take {
-                        key,
-                        slot,
-                        parity,
-                        word_slice,
-                        slice,
-                        delta,
-                    });
-                }
-            }
-            let (route, last, refused) = read_touched(slot.touched.load(Ordering::Relaxed));
-            let age = (round & ROUND).wrapping_sub(last) & ROUND;
-            let active = age <= idle;
-            // A cold key with nothing new since the last round needs
-            // nothing of it: its slot's closed sum stays conservative as it
-            // ages (everything it counted was used before it was written).
-            if takes.len() == taken
-                && !(refused && age <= 1)
-                && !work.contains_key(&key)
-                && history.keys.get(&key).is_none_or(|h| h.hot.is_none())
-                && !history.hot.is_hot(key, epoch)
-            {
-                return;
-            }
-            let w = work.entry(key).or_insert(Work {
-                route,
-                active: false,
-                current: None,
-                previous: None,
-                reads: [None; 2],
-                units: 0,
-                refused: false,
-                unread: false,
-                hot: false,
-                pushed: [None; 2],
-                expired: None,
-                recreated: None,
-                failed: false,
-            });
-            w.active |= active;
-            // Refused in this round or the one before (requests count the
-            // round a round ahead once its reply is in).
-            w.refused |= refused && age <= 1;
-            if is_current {
-                w.current = Some(slot);
-            } else {
-                w.previous = Some(slot);
-            }
-        };
-        for &(table, is_current) in &tables {
-            if full_scan {
-                for (key, slot) in table.occupied() {
-                    enter(key, slot, is_current, &mut takes, &mut work);
-                }
-                // The marks are covered.
-                table.take_marked().for_each(drop);
-            } else {
-                for (key, slot) in table.take_marked() {
-                    enter(key, slot, is_current, &mut takes, &mut work);
-                }
-            }
-        }
-        for key in hot_here {
-            for &(table, is_current) in &tables {
-                let seen = work.get(&key).is_some_and(|w| {
-                    if is_current {
-                        w.current.is_some()
-                    } else {
-                        w.previous.is_some()
-                    }
-                });
-                if let Some(slot) = table.find(key).filter(|_| !seen) {
-                    enter(key, slot, is_current, &mut takes, &mut work);
-                }
-            }
-        }
-        // Every unit taken was admitted by now (dates them: `history.rs`).
-        let taken_at = self.wall(clock.now());
-        // Active keys get a slot in the current table, so requests find
-        // their estimate there from the first round of an epoch.
-        for (&key, w) in work.iter_mut() {
-            if w.active && w.current.is_none() {
-                let previous = w.previous;
-                let last = previous.map_or(0, |p| p.touched.load(Ordering::Relaxed));
-                w.current = current.slot(key, |fresh| {
-                    fresh.touched.store(last, Ordering::Relaxed);
-                    // What requests see until this round writes the slot.
-                    if let Some(p) = previous {
-                        carry_over(p, fresh, s, &self.window);
-                    }
-                });
-            }
-        }
+        let settle = self.settle_ns.load(Ordering::Relaxed);
+        let final_slice = (wall.saturating_sub(settle) / self.window.slice_ns()).checked_sub(1);
 
-        // Hot keys are pushed and read; cold ones stay here (`hot.rs`
-        // explains why that holds the limit): a key is hot once it turned hot here (for as
-        // long as this instance keeps its history), when the fleet marked
-        // it hot, or when the fleet refused it since the last round (at its
-        // share here, or at the budget).
-        for (&key, w) in work.iter_mut() {
-            let here = history.keys.get(&key).is_some_and(|h| h.hot.is_some());
-            w.hot = here || w.refused || history.hot.is_hot(key, epoch);
-        }
-        let (takes, cold_takes): (Vec<Take<'_>>, Vec<Take<'_>>) =
-            takes.into_iter().partition(|t| work.get(&t.key).is_some_and(|w| w.hot));
+        // 1. The keys of the round and their deltas (`visit.rs`).
+        let tables = Tables { previous, current };
+        let Visit {
+            takes,
+            cold_takes,
+            mut work,
+            taken_at,
+        } = self.visit(
+            &mut history,
+            tables,
+            Place {
+                s,
+                epoch,
+                round,
+                final_slice,
+            },
+            clock,
+        );
 
         // 2. The operations: the units hot keys used while cold first, then
         // every push, then the reads (of the same counters, so they include
@@ -514,63 +364,9 @@ impl FleetGate {
             let History { keys, hot_here, .. } = &mut *history;
             hot_here.retain(|key| keys.contains_key(key));
         }
-        // Cold keys' units stay here: in the history as this instance's own
-        // (what the key pushes when it turns hot), and in the slot as the
-        // slice's total (totals first, confirmations next, as for pushes).
-        for t in &cold_takes {
-            let h = history.keys.entry(t.key).or_insert_with(|| KeyHistory::new(len, s));
-            h.advance(s);
-            let (_, own) = h.get(t.word_slice);
-            h.set(t.word_slice, None, Some(own + t.delta));
-            h.date_own(&self.window, t.word_slice, taken_at, t.delta);
-            h.own_cold = true;
-            if t.word_slice < s {
-                // Into a closed slice: its sum changes.
-                h.summed = None;
-            }
-            if t.parity != BACKLOG {
-                let (pulled, own) = h.get(t.word_slice);
-                t.slot.fleet[(t.word_slice & 1) as usize]
-                    .store(pack(tag32(t.word_slice), pulled + own), Ordering::Relaxed);
-            }
-        }
-        for t in &cold_takes {
-            t.confirm();
-        }
-        // What hot keys used while cold: pushed, or kept to push again.
-        for push in &own_pushes {
-            let Some(h) = history.keys.get_mut(&push.key) else {
-                continue;
-            };
-            match &results[push.op] {
-                OpResult::Added(Some(_)) => {
-                    // In the totals the reads (after it) bring back.
-                    h.set(push.slice, None, Some(0));
-                    h.own_cold = false;
-                    if let Some(w) = work.get_mut(&push.key) {
-                        w.expired = w.expired.max(Some(push.epoch));
-                    }
-                }
-                // Refused: sent again next round.
-                OpResult::Failed(e) if e.is_unsent() => {
-                    first_error.get_or_insert_with(|| e.clone());
-                    if let Some(w) = work.get_mut(&push.key) {
-                        w.failed = true;
-                    }
-                }
-                // May have applied: never sent again, counted here as this
-                // instance's own until their slices leave the window.
-                other => {
-                    h.own_cold = false;
-                    if let OpResult::Failed(e) = other {
-                        first_error.get_or_insert_with(|| e.clone());
-                    }
-                    if let Some(w) = work.get_mut(&push.key) {
-                        w.failed = true;
-                    }
-                }
-            }
-        }
+        // Cold keys' units, and what hot keys used while cold (`hot.rs`).
+        self.keep_cold_units(&mut history, &cold_takes, Kept { s, len, taken_at });
+        self.after_cold_pushes(&mut history, &own_pushes, &results, &mut work, &mut first_error);
         for key in marked {
             if let Some(h) = history.keys.get_mut(&key) {
                 h.marked = Some(epoch);
@@ -750,41 +546,7 @@ impl FleetGate {
         drop(history);
 
         // 5. Health.
-        self.degraded_keys.store(report.failed_keys as u64, Ordering::Relaxed);
-        metrics::gauge!(DEGRADED_KEYS).set(report.failed_keys as f64);
-        self.unread_keys.store(report.unread_keys as u64, Ordering::Relaxed);
-        metrics::gauge!(UNREAD_KEYS).set(report.unread_keys as f64);
-        self.hot_keys.store(report.hot_keys as u64, Ordering::Relaxed);
-        metrics::gauge!(HOT_KEYS).set(report.hot_keys as f64);
-        metrics::gauge!(LIVE_INSTANCES).set(self.live.load(Ordering::Relaxed) as f64);
-        if failed_now {
-            metrics::counter!(FAILED_KEYS).increment(report.failed_keys as u64);
-            let e = first_error.map_or_else(|| "unknown".to_owned(), |e| e.to_string());
-            if !failed_before {
-                tracing::warn!(
-                    target: "ratelimit",
-                    error = %e,
-                    keys = report.failed_keys,
-                    "fleet gate: the store refused part of a sync round; those keys are limited locally only until it succeeds"
-                );
-            }
-            self.set_last_error(Some(e));
-        } else if failed_before {
-            tracing::info!(target: "ratelimit", "fleet gate: every key is synced again");
-        }
-        self.mark_fresh(clock.now());
-        let was_degraded = self.degraded.swap(false, Ordering::Relaxed);
-        let was_stalled = self.stalled.swap(false, Ordering::Relaxed);
-        if was_degraded || was_stalled {
-            tracing::info!(target: "ratelimit", "fleet gate: sync recovered, fleet-wide limits apply again");
-        }
-        if !failed_now {
-            self.set_last_error(None);
-        }
-        set_degraded(None);
-        metrics::gauge!(SYNCED_KEYS).set(report.keys as f64);
-        metrics::counter!(SYNC_ROUNDS, "result" => "ok").increment(1);
-        metrics::histogram!(SYNC_SECONDS).record(started.elapsed().as_secs_f64());
+        self.round_succeeded(&report, first_error, failed_before, clock.now(), started);
         Ok(report)
     }
 

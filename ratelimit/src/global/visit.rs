@@ -1,0 +1,236 @@
+//! A sync round's first step: which keys it visits and what it takes
+//! from them. The slots marked since the last round (a bit per slot, set by
+//! a key's first unit after a take, or by a refusal; every slot after a
+//! failed round), and the keys hot here, so the round's own work grows
+//! with the keys requested, not with the table. A cold key with nothing
+//! new is skipped: its slot's closed sum stays conservative as it ages.
+
+use std::sync::atomic::Ordering;
+
+use super::delta::{take_unpushed, Take};
+use super::gate::FleetGate;
+use super::history::History;
+use super::ids::IdMap;
+use super::store::Counter;
+use super::table::{read_touched, Slot, Table, ROUND};
+use super::tracking::carry_over;
+use crate::Clock;
+
+/// A key in this round.
+pub(super) struct Work<'a> {
+    pub(super) route: u32,
+    pub(super) active: bool,
+    /// Its slot in the current epoch's table (the one requests read).
+    pub(super) current: Option<&'a Slot>,
+    /// Its slot in the previous epoch's table.
+    pub(super) previous: Option<&'a Slot>,
+    /// Its reads: (first slice, op index); at most two (the window's
+    /// slices span two epochs at most).
+    pub(super) reads: [Option<(u64, usize)>; 2],
+    /// Units taken for a push this round (its priority for reads).
+    pub(super) units: u64,
+    /// A request refused by the fleet since the last round (read first).
+    pub(super) refused: bool,
+    /// Active, but not read this round (reads rationed).
+    pub(super) unread: bool,
+    /// Pushed and read: it turned hot here, the fleet marked it hot, or the
+    /// fleet refused it since the last round. A cold key is decided
+    /// locally, held to its share of the budget.
+    pub(super) hot: bool,
+    /// Slices it pushes into this round (two at most: one per parity), and
+    /// their totals once added.
+    pub(super) pushed: [Option<(u64, Option<u64>)>; 2],
+    /// The epoch whose counter this round gave a TTL.
+    pub(super) expired: Option<u64>,
+    /// A push without `PEXPIRE` found its field empty: the counter may have
+    /// been created by it (evicted, flushed, lost in a failover).
+    pub(super) recreated: Option<(Counter, u32)>,
+    pub(super) failed: bool,
+}
+
+/// The tables a round visits: the previous epoch's (while it holds that
+/// epoch) and the current one.
+#[derive(Clone, Copy)]
+pub(super) struct Tables<'g> {
+    pub(super) previous: Option<&'g Table>,
+    pub(super) current: &'g Table,
+}
+
+/// Where a round is: its slice, epoch and number, and the newest slice
+/// every instance has pushed into.
+#[derive(Clone, Copy)]
+pub(super) struct Place {
+    pub(super) s: u64,
+    pub(super) epoch: u64,
+    pub(super) round: u64,
+    pub(super) final_slice: Option<u64>,
+}
+
+/// What the visit found: the deltas of hot keys (to push) and of cold ones
+/// (kept here), the keys, and when the deltas were taken.
+pub(super) struct Visit<'g> {
+    pub(super) takes: Vec<Take<'g>>,
+    pub(super) cold_takes: Vec<Take<'g>>,
+    pub(super) work: IdMap<Work<'g>>,
+    /// Every unit taken was admitted by then (dates them: `history.rs`).
+    pub(super) taken_at: u64,
+}
+
+impl FleetGate {
+    /// The keys of the round at `at` and their deltas, hot keys' apart.
+    pub(super) fn visit<'g, C: Clock>(
+        &'g self,
+        history: &mut History,
+        tables: Tables<'g>,
+        at: Place,
+        clock: &C,
+    ) -> Visit<'g> {
+        let Place {
+            s,
+            epoch,
+            round,
+            final_slice,
+        } = at;
+        let k = u64::from(self.window.slices());
+        let mut takes: Vec<Take<'g>> = Vec::new();
+        let mut work: IdMap<Work<'g>> = IdMap::default();
+        let idle = self.settings.idle_rounds;
+        // The slots with something new since the last round (after a failed
+        // round, every slot: units it handed back carry no mark), then the
+        // keys hot here and those the fleet marked hot while this instance
+        // holds units of them it used cold.
+        let full_scan = std::mem::take(&mut history.rescan);
+        let mut hot_here = std::mem::take(&mut history.to_visit);
+        hot_here.extend(history.hot_here.iter().copied());
+        let current = tables.current;
+        let tables: Vec<(&Table, bool)> = tables
+            .previous
+            .into_iter()
+            .map(|t| (t, false))
+            .chain([(current, true)])
+            .collect();
+        let enter = |key: u64, slot, is_current: bool, takes: &mut Vec<_>, work: &mut IdMap<_>| {
+            let taken = takes.len();
+            for parity in 0..3 {
+                if let Some((word_slice, delta)) = take_unpushed(slot, parity, s, k) {
+                    // Into its own slice while the others still read it;
+                    // else into the oldest one they read (later, so
+                    // counted longer, never less).
+                    let slice = match final_slice {
+                        Some(f) if word_slice <= f => f + 1,
+                        _ => word_slice,
+                    };
+                    takes.push(Take {
+                        key,
+                        slot,
+                        parity,
+                        word_slice,
+                        slice,
+                        delta,
+                    });
+                }
+            }
+            let (route, last, refused) = read_touched(slot.touched.load(Ordering::Relaxed));
+            let age = (round & ROUND).wrapping_sub(last) & ROUND;
+            let active = age <= idle;
+            // A cold key with nothing new since the last round needs
+            // nothing of it: its slot's closed sum stays conservative as it
+            // ages (everything it counted was used before it was written).
+            if takes.len() == taken
+                && !(refused && age <= 1)
+                && !work.contains_key(&key)
+                && history.keys.get(&key).is_none_or(|h| h.hot.is_none())
+                && !history.hot.is_hot(key, epoch)
+            {
+                return;
+            }
+            let w = work.entry(key).or_insert(Work {
+                route,
+                active: false,
+                current: None,
+                previous: None,
+                reads: [None; 2],
+                units: 0,
+                refused: false,
+                unread: false,
+                hot: false,
+                pushed: [None; 2],
+                expired: None,
+                recreated: None,
+                failed: false,
+            });
+            w.active |= active;
+            // Refused in this round or the one before (requests count the
+            // round a round ahead once its reply is in).
+            w.refused |= refused && age <= 1;
+            if is_current {
+                w.current = Some(slot);
+            } else {
+                w.previous = Some(slot);
+            }
+        };
+        for &(table, is_current) in &tables {
+            if full_scan {
+                for (key, slot) in table.occupied() {
+                    enter(key, slot, is_current, &mut takes, &mut work);
+                }
+                // The marks are covered.
+                table.take_marked().for_each(drop);
+            } else {
+                for (key, slot) in table.take_marked() {
+                    enter(key, slot, is_current, &mut takes, &mut work);
+                }
+            }
+        }
+        for key in hot_here {
+            for &(table, is_current) in &tables {
+                let seen = work.get(&key).is_some_and(|w| {
+                    if is_current {
+                        w.current.is_some()
+                    } else {
+                        w.previous.is_some()
+                    }
+                });
+                if let Some(slot) = table.find(key).filter(|_| !seen) {
+                    enter(key, slot, is_current, &mut takes, &mut work);
+                }
+            }
+        }
+        // Every unit taken was admitted by now (dates them: `history.rs`).
+        let taken_at = self.wall(clock.now());
+        // Active keys get a slot in the current table, so requests find
+        // their estimate there from the first round of an epoch.
+        for (&key, w) in work.iter_mut() {
+            if w.active && w.current.is_none() {
+                let previous = w.previous;
+                let last = previous.map_or(0, |p| p.touched.load(Ordering::Relaxed));
+                w.current = current.slot(key, |fresh| {
+                    fresh.touched.store(last, Ordering::Relaxed);
+                    // What requests see until this round writes the slot.
+                    if let Some(p) = previous {
+                        carry_over(p, fresh, s, &self.window);
+                    }
+                });
+            }
+        }
+
+        // Hot keys are pushed and read; cold ones stay here (`hot.rs`
+        // explains why that holds the limit): a key is hot once it turned
+        // hot here (for as long as this instance keeps its history), when
+        // the fleet marked
+        // it hot, or when the fleet refused it since the last round (at its
+        // share here, or at the budget).
+        for (&key, w) in work.iter_mut() {
+            let here = history.keys.get(&key).is_some_and(|h| h.hot.is_some());
+            w.hot = here || w.refused || history.hot.is_hot(key, epoch);
+        }
+        let (takes, cold_takes): (Vec<Take<'g>>, Vec<Take<'g>>) =
+            takes.into_iter().partition(|t| work.get(&t.key).is_some_and(|w| w.hot));
+        Visit {
+            takes,
+            cold_takes,
+            work,
+            taken_at,
+        }
+    }
+}
