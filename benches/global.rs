@@ -162,6 +162,27 @@ fn ab() {
     }
 }
 
+/// A store on the bench's `redis-server`, with timeouts long enough for a
+/// round of 100,000 keys.
+fn loopback_store(server: &redis_support::RedisServer) -> RedisStore {
+    RedisStore::new(
+        &server.url(),
+        RedisSettings::default()
+            .with_response_timeout(Duration::from_secs(30))
+            .with_connect_timeout(Duration::from_secs(5)),
+    )
+    .unwrap_or_else(|e| panic!("store: {e}"))
+}
+
+/// A comma-separated list of numbers from the environment variable `name`,
+/// or `default`.
+fn env_list(name: &str, default: &[u64]) -> Vec<u64> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| default.to_vec())
+}
+
 /// One sync round with every key hot (push every key's delta, pull every
 /// key's totals) against a loopback Redis.
 fn sync_rounds() {
@@ -171,13 +192,7 @@ fn sync_rounds() {
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("tokio: {e}"));
-    let store = RedisStore::new(
-        &server.url(),
-        RedisSettings::default()
-            .with_response_timeout(Duration::from_secs(30))
-            .with_connect_timeout(Duration::from_secs(5)),
-    )
-    .unwrap_or_else(|e| panic!("store: {e}"));
+    let store = loopback_store(&server);
     println!();
     println!(
         "=== one sync round against redis-server on loopback, every key hot (HINCRBY + PEXPIRE + HMGET per key, 16 pipelines) ==="
@@ -250,10 +265,7 @@ fn rss() -> u64 {
 /// against a loopback `redis-server`: what a round costs Redis and the
 /// instance.
 fn scale() {
-    let rows: Vec<u64> = std::env::var("RATELIMIT_BENCH_SCALE")
-        .ok()
-        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1_000, 100_000, 1_000_000]);
+    let rows = env_list("RATELIMIT_BENCH_SCALE", &[1_000, 100_000, 1_000_000]);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -268,19 +280,10 @@ fn scale() {
     // 600/min: a fleet budget of 100 per 10 s window; a hot key is offered
     // 150 a round.
     let q = Quota::per_minute(600).with_burst(100);
-    let everies: Vec<u64> = std::env::var("RATELIMIT_BENCH_COLD_EVERY")
-        .ok()
-        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1, 10]);
+    let everies = env_list("RATELIMIT_BENCH_COLD_EVERY", &[1, 10]);
     for (keys, every) in rows.iter().flat_map(|&k| everies.iter().map(move |&e| (k, e.max(1)))) {
         let server = redis_support::RedisServer::start();
-        let store = RedisStore::new(
-            &server.url(),
-            RedisSettings::default()
-                .with_response_timeout(Duration::from_secs(30))
-                .with_connect_timeout(Duration::from_secs(5)),
-        )
-        .unwrap_or_else(|e| panic!("store: {e}"));
+        let store = loopback_store(&server);
         let clock = SystemClock::default();
         let limiter = Limiter::new(MemoryStore::with_max_keys(keys as usize * 2), clock.clone());
         let hot = keys / 100;

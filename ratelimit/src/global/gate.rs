@@ -346,11 +346,9 @@ impl FleetGate {
         let look = self.look(fleet_id, &quota, cost, now);
         if let Some(Fit::Exceeds { retry_ns }) = look.fit {
             if let (Mode::Check, Some(at)) = (mode, &look.at) {
-                // Kept synced, and read first: the key is requested, and at
-                // its fleet budget (or its share) here. A key without a
-                // slot (a share below one request) gets one, so its next
-                // round turns it hot.
-                self.refused(at, request.route, fleet_id, self.round.load(Ordering::Relaxed));
+                // Kept synced, read first and turned hot: the key is
+                // requested, and at its fleet budget (or its share) here.
+                self.refused(at, request.route, self.round.load(Ordering::Relaxed));
             }
             return local(0).fleet_denied(retry_ns, cost);
         }
@@ -387,7 +385,7 @@ impl FleetGate {
         };
         // Local only (`None`) while the gate is degraded.
         let in_force = self.in_force(now);
-        let live = self.live.load(Ordering::Relaxed).max(1);
+        let live = || self.live.load(Ordering::Relaxed).max(1);
         let at = self.slots(place, fleet_id);
         let used = match (in_force, at.own) {
             (false, _) => None,
@@ -410,7 +408,7 @@ impl FleetGate {
             // `live` times its cost, at most the burst).
             let local_cost = match self.settings.on_outage {
                 OnOutage::Share => cost
-                    .saturating_mul(u32::try_from(live).unwrap_or(u32::MAX))
+                    .saturating_mul(u32::try_from(live()).unwrap_or(u32::MAX))
                     .min(quota.burst()),
                 OnOutage::Local => cost,
             };
@@ -423,7 +421,7 @@ impl FleetGate {
         // A key whose fleet use the last round did not read is held to its
         // fair share: `budget / live`, that is the emission interval times
         // `live` (its slack in the quota's own nanoseconds divided back).
-        let share = if held { live } else { 1 };
+        let share = if held { live() } else { 1 };
         let interval_ns = quota.interval_ns().saturating_mul(share);
         let fit = match self.window.fits(used, cost, interval_ns, place.into) {
             Fit::Fits { slack_ns } => Fit::Fits {

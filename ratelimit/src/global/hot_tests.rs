@@ -23,6 +23,38 @@ async fn join_roster(store: &MemoryGlobalStore, g: &FleetGate, clock: &ManualClo
     store.sync(&[join], Duration::from_secs(60)).await.unwrap();
 }
 
+/// One gate with `settings`, its limiter and store, a second into an
+/// epoch after a round that read `live` instances in the roster (it and
+/// `live - 1` others).
+struct Among {
+    clock: ManualClock,
+    g: FleetGate,
+    limiter: Limiter<MemoryStore, ManualClock>,
+    store: MemoryGlobalStore,
+}
+
+async fn among(settings: GateSettings, live: u64) -> Among {
+    let clock = ManualClock::new();
+    let g = FleetGate::new(settings, &clock).unwrap();
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let store = MemoryGlobalStore::new();
+    to_next_epoch(&clock, Duration::from_millis(1_000));
+    join_roster(&store, &g, &clock, live - 1).await;
+    g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(g.status().live_instances, live);
+    Among {
+        clock,
+        g,
+        limiter,
+        store,
+    }
+}
+
+/// The unit tests' settings (a 10 s window).
+fn settings() -> GateSettings {
+    GateSettings::new(b"unit test fleet secret, 32 bytes").with_window(Duration::from_secs(10))
+}
+
 /// What the store holds of `key` on route 1 in the epoch at `clock`.
 fn stored(store: &MemoryGlobalStore, g: &FleetGate, clock: &ManualClock, key: &str) -> u64 {
     use crate::Clock;
@@ -114,15 +146,13 @@ async fn cold_keys_cost_the_store_nothing_and_a_key_at_its_share_turns_hot() {
 /// budget the fleet has left.
 #[tokio::test]
 async fn a_key_whose_share_is_below_one_request_still_turns_hot() {
-    let clock = ManualClock::new();
-    let g = gate(&clock);
-    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
-    let store = MemoryGlobalStore::new();
+    let Among {
+        clock,
+        g,
+        limiter,
+        store,
+    } = among(settings(), 20).await;
     let q = Quota::per_minute(60).with_burst(100); // 10 per window
-    to_next_epoch(&clock, Duration::from_millis(1_000));
-    join_roster(&store, &g, &clock, 19).await;
-    g.sync_once(&store, &clock).await.unwrap();
-    assert_eq!(g.status().live_instances, 20);
     assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
     assert_eq!(g.check(&limiter, 1, "k", &q, 1).denial(), Some(Denial::FleetLimited));
     let mut admitted = 1;
@@ -151,17 +181,7 @@ impl GlobalStore for Down {
 #[tokio::test]
 async fn on_outage_share_holds_each_key_to_its_last_known_share() {
     for (policy, expected) in [(OnOutage::Local, 100), (OnOutage::Share, 25)] {
-        let clock = ManualClock::new();
-        let settings = GateSettings::new(b"unit test fleet secret, 32 bytes")
-            .with_window(Duration::from_secs(10))
-            .with_on_outage(policy);
-        let g = FleetGate::new(settings, &clock).unwrap();
-        let limiter = Limiter::new(MemoryStore::default(), clock.clone());
-        let store = MemoryGlobalStore::new();
-        to_next_epoch(&clock, Duration::from_millis(1_000));
-        join_roster(&store, &g, &clock, 3).await;
-        g.sync_once(&store, &clock).await.unwrap();
-        assert_eq!(g.status().live_instances, 4);
+        let Among { clock, g, limiter, .. } = among(settings().with_on_outage(policy), 4).await;
         clock.advance(Duration::from_millis(100));
         assert!(g.sync_once(&Down, &clock).await.is_err());
         assert_eq!(g.health(), FleetHealth::LocalOnly);
@@ -187,15 +207,13 @@ async fn on_outage_share_holds_each_key_to_its_last_known_share() {
 #[tokio::test]
 async fn a_settled_charge_past_the_share_turns_the_key_hot() {
     use crate::Check;
-    let clock = ManualClock::new();
-    let g = gate(&clock);
-    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
-    let store = MemoryGlobalStore::new();
+    let Among {
+        clock,
+        g,
+        limiter,
+        store,
+    } = among(settings(), 2).await;
     let q = Quota::per_minute(60).with_burst(100); // 10 per window
-    to_next_epoch(&clock, Duration::from_millis(1_000));
-    join_roster(&store, &g, &clock, 1).await;
-    g.sync_once(&store, &clock).await.unwrap();
-    assert_eq!(g.status().live_instances, 2);
     let request = FleetCheck::new(Check::new(limiter.cell_key(1, "k"), q, 1), 1, g.fleet_id(1, "k"));
     let d = g.check_id(&limiter, &request);
     assert!(d.is_allowed());

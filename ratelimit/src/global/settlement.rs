@@ -163,7 +163,7 @@ impl FleetGate {
         // round turns it hot and the fleet sees these units.
         let after = self.look(fleet_id, &local.quota, 1, now);
         if let (Some(Fit::Exceeds { .. }), Some(at)) = (after.fit, &after.at) {
-            self.refused(at, request.route, fleet_id, round);
+            self.refused(at, request.route, round);
         }
         charged
     }

@@ -59,25 +59,20 @@ impl FleetGate {
         }
     }
 
-    /// Marks a request the fleet refused on its slot (claiming one if the
-    /// key has none: a key whose share is below one request is refused
-    /// before it is ever counted), so the next round reads it first, and
-    /// turns it hot.
+    /// Marks a request the fleet refused on the key's slot, so the next
+    /// round reads it first, and turns it hot. A refused key has a slot:
+    /// the fleet refuses only a key with units in the window (an empty
+    /// window always fits one request), and those are counted in a slot.
     #[inline]
-    pub(super) fn refused(&self, at: &Slots<'_>, route: u32, fleet_id: u64, round: u64) {
+    pub(super) fn refused(&self, at: &Slots<'_>, route: u32, round: u64) {
         let (slot, table) = match (at.own, at.previous) {
-            (Some(slot), _) => (Some(slot), Some(at.place.table)),
-            (None, Some(slot)) => (Some(slot), self.previous_table(at.place.epoch)),
-            (None, None) => (
-                self.claim(at.place.table, fleet_id, None, route, round, at.place.slice),
-                Some(at.place.table),
-            ),
+            (Some(slot), _) => (slot, Some(at.place.table)),
+            (None, Some(slot)) => (slot, self.previous_table(at.place.epoch)),
+            (None, None) => return,
         };
-        if let Some(slot) = slot {
-            touch_refused(slot, route, round);
-            if let Some(table) = table {
-                table.mark(slot);
-            }
+        touch_refused(slot, route, round);
+        if let Some(table) = table {
+            table.mark(slot);
         }
     }
 
