@@ -82,7 +82,7 @@ const _: () = assert!(SECRET.len() == 32);
 /// How long an instance may take to accept connections.
 const STARTUP_DEADLINE: Duration = Duration::from_secs(30);
 /// How long one request may take before it counts as an error.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The bound on what a fleet of `n` admits in any 10 s window: the
 /// budget, plus what each of the other `n - 1` instances can admit at the
@@ -96,7 +96,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// It is tighter than docs/global.md's worst case, which also lets each
 /// other instance spend a whole burst (`(n - 1) * b` more): this one says
 /// the fleet holds its budget up to the sync lag.
-fn fleet_bound(n: usize, rtt: Duration) -> u64 {
+pub(super) fn fleet_bound(n: usize, rtt: Duration) -> u64 {
     let stale = (SYNC + rtt).as_secs_f64();
     let lag = (n.saturating_sub(1)) as f64 * RATE_PER_SEC * stale;
     BUDGET + lag.floor() as u64 + 5
@@ -254,7 +254,7 @@ impl Fleet {
     /// What went wrong in the instances after a run: an instance that
     /// exited, and every WARN or ERROR line they logged (a degraded gate
     /// limits locally only, and the run would not measure the gate).
-    fn problems(&mut self) -> Vec<String> {
+    pub(super) fn problems(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
         for (i, instance) in self.instances.iter_mut().enumerate() {
             if let Ok(Some(status)) = instance.child.try_wait() {
@@ -408,7 +408,7 @@ pub(super) struct Outcome {
     last_send: Duration,
 }
 
-enum Reply {
+pub(super) enum Reply {
     Admitted(Instant),
     FleetRejected,
     LocalRejected,
@@ -416,7 +416,7 @@ enum Reply {
 
 /// One `GET /public` from `ip` on its own connection. The receive time is
 /// when the first bytes of the response arrived.
-async fn request(ip: Ipv4Addr, target: SocketAddr) -> Result<Reply, String> {
+pub(super) async fn request(ip: Ipv4Addr, target: SocketAddr) -> Result<Reply, String> {
     let socket = TcpSocket::new_v4().map_err(|e| format!("socket: {e}"))?;
     socket.set_reuseaddr(true).map_err(|e| format!("SO_REUSEADDR: {e}"))?;
     socket
@@ -541,7 +541,7 @@ pub(super) fn count_in(times: &[Duration], from: Duration) -> u64 {
 /// `[t, t + WINDOW)`, and its start. A window's count only rises when its
 /// start reaches an admitted time, so the starts at admitted times are
 /// enough.
-fn busiest(times: &[Duration]) -> (u64, Duration) {
+pub(super) fn busiest(times: &[Duration]) -> (u64, Duration) {
     let mut best = (0, Duration::ZERO);
     let mut hi = 0;
     for (lo, &t) in times.iter().enumerate() {
@@ -682,7 +682,7 @@ fn table(rows: &[Row]) -> String {
 }
 
 /// The median round trip of a `PING` to the Redis server, for the bound.
-fn redis_rtt(port: u16) -> Duration {
+pub(super) fn redis_rtt(port: u16) -> Duration {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to redis-server for PING");
     stream.set_nodelay(true).expect("TCP_NODELAY");
     let mut rtts: Vec<Duration> = (0..21)

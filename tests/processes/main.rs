@@ -13,3 +13,4 @@ mod fleet;
 mod networks;
 mod operations;
 mod outage;
+mod shared_cells;

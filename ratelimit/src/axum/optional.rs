@@ -283,6 +283,17 @@ impl Fleet {
         0
     }
 
+    /// The fleet id of the network `net` on route `route_id` (0 without a
+    /// gate).
+    pub(crate) fn group_id(&self, route_id: u32, net: &std::net::IpAddr) -> u64 {
+        #[cfg(feature = "redis")]
+        if let Some(gate) = &self.gate {
+            return gate.group_id(route_id, net);
+        }
+        let _ = (route_id, net);
+        0
+    }
+
     /// Checks `cost` units of `quota` on the bucket `held` names, held to
     /// the fleet budget too when there is a gate.
     pub(crate) fn check(&self, engine: &Engine, held: &Held, quota: &Quota, cost: u32) -> Decision {
@@ -302,24 +313,24 @@ impl Fleet {
         engine.peek_cell(held.cell, quota, cost)
     }
 
-    /// Checks several limits as one decision (`ids[i]`: the route and
-    /// fleet id of `checks[i]`): all charged, or none.
+    /// Checks several limits as one decision (`held[i]`: the route and
+    /// fleet ids of `checks[i]`): all charged, or none.
     pub(crate) fn check_all(
         &self,
         engine: &Engine,
         checks: &[Check],
-        ids: &[(u32, u64)],
+        held: &[Held],
         decisions: &mut [Decision],
     ) -> bool {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
             let mut fleet = [crate::global::FleetCheck::new(checks[0], 0, 0); super::route::MAX_STACK];
-            for ((slot, check), &(route, id)) in fleet.iter_mut().zip(checks).zip(ids) {
-                *slot = crate::global::FleetCheck::new(*check, route, id);
+            for ((slot, check), held) in fleet.iter_mut().zip(checks).zip(held) {
+                *slot = request(held, &check.quota, check.cost);
             }
             return gate.check_all_id(engine, &fleet[..checks.len()], decisions);
         }
-        let _ = ids;
+        let _ = held;
         engine.check_all_into(checks, decisions)
     }
 
@@ -371,4 +382,5 @@ impl Fleet {
 #[cfg(feature = "redis")]
 fn request(held: &Held, quota: &Quota, cost: u32) -> crate::global::FleetCheck {
     crate::global::FleetCheck::new(Check::new(held.cell, *quota, cost), held.route_id, held.fleet_id)
+        .in_group(held.group_id)
 }

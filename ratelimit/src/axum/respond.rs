@@ -80,6 +80,10 @@ pub(crate) struct Held {
     /// 0 without a fleet gate.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fleet_id: u64,
+    /// The fleet id of the key's network, for a request placed on the
+    /// network's shared cell; 0 without a gate or a network.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) group_id: u64,
 }
 
 impl Outcome {

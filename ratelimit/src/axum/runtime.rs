@@ -253,12 +253,14 @@ impl Runtime {
         // Within its network, a subnet brings in at most a quarter of the
         // network's new keys (a /56 of a /48: one tenant of a shared
         // network leaves the others most of its budget).
-        let cell = match (client, cx.network_of(), cx.address()) {
+        // The fleet limits a network's shared cell as one client too.
+        let (cell, group_id) = match (client, cx.network_of(), cx.address()) {
             (ClientKey::Ip(_) | ClientKey::Header(_), Some(net), ClientKey::Ip(address)) => {
                 let subnet = config.ip.subnet(address);
-                self.limiter.subgrouped_cell_key(route.id, &client, &net, &subnet)
+                let cell = self.limiter.subgrouped_cell_key(route.id, &client, &net, &subnet);
+                (cell, self.fleet.group_id(route.id, &net))
             }
-            _ => self.limiter.cell_key(route.id, &client),
+            _ => (self.limiter.cell_key(route.id, &client), 0),
         };
         let fleet_id = self.fleet.id(route.id, key, &cx, &client);
         Pending {
@@ -280,6 +282,7 @@ impl Runtime {
                     cell,
                     route_id: route.id,
                     fleet_id,
+                    group_id,
                 },
                 in_flight: None,
             },
@@ -320,13 +323,13 @@ impl Runtime {
                 n += 1;
             }
         }
-        let mut ids = [(0, 0); MAX_STACK];
-        for (id, &i) in ids.iter_mut().zip(&enforcing[..n]) {
-            *id = (pending[i].route.id, pending[i].outcome.held.fleet_id);
+        let mut held = [pending[0].outcome.held; MAX_STACK];
+        for (h, &i) in held.iter_mut().zip(&enforcing[..n]) {
+            *h = pending[i].outcome.held;
         }
         let admitted = self
             .fleet
-            .check_all(&self.limiter, &checks[..n], &ids[..n], &mut decisions[..n]);
+            .check_all(&self.limiter, &checks[..n], &held[..n], &mut decisions[..n]);
         for (d, &i) in decisions[..n].iter().zip(&enforcing[..n]) {
             pending[i].outcome.decision = *d;
         }

@@ -79,6 +79,10 @@ impl std::fmt::Debug for FleetGate {
 /// keys by the high half.
 pub(super) const NONZERO: u64 = 1;
 
+/// Written first into a group's fleet id ([`FleetGate::group_id`]), so a
+/// group's id and a key's are hashes of different inputs.
+const GROUP_TAG: u8 = 0x67; // "g"
+
 /// The largest window.
 const MAX_WINDOW: Duration = Duration::from_secs(3600);
 
@@ -360,12 +364,53 @@ impl FleetGate {
         if d.is_denied() {
             return d;
         }
+        // Placed on a shared cell (its group's, or an overflow cell): the
+        // fleet holds the group to one budget too, as the cell does here.
+        let counted = request.counted_id(&d);
+        let (fleet_id, look) = if counted == fleet_id {
+            (fleet_id, look)
+        } else {
+            let group = self.look(counted, &quota, cost, now);
+            if let Some(Fit::Exceeds { retry_ns }) = group.fit {
+                if let (Mode::Check, Some(at)) = (mode, &group.at) {
+                    self.refused(at, request.route, self.round.load(Ordering::Relaxed));
+                    // Nothing charged: hand the shared cell its units back
+                    // (charged this instant, so all of them).
+                    limiter.refund_placed_at(cell, &quota, look.local_cost, &d, now, now);
+                }
+                return local(0).fleet_denied(retry_ns, cost);
+            }
+            (counted, group)
+        };
         if let (Mode::Check, Some(at)) = (mode, &look.at) {
             // Counted even while local only (`fit` is `None`): pushed when
             // the store is back.
             self.count(at, request.route, fleet_id, self.round.load(Ordering::Relaxed), cost);
         }
         self.within(d, &look, &quota, cost)
+    }
+
+    /// The fleet id of `group` (a client's network) on `route`: what a
+    /// [`FleetCheck`] of a key in that group carries
+    /// ([`FleetCheck::in_group`]), so that requests the local limiter places
+    /// on the group's shared cell are limited as one client fleet-wide.
+    /// Never equal to a key's [`fleet_id`](Self::fleet_id) for the same
+    /// value.
+    ///
+    /// ```
+    /// use ratelimit::global::{FleetGate, GateSettings};
+    /// use ratelimit::ManualClock;
+    ///
+    /// let gate = FleetGate::new(GateSettings::new(b"a fleet-wide secret, 16+ bytes"), &ManualClock::new()).unwrap();
+    /// let network: std::net::IpAddr = "203.0.113.0".parse().unwrap();
+    /// assert_ne!(gate.group_id(1, &network), gate.fleet_id(1, &network));
+    /// ```
+    pub fn group_id<G: Hash + ?Sized>(&self, route: u32, group: &G) -> u64 {
+        let mut h = self.hasher.hasher();
+        h.write_u8(GROUP_TAG);
+        route.hash(&mut h);
+        group.hash(&mut h);
+        h.finish() | NONZERO
     }
 
     /// The fleet's view of a request of `cost` on `fleet_id` at `now`,

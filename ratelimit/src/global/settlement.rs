@@ -71,7 +71,7 @@ impl FleetGate {
         let local = &request.local;
         let now = limiter.clock().now();
         let back = limiter.refund_placed_at(local.cell, &local.quota, local.cost, charged, charged_at, now);
-        self.take_back(request.fleet_id, &local.quota, back, charged_at, now);
+        self.take_back(request.counted_id(charged), &local.quota, back, charged_at, now);
     }
 
     /// Takes `units` out of this instance's not yet pushed fleet count of
@@ -142,11 +142,11 @@ impl FleetGate {
             return 0;
         }
         let now = limiter.clock().now();
+        let fleet_id = request.counted_id(charged);
         let charged = limiter.charge_placed_at(local.cell, &local.quota, local.cost, placement_of(charged), now);
         if charged == 0 || local.quota.burst() > MAX_FLEET_BURST || self.limits_locally(&local.quota) {
             return charged;
         }
-        let fleet_id = request.fleet_id | NONZERO;
         let Some(place) = self.place(now) else {
             return charged;
         };

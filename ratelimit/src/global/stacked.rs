@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use super::check::FleetCheck;
-use super::gate::{FleetGate, Mode, NONZERO};
+use super::gate::{FleetGate, Mode};
 use crate::{Clock, Decision, Limiter, Store};
 
 impl FleetGate {
@@ -85,7 +85,7 @@ impl FleetGate {
         // the fleet's is tighter.
         let round = self.round.load(Ordering::Relaxed);
         for (c, d) in checks.iter().zip(out.iter_mut()) {
-            let (fleet_id, quota, cost) = (c.fleet_id | NONZERO, &c.local.quota, c.local.cost);
+            let (fleet_id, quota, cost) = (c.counted_id(d), &c.local.quota, c.local.cost);
             let look = self.look(fleet_id, quota, cost, now);
             if let Some(at) = &look.at {
                 self.count(at, c.route, fleet_id, round, cost);
