@@ -435,13 +435,13 @@ impl FleetGate {
         let used = match (in_force, at.own) {
             (false, _) => None,
             // `None` also when this key's last round failed.
-            (true, Some(slot)) => self.used(slot, place.epoch, fleet_id, place.slice),
+            (true, Some(slot)) => self.used(slot, place.epoch, fleet_id, place.slice, place.into),
             // The key's first request here this epoch. What the previous
             // epoch's slot knew still counts (the sync loop has not moved
             // it yet). A key new here is cold: held to its share.
             (true, None) => match at.previous {
                 Some(p) => p
-                    .used(&self.window, place.slice)
+                    .used(&self.window, place.slice, place.into)
                     .map(|used| (used, Closed::is_held(p.closed.load(Ordering::Relaxed)))),
                 None => Some((0, true)),
             },
@@ -532,13 +532,13 @@ impl FleetGate {
     /// (its carry over not written yet) also counts what the previous
     /// epoch's slot knew.
     #[inline]
-    fn used(&self, slot: &Slot, epoch: u64, fleet_id: u64, slice: u64) -> Option<(u64, bool)> {
+    fn used(&self, slot: &Slot, epoch: u64, fleet_id: u64, slice: u64, into: u64) -> Option<(u64, bool)> {
         let closed = slot.closed.load(Ordering::Relaxed);
-        let here = slot.used_with(&self.window, closed, slice)?;
+        let here = slot.used_with(&self.window, closed, slice, into)?;
         if closed == Closed::UNKNOWN {
             if let Some(p) = self.previous_slot(epoch, fleet_id) {
                 let held = Closed::is_held(p.closed.load(Ordering::Relaxed));
-                return p.used(&self.window, slice).map(|before| (before + here, held));
+                return p.used(&self.window, slice, into).map(|before| (before + here, held));
             }
             // New here, not yet seen by a round: cold.
             return Some((here, true));

@@ -7,7 +7,7 @@ use super::hot::HotKeys;
 use super::ids::{IdMap, IdSet};
 use super::ration::{ReadRation, Roster};
 use super::store::Counter;
-use super::table::{pack, unpack};
+use super::table::{pack, unpack, Release};
 use crate::window::SlidingWindow;
 
 /// The fleet's totals of one key per slice, as this instance knows them:
@@ -120,6 +120,32 @@ impl KeyHistory {
                 units
             }
         })
+    }
+
+    /// What [`closed_sum`](Self::closed_sum) at `wall` in `slice` holds
+    /// that leaves the window at a known time of `slice`: with
+    /// `next_quarter`, this instance's units of the oldest slice dated to
+    /// the quarter that leaves at the next quarter boundary (for a key the
+    /// next round sums again), or, in the slice's last quarter or without
+    /// `next_quarter`, everything the sum holds of the oldest slice, which
+    /// leaves whole at the slice's end. Requests take it off once that time
+    /// has come ([`Release`]): a unit stops counting within a quarter slice
+    /// of leaving, whenever the rounds run.
+    pub(super) fn release(&self, window: &SlidingWindow, slice: u64, wall: u64, next_quarter: bool) -> Release {
+        let oldest = slice.saturating_sub(u64::from(window.slices()));
+        let (pulled, own) = self.get(oldest);
+        let held = (pulled + own).saturating_sub(self.left_window(window, oldest, wall));
+        let quarter = (window.slice_ns() / QUARTERS).max(1);
+        let into = wall.saturating_sub(slice.saturating_mul(window.slice_ns()));
+        let next = into / quarter + 1;
+        let len = self.ring.len() as u64;
+        if next_quarter && next < QUARTERS && oldest <= self.newest && oldest + len > self.newest {
+            let v = self.quarters[(oldest % len) as usize];
+            let dated = (v >> (16 * (next - 1))) & 0xffff;
+            Release::at_quarter(next, dated.min(held))
+        } else {
+            Release::at_end(held)
+        }
     }
 
     /// This instance's units of `slice` dated to quarters that ended at

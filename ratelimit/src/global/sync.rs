@@ -462,9 +462,12 @@ impl FleetGate {
             h.read = false;
             let Some(slot) = w.current.or(w.previous) else { continue };
             h.advance(s);
-            let word = if h.hot.is_some() { Closed::word } else { Closed::held };
-            slot.closed
-                .store(word(s, h.closed_sum(&self.window, s, wall)), Ordering::Relaxed);
+            let held = if h.hot.is_some() { 0 } else { Closed::HELD };
+            let release = h.release(&self.window, s, wall, false);
+            slot.closed.store(
+                Closed::released(s, h.closed_sum(&self.window, s, wall), release) | held,
+                Ordering::Relaxed,
+            );
         }
         // The closed sums: pulled totals plus this instance's units not in
         // them (the slice just closed from its slot; older ones as kept).
@@ -493,7 +496,6 @@ impl FleetGate {
             // so recently that other instances may not have pushed what
             // they used of it while it was cold (`hot.rs`).
             let held = !w.hot || w.unread || h.hot.is_some_and(|r| round_now.wrapping_sub(r) & ROUND < HOLD_ROUNDS);
-            let word = if held { Closed::held } else { Closed::word };
             if let Some(holder) = self.slot_of(last, epoch, w).filter(|_| w.hot) {
                 h.set(
                     last,
@@ -504,8 +506,14 @@ impl FleetGate {
                     )),
                 );
             }
-            slot.closed
-                .store(word(s, h.closed_sum(&self.window, s, wall)), Ordering::Relaxed);
+            // A hot key is summed again next round: its release is the next
+            // quarter's; a cold one's waits for the slice's end.
+            let release = h.release(&self.window, s, wall, w.hot);
+            let held = if held { Closed::HELD } else { 0 };
+            slot.closed.store(
+                Closed::released(s, h.closed_sum(&self.window, s, wall), release) | held,
+                Ordering::Relaxed,
+            );
             h.summed = Some(s);
         }
         for (key, _) in work.iter().filter(|(_, w)| w.failed) {

@@ -55,7 +55,10 @@ pub(crate) fn tag32(slice: u64) -> u64 {
 }
 
 /// A `closed` word: the sum of slices `s - k ..= s - 1` as known when it was
-/// computed for slice `s`, or a mark that the key is local-only.
+/// computed for slice `s`, or a mark that the key is local-only. Packed as a
+/// 16-bit slice tag (ages of up to 2^15 slices; a window has at most 100),
+/// a [`Release`] (16 bits) and the sum (32 bits: [`Closed::HELD`] and 31 bits
+/// of units, or [`Closed::DEGRADED`]).
 pub(crate) struct Closed;
 
 impl Closed {
@@ -70,7 +73,21 @@ impl Closed {
     pub(crate) const HELD: u64 = 1 << 31;
 
     pub(crate) fn word(slice: u64, sum: u64) -> u64 {
-        (tag32(slice) << 32) | sum.min(Self::HELD - 1)
+        Self::released(slice, sum, Release::NONE)
+    }
+
+    /// [`word`](Self::word) with units that leave the window at a known
+    /// time of the slice, before the next round may run.
+    pub(crate) fn released(slice: u64, sum: u64, release: Release) -> u64 {
+        let w = (tag16(slice) << 48) | (release.0 << 32) | sum.min(Self::HELD - 1);
+        // Never UNKNOWN: a sum of 0 with no release in a slice whose tag is
+        // 0 carries a release of one unit at the slice's end instead (it
+        // takes nothing from a sum of 0).
+        if w == Self::UNKNOWN {
+            Release::at_end(1).0 << 32
+        } else {
+            w
+        }
     }
 
     /// [`word`](Self::word), marked [`HELD`](Self::HELD).
@@ -86,7 +103,54 @@ impl Closed {
     }
 
     pub(crate) fn degraded(slice: u64) -> u64 {
-        (tag32(slice) << 32) | Self::DEGRADED
+        (tag16(slice) << 48) | Self::DEGRADED
+    }
+}
+
+/// The low 16 bits of a slice: a `closed` word's tag.
+#[inline(always)]
+fn tag16(slice: u64) -> u64 {
+    slice & 0xffff
+}
+
+/// Units a closed sum holds that leave the window at a known time of the
+/// slice the sum was computed in: this instance's own units of the oldest
+/// slice dated to a quarter of it (they leave at a quarter boundary of the
+/// current slice), or at the slice's end everything the sum still holds of
+/// the oldest slice. Requests take them off once that time has come, so the
+/// room they hold opens on time rather than at the next round (up to a sync
+/// interval later). 2 bits of quarter boundary (1 to 3; 0: the slice's end)
+/// and 14 bits of units (more are released as 16,383: never more than the
+/// sum holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Release(u64);
+
+impl Release {
+    pub(crate) const NONE: Release = Release(0);
+    const UNITS: u64 = (1 << 14) - 1;
+
+    /// `units` leaving at quarter boundary `q` (1 to 3) of the slice.
+    pub(crate) fn at_quarter(q: u64, units: u64) -> Release {
+        debug_assert!((1..=3).contains(&q));
+        Release(((q & 3) << 14) | units.min(Self::UNITS))
+    }
+
+    /// `units` leaving at the slice's end.
+    pub(crate) fn at_end(units: u64) -> Release {
+        Release(units.min(Self::UNITS))
+    }
+
+    /// The units released at `into` ns into the slice (`age` 0) or in a
+    /// later slice (`age` 1 or more): the quarter boundary has passed.
+    #[inline(always)]
+    fn units(word: u64, age: u64, into: u64, slice_ns: u64) -> u64 {
+        let r = (word >> 32) & 0xffff;
+        let q = r >> 14;
+        if age >= 1 || (q != 0 && into >= q * (slice_ns / 4)) {
+            r & Self::UNITS
+        } else {
+            0
+        }
     }
 }
 
@@ -147,25 +211,28 @@ impl Slot {
     /// (slices `slice - k ..= slice`, [`SlidingWindow::estimate`]); `None`
     /// when the key is local-only (its last round failed).
     #[inline(always)]
-    pub(crate) fn used(&self, window: &SlidingWindow, slice: u64) -> Option<u64> {
-        self.used_with(window, self.closed.load(Ordering::Relaxed), slice)
+    pub(crate) fn used(&self, window: &SlidingWindow, slice: u64, into: u64) -> Option<u64> {
+        self.used_with(window, self.closed.load(Ordering::Relaxed), slice, into)
     }
 
-    /// [`used`](Self::used) with the `closed` word already loaded.
+    /// [`used`](Self::used) with the `closed` word already loaded, at
+    /// `into` ns into `slice`.
     #[inline(always)]
-    pub(crate) fn used_with(&self, window: &SlidingWindow, closed: u64, slice: u64) -> Option<u64> {
+    pub(crate) fn used_with(&self, window: &SlidingWindow, closed: u64, slice: u64, into: u64) -> Option<u64> {
         let k = u64::from(window.slices());
-        let (tag, sum) = unpack(closed);
+        let sum = closed & LOW;
         if sum == Closed::DEGRADED {
             return None;
         }
-        let sum = sum & !Closed::HELD;
-        let before = slice.wrapping_sub(1);
-        let age = tag32(slice).wrapping_sub(tag) & LOW;
+        let tag = closed >> 48;
+        let age = tag16(slice).wrapping_sub(tag) & 0xffff;
         // A sum tagged ahead of this slice (a request that read the clock
         // just before the sync loop wrote a newer sum, or a wall clock
         // stepped back) is the freshest there is: use it as current.
-        let age = if age >= 1 << 31 { 0 } else { age };
+        let age = if age >= 1 << 15 { 0 } else { age };
+        // What has left the window since the sum was computed.
+        let sum = (sum & !Closed::HELD).saturating_sub(Release::units(closed, age, into, window.slice_ns()));
+        let before = slice.wrapping_sub(1);
         let known = if closed == Closed::UNKNOWN || age > k {
             // A fresh key, or everything the sum counted has left the
             // window: only what this slot holds.
@@ -474,31 +541,62 @@ mod tests {
         let k = 20;
         let w = SlidingWindow::new(std::time::Duration::from_secs(10), k as u32).unwrap();
         // Fresh: only what the slot holds.
-        assert_eq!(s.used(&w, 100), Some(0));
+        assert_eq!(s.used(&w, 100, 0), Some(0));
         s.pending[0].store(Pending::pack(Pending::tag(100), 2, 3), Ordering::Relaxed);
         s.fleet[0].store(pack(tag32(100), 10), Ordering::Relaxed);
-        assert_eq!(s.used(&w, 100), Some(15));
+        assert_eq!(s.used(&w, 100, 0), Some(15));
         // A stale pending word (another slice of the same parity) is not counted.
-        assert_eq!(s.used(&w, 102), Some(0));
+        assert_eq!(s.used(&w, 102, 0), Some(0));
         // Closed sums, current and one boundary late.
         s.closed.store(Closed::word(100, 40), Ordering::Relaxed);
-        assert_eq!(s.used(&w, 100), Some(55));
+        assert_eq!(s.used(&w, 100, 0), Some(55));
         s.fleet[1].store(pack(tag32(101), 4), Ordering::Relaxed);
-        assert_eq!(s.used(&w, 101), Some(40 + 15 + 4));
+        assert_eq!(s.used(&w, 101, 0), Some(40 + 15 + 4));
         // Several boundaries late (an idle key): the old sum and what the
         // slot still holds.
-        assert_eq!(s.used(&w, 105), Some(40 + 15));
+        assert_eq!(s.used(&w, 105, 0), Some(40 + 15));
         // A window later, nothing it knew counts.
-        assert_eq!(s.used(&w, 100 + k + 1), Some(0));
+        assert_eq!(s.used(&w, 100 + k + 1, 0), Some(0));
         // The backlog counts while its newest slice is in the window.
         s.add_backlog(100 + k, 6);
-        assert_eq!(s.used(&w, 100 + k + 1), Some(6));
-        assert_eq!(s.used(&w, 100 + 2 * k + 1), Some(0));
+        assert_eq!(s.used(&w, 100 + k + 1, 0), Some(6));
+        assert_eq!(s.used(&w, 100 + 2 * k + 1, 0), Some(0));
         // A sum tagged one slice ahead of the request counts as current.
         s.closed.store(Closed::word(101, 40), Ordering::Relaxed);
         s.pending[BACKLOG].store(0, Ordering::Relaxed);
-        assert_eq!(s.used(&w, 100), Some(40 + 15));
+        assert_eq!(s.used(&w, 100, 0), Some(40 + 15));
         s.closed.store(Closed::degraded(100), Ordering::Relaxed);
-        assert_eq!(s.used(&w, 100), None);
+        assert_eq!(s.used(&w, 100, 0), None);
+    }
+
+    #[test]
+    fn a_release_takes_units_off_the_sum_once_its_time_has_come() {
+        let s = Slot::default();
+        let w = SlidingWindow::new(std::time::Duration::from_secs(10), 20).unwrap();
+        let quarter = w.slice_ns() / 4;
+        // 5 units leave at the second quarter boundary of slice 100.
+        s.closed
+            .store(Closed::released(100, 40, Release::at_quarter(2, 5)), Ordering::Relaxed);
+        assert_eq!(s.used(&w, 100, 2 * quarter - 1), Some(40));
+        assert_eq!(s.used(&w, 100, 2 * quarter), Some(35));
+        // In a later slice (no round since), they have left too.
+        assert_eq!(s.used(&w, 101, 0), Some(35));
+        // 12 units leave at the slice's end: not before.
+        s.closed.store(
+            Closed::released(100, 40, Release::at_end(12)) | Closed::HELD,
+            Ordering::Relaxed,
+        );
+        assert!(Closed::is_held(s.closed.load(Ordering::Relaxed)));
+        assert_eq!(s.used(&w, 100, w.slice_ns() - 1), Some(40));
+        assert_eq!(s.used(&w, 101, 0), Some(28));
+        // Never more than the sum.
+        s.closed
+            .store(Closed::released(100, 3, Release::at_end(12)), Ordering::Relaxed);
+        assert_eq!(s.used(&w, 101, 0), Some(0));
+        // A word of nothing in a slice tagged 0 is not a fresh slot's.
+        assert_ne!(Closed::word(1 << 16, 0), Closed::UNKNOWN);
+        // 16-bit tags: a sum from the slice before, across a wrap.
+        s.closed.store(Closed::word((1 << 16) - 1, 7), Ordering::Relaxed);
+        assert_eq!(s.used(&w, 1 << 16, 0), Some(7));
     }
 }

@@ -38,7 +38,8 @@ impl FleetGate {
             let mut suppressed = 0u64;
             loop {
                 let wait = if failures == 0 {
-                    interval
+                    let Some(gate) = weak.upgrade() else { return };
+                    aligned_wait(gate.wall(clock.now()), interval)
                 } else {
                     let backoff = interval.saturating_mul(1 << failures.min(16)).min(max_backoff);
                     backoff.mul_f64(jitter.next_between(0.5, 1.5))
@@ -74,6 +75,26 @@ impl FleetGate {
             }
         })
     }
+}
+
+/// The wait from wall time `wall` (ns) to the next round: until a
+/// tenth of `interval` before the next wall-clock multiple of it, and at
+/// least a quarter interval. Why: a closed sum's release of units leaving
+/// the window falls on quarter-slice boundaries, which are multiples of the
+/// interval at the default sub-epochs; a round just before one takes the
+/// units admitted in the quarter that ends there and dates them to it,
+/// where a round just after would date them a quarter late (held in the
+/// sum that much longer: measured, a lone instance got 94 of 100 in its
+/// leanest 10 s window with rounds at any phase). Every instance rounds at
+/// the same wall times, a Redis round trip apart.
+fn aligned_wait(wall: u64, interval: Duration) -> Duration {
+    let every = u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX).max(1);
+    // A tenth: a loaded machine wakes a timer several ms late.
+    let lead = every / 10;
+    // The first target at least a quarter interval away.
+    let earliest = wall.saturating_add(every / 4).saturating_add(lead);
+    let next = (earliest / every).saturating_add(1).saturating_mul(every) - lead;
+    Duration::from_nanos(next.saturating_sub(wall))
 }
 
 /// Dropped with the sync task: if the gate outlives it (a panic, an aborted
@@ -113,5 +134,20 @@ impl Jitter {
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         lo + (hi - lo) * ((self.0 >> 11) as f64 / (1u64 << 53) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rounds_fall_just_before_multiples_of_the_interval() {
+        let ms = |n: u64| n * 1_000_000;
+        let every = std::time::Duration::from_millis(100);
+        // From anywhere, to 10 ms before the next multiple of 100 ms.
+        assert_eq!(super::aligned_wait(ms(1_000), every).as_millis(), 90);
+        assert_eq!(super::aligned_wait(ms(1_030), every).as_millis(), 60);
+        // Less than a quarter interval before it: the one after.
+        assert_eq!(super::aligned_wait(ms(1_080), every).as_millis(), 110);
+        assert_eq!(super::aligned_wait(ms(1_096), every).as_millis(), 94);
     }
 }

@@ -905,10 +905,14 @@ fn a_long_period_whose_burst_fits_the_window_stays_fleet_limited() {
 }
 
 /// Issue 26, item 9: a lone instance offered twice its budget from 8 s
-/// into an epoch, rounds every 100 ms, gets at least 95 of its 100 in every
-/// true 10 s window after the first (it got 91: the oldest slice counted
-/// whole, and the clump admitted when a slice dropped out was missed by a
-/// window one slice shorter), and never more than 100 in any.
+/// into an epoch, rounds every 100 ms, gets at least 97 of its 100 in every
+/// true 10 s window after the first, and never more than 100 in any. It got
+/// 91 while the oldest slice counted whole (the clump admitted when a slice
+/// dropped out was missed by a window one slice shorter), 96 with its own
+/// units dated to quarter slices but taken off only by the next round; now
+/// the sum's release takes them off at the quarter boundary, and rounds run
+/// just before one (as the sync task runs them), so they are dated to the
+/// quarter they were admitted in. Rounds at another phase still get 96.
 #[tokio::test]
 async fn a_lone_instance_gets_95_of_its_budget_in_every_window_after_the_first() {
     let clock = ManualClock::new();
@@ -921,21 +925,22 @@ async fn a_lone_instance_gets_95_of_its_budget_in_every_window_after_the_first()
     // Admission times in ms from the start: a request every 50 ms for 30 s.
     let mut admitted: Vec<u64> = Vec::new();
     let t0 = clock.now();
-    for i in 0..3_000u64 {
-        clock.advance(Duration::from_millis(10));
-        if i % 5 == 0 && g.check(&limiter, 1, "k", &q, 1).is_allowed() {
+    for i in 0..30_000u64 {
+        clock.advance(Duration::from_millis(1));
+        if i % 50 == 17 && g.check(&limiter, 1, "k", &q, 1).is_allowed() {
             admitted.push((clock.now() - t0) / 1_000_000);
         }
-        if i % 10 == 3 {
+        // 10 ms before each multiple of 100 ms (`task.rs`).
+        if i % 100 == 89 {
             g.sync_once(&store, &clock).await.unwrap();
         }
     }
     let count = |from: u64| admitted.iter().filter(|&&t| t >= from && t < from + 10_000).count();
-    let (lean, at) = (10_000..=20_000).step_by(10).map(|f| (count(f), f)).min().unwrap();
-    let (busy, busy_at) = (0..=20_000).step_by(10).map(|f| (count(f), f)).max().unwrap();
+    let (lean, at) = (10_000..=20_000).map(|f| (count(f), f)).min().unwrap();
+    let (busy, busy_at) = (0..=20_000).map(|f| (count(f), f)).max().unwrap();
     println!("leanest window after the first {lean} (from {at} ms), busiest {busy} (from {busy_at} ms)");
     assert!(
-        lean >= 95,
+        lean >= 97,
         "a lone instance got {lean} of 100 in the window from {at} ms"
     );
     assert!(

@@ -162,7 +162,7 @@ fn add_pending(slot: &Slot, slice: u64, cost: u32) -> bool {
 /// the sync loop writes the slot.
 pub(super) fn carry_over(previous: &Slot, fresh: &Slot, slice: u64, window: &SlidingWindow) {
     let held = Closed::is_held(previous.closed.load(Ordering::Relaxed));
-    let carried = match previous.used(window, slice) {
+    let carried = match previous.used(window, slice, 0) {
         Some(used) if held => Closed::held(slice, used.saturating_sub(previous.open_units(slice))),
         Some(used) => Closed::word(slice, used.saturating_sub(previous.open_units(slice))),
         None => Closed::degraded(slice),
