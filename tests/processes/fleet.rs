@@ -509,13 +509,18 @@ fn run(clients: Vec<Client>) -> Vec<Outcome> {
     run_from(clients, next_epoch(Duration::from_millis(300)))
 }
 
-/// [`run`] from `epoch0`.
-pub(super) fn run_from(clients: Vec<Client>, epoch0: Instant) -> Vec<Outcome> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+/// The clients' runtime: two worker threads.
+pub(super) fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .expect("a tokio runtime for the clients");
+        .expect("a tokio runtime for the clients")
+}
+
+/// [`run`] from `epoch0`.
+pub(super) fn run_from(clients: Vec<Client>, epoch0: Instant) -> Vec<Outcome> {
+    let runtime = client_runtime();
     runtime.block_on(async move {
         let handles: Vec<_> = clients.into_iter().map(|c| tokio::spawn(drive(c, epoch0))).collect();
         let mut outcomes = Vec::new();
@@ -935,11 +940,7 @@ fn a_rationed_instance_still_holds_a_refused_key_to_its_budget() {
         },
         targets: fleet.addrs(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime for the clients");
+    let runtime = client_runtime();
     let epoch0 = next_epoch(Duration::from_millis(300));
     let flood_for = HOT_TRAFFIC + Duration::from_secs(4);
     let (outcome, replies) = runtime.block_on(async {

@@ -11,7 +11,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use super::fleet::{
-    at, busiest, fleet_bound, next_epoch, per_epoch, redis_rtt, request, Fleet, Reply, BUDGET, N, REQUEST_TIMEOUT,
+    at, busiest, client_runtime, fleet_bound, next_epoch, per_epoch, redis_rtt, request, Fleet, Reply, BUDGET, N,
+    REQUEST_TIMEOUT,
 };
 use crate::support::quickstart::quickstart_binary;
 use crate::support::redis::RedisServer;
@@ -37,11 +38,7 @@ fn a_networks_shared_cell_has_one_fleet_budget() {
         "\n[store]\nnew_keys_per_network = \"2/hour\"\n",
     );
     let targets = fleet.addrs();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime for the clients");
+    let runtime = client_runtime();
     let epoch0 = next_epoch(Duration::from_millis(300));
     let (admitted, fleet_refused, errors) = runtime.block_on(async {
         // Four addresses of 127.0.7.0/24 spend the /24's new keys on every

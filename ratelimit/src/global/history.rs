@@ -84,12 +84,14 @@ impl KeyHistory {
         self.newest = slice;
     }
 
-    pub(super) fn get(&self, slice: u64) -> (u64, u64) {
+    /// The ring index of `slice`, while the ring holds it.
+    fn index(&self, slice: u64) -> Option<usize> {
         let len = self.ring.len() as u64;
-        if slice > self.newest || slice + len <= self.newest {
-            return (0, 0);
-        }
-        unpack(self.ring[(slice % len) as usize])
+        (slice <= self.newest && slice + len > self.newest).then(|| (slice % len) as usize)
+    }
+
+    pub(super) fn get(&self, slice: u64) -> (u64, u64) {
+        self.index(slice).map_or((0, 0), |i| unpack(self.ring[i]))
     }
 
     /// The closed part of the window at wall time `wall` in `slice`: slices
@@ -138,24 +140,20 @@ impl KeyHistory {
         let quarter = (window.slice_ns() / QUARTERS).max(1);
         let into = wall.saturating_sub(slice.saturating_mul(window.slice_ns()));
         let next = into / quarter + 1;
-        let len = self.ring.len() as u64;
-        if next_quarter && next < QUARTERS && oldest <= self.newest && oldest + len > self.newest {
-            let v = self.quarters[(oldest % len) as usize];
-            let dated = (v >> (16 * (next - 1))) & 0xffff;
-            Release::at_quarter(next, dated.min(held))
-        } else {
-            Release::at_end(held)
+        match self.index(oldest).filter(|_| next_quarter && next < QUARTERS) {
+            Some(i) => {
+                let dated = (self.quarters[i] >> (16 * (next - 1))) & 0xffff;
+                Release::at_quarter(next, dated.min(held))
+            }
+            None => Release::at_end(held),
         }
     }
 
     /// This instance's units of `slice` dated to quarters that ended at
     /// least a window before `wall`.
     fn left_window(&self, window: &SlidingWindow, slice: u64, wall: u64) -> u64 {
-        let len = self.ring.len() as u64;
-        if slice > self.newest || slice + len <= self.newest {
-            return 0;
-        }
-        let v = self.quarters[(slice % len) as usize];
+        let Some(i) = self.index(slice) else { return 0 };
+        let v = self.quarters[i];
         let quarter = window.slice_ns() / QUARTERS;
         let start = slice.saturating_mul(window.slice_ns());
         (0..QUARTERS)
@@ -173,16 +171,12 @@ impl KeyHistory {
     /// round took at wall time `taken` (so admitted no later): dated to the
     /// quarter of the slice `taken` falls in, if it falls in the slice.
     pub(super) fn date_own(&mut self, window: &SlidingWindow, slice: u64, taken: u64, units: u64) {
-        let len = self.ring.len() as u64;
-        if slice > self.newest || slice + len <= self.newest {
-            return;
-        }
+        let Some(i) = self.index(slice) else { return };
         let into = taken.wrapping_sub(slice.saturating_mul(window.slice_ns()));
         let q = into / (window.slice_ns() / QUARTERS).max(1);
         if q >= QUARTERS {
             return;
         }
-        let i = (slice % len) as usize;
         let shift = 16 * q;
         let now = (self.quarters[i] >> shift) & 0xffff;
         let sum = (now + units).min(0xffff);
@@ -190,11 +184,7 @@ impl KeyHistory {
     }
 
     pub(super) fn set(&mut self, slice: u64, pulled: Option<u64>, own: Option<u64>) {
-        let len = self.ring.len() as u64;
-        if slice > self.newest || slice + len <= self.newest {
-            return;
-        }
-        let i = (slice % len) as usize;
+        let Some(i) = self.index(slice) else { return };
         let (p, o) = unpack(self.ring[i]);
         self.ring[i] = pack(pulled.unwrap_or(p), own.unwrap_or(o));
     }
