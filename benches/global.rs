@@ -11,7 +11,8 @@
 //! `cargo bench --bench global` (`RATELIMIT_BENCH_PARTS=ab,rounds,scale`
 //! picks the summaries, `RATELIMIT_BENCH_SCALE=1000,100000` the scale rows,
 //! `RATELIMIT_BENCH_COLD_EVERY=1,10` how often a cold key is requested, in
-//! rounds).
+//! rounds, `RATELIMIT_BENCH_AB_KEYS=1` or `10000` one row of the A/B, for a
+//! profiler).
 
 // The bench uses only part of the suites' Redis fixture.
 #[allow(dead_code)]
@@ -117,7 +118,11 @@ fn ab() {
         "{:<14}{:>12}{:>16}{:>9}{:>9}",
         "", "local only", "with the gate", "ratio", "target"
     );
+    let only = std::env::var("RATELIMIT_BENCH_AB_KEYS").ok();
     for (name, keys) in [("1 key", 1u64), ("10k keys", 10_000)] {
+        if only.as_deref().is_some_and(|k| k != keys.to_string()) {
+            continue;
+        }
         let (mut local, mut gated, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         let mut denied = 0u64;
         for round in 0..ROUNDS as u64 {
@@ -263,7 +268,9 @@ fn rss() -> u64 {
 /// their fleet budget every round), the rest cold (one request every round,
 /// or every tenth: once a second, still active), a round every 100 ms
 /// against a loopback `redis-server`: what a round costs Redis and the
-/// instance.
+/// instance, once every key has been requested (`round ms`, `max ms`), and
+/// while a tenth of the keys are new each round (`churn ms`, the rounds
+/// before).
 fn scale() {
     let rows = env_list("RATELIMIT_BENCH_SCALE", &[1_000, 100_000, 1_000_000]);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -274,8 +281,17 @@ fn scale() {
     println!();
     println!("=== the gate at scale: one instance, 1% of the active keys hot, a round every 100 ms, loopback redis-server ===");
     println!(
-        "{:<12}{:>8}{:>14}{:>12}{:>12}{:>12}{:>14}{:>12}{:>12}",
-        "active keys", "hot", "cold every", "round ms", "max ms", "cmds/round", "cmds/hot key", "unread", "B/key"
+        "{:<12}{:>8}{:>14}{:>12}{:>12}{:>12}{:>12}{:>14}{:>12}{:>12}",
+        "active keys",
+        "hot",
+        "cold every",
+        "round ms",
+        "max ms",
+        "churn ms",
+        "cmds/round",
+        "cmds/hot key",
+        "unread",
+        "B/key"
     );
     // 600/min: a fleet budget of 100 per 10 s window; a hot key is offered
     // 150 a round.
@@ -293,7 +309,11 @@ fn scale() {
             .with_max_keys(keys as usize);
         let g = FleetGate::new(settings, &clock).unwrap_or_else(|e| panic!("gate: {e}"));
         let (mut times, mut cmds, mut unread) = (Vec::new(), Vec::new(), 0);
-        for round in 0..8u64 {
+        // Six rounds measured once every key has been requested (the first
+        // `every` rounds bring new keys: see the churn column).
+        let warm = every.max(2);
+        let mut churn = Vec::new();
+        for round in 0..warm + 6 {
             let started = Instant::now();
             for k in 0..keys {
                 let offered = if k < hot {
@@ -313,7 +333,10 @@ fn scale() {
             let ms = t.elapsed().as_secs_f64() * 1000.0;
             // The INFO call itself counts one.
             let c = commands(&server).saturating_sub(c0 + 1);
-            if round >= 2 {
+            if round >= 1 && round < warm {
+                churn.push(ms);
+            }
+            if round >= warm {
                 times.push(ms);
                 cmds.push(c);
                 unread = unread.max(report.unread_keys);
@@ -326,13 +349,19 @@ fn scale() {
         times.sort_by(f64::total_cmp);
         cmds.sort_unstable();
         let median_cmds = cmds[cmds.len() / 2];
+        churn.sort_by(f64::total_cmp);
+        let churn = match churn.get(churn.len() / 2) {
+            Some(ms) if every > 1 => format!("{ms:.1}"),
+            _ => "-".to_owned(),
+        };
         println!(
-            "{:<12}{:>8}{:>14}{:>12.1}{:>12.1}{:>12}{:>14.1}{:>12}{:>12}",
+            "{:<12}{:>8}{:>14}{:>12.1}{:>12.1}{:>12}{:>12}{:>14.1}{:>12}{:>12}",
             keys,
             hot,
             format!("{every} round{}", if every == 1 { "" } else { "s" }),
             times[times.len() / 2],
             times[times.len() - 1],
+            churn,
             median_cmds,
             median_cmds as f64 / hot.max(1) as f64,
             unread,

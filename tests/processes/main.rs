@@ -7,6 +7,7 @@
 mod support;
 
 mod adopt_example;
+mod busy_fleet;
 mod commands;
 mod concurrency;
 mod fleet;

@@ -20,6 +20,9 @@ pub(super) struct Take<'a> {
     /// it, else the open one (later, so it stays counted longer).
     pub(super) slice: u64,
     pub(super) delta: u64,
+    /// The last take from an active key's slot in the current table: a
+    /// cold key's closed sum can be written once it is kept.
+    pub(super) sums: bool,
 }
 
 /// Takes a word's unpushed units for a push: moves them to "unconfirmed"

@@ -469,7 +469,9 @@ impl FleetGate {
         let share = if held { live() } else { 1 };
         let interval_ns = quota.interval_ns().saturating_mul(share);
         let fit = match self.window.fits(used, cost, interval_ns, place.into) {
-            Fit::Fits { slack_ns } => Fit::Fits {
+            // (A division costs more than the rest of the arithmetic: only
+            // for a key held to its share among several instances.)
+            Fit::Fits { slack_ns } if share > 1 => Fit::Fits {
                 slack_ns: slack_ns / share,
             },
             exceeds => exceeds,

@@ -16,14 +16,16 @@ use crate::window::SlidingWindow;
 pub(super) struct KeyHistory {
     /// The newest slice in `ring`.
     newest: u64,
-    /// By `slice % len`: the fleet total pulled (high half) and this
-    /// instance's units not known to be part of it (low half: lost pushes).
-    ring: Box<[u64]>,
-    /// By `slice % len`: this instance's units in the slice's total, by
-    /// the quarter of the slice in which a round took them (16 bits each,
-    /// saturating), so the oldest slice of the window stops counting them
-    /// once that quarter has left the window (see [`Self::closed_sum`]).
-    quarters: Box<[u64]>,
+    /// By `slice & (len - 1)`, two words: the fleet total pulled (high
+    /// half) and this instance's units not known to be part of it (low
+    /// half: lost pushes); then this instance's units in the slice's total,
+    /// by the quarter of the slice in which a round took them (16 bits
+    /// each, saturating), so the oldest slice of the window stops counting
+    /// them once that quarter has left the window (see
+    /// [`Self::closed_sum`]). One allocation, a power of two long: a round
+    /// visits many keys once each, so what it costs is cache misses and
+    /// divisions.
+    ring: Box<[[u64; 2]]>,
     /// Slices up to this one are final: every instance has pushed into
     /// them, so they are not pulled again.
     pub(super) final_upto: Option<u64>,
@@ -53,8 +55,7 @@ impl KeyHistory {
     pub(super) fn new(len: usize, slice: u64) -> KeyHistory {
         KeyHistory {
             newest: slice,
-            ring: vec![0; len].into_boxed_slice(),
-            quarters: vec![0; len].into_boxed_slice(),
+            ring: vec![[0; 2]; len.next_power_of_two()].into_boxed_slice(),
             final_upto: None,
             expire_epoch: None,
             reexpire: None,
@@ -73,12 +74,10 @@ impl KeyHistory {
             return;
         }
         if slice - self.newest >= len {
-            self.ring.fill(0);
-            self.quarters.fill(0);
+            self.ring.fill([0; 2]);
         } else {
             for j in self.newest + 1..=slice {
-                self.ring[(j % len) as usize] = 0;
-                self.quarters[(j % len) as usize] = 0;
+                self.ring[(j & (len - 1)) as usize] = [0; 2];
             }
         }
         self.newest = slice;
@@ -87,11 +86,11 @@ impl KeyHistory {
     /// The ring index of `slice`, while the ring holds it.
     fn index(&self, slice: u64) -> Option<usize> {
         let len = self.ring.len() as u64;
-        (slice <= self.newest && slice + len > self.newest).then(|| (slice % len) as usize)
+        (slice <= self.newest && slice + len > self.newest).then(|| (slice & (len - 1)) as usize)
     }
 
     pub(super) fn get(&self, slice: u64) -> (u64, u64) {
-        self.index(slice).map_or((0, 0), |i| unpack(self.ring[i]))
+        self.index(slice).map_or((0, 0), |i| unpack(self.ring[i][0]))
     }
 
     /// The closed part of the window at wall time `wall` in `slice`: slices
@@ -142,7 +141,7 @@ impl KeyHistory {
         let next = into / quarter + 1;
         match self.index(oldest).filter(|_| next_quarter && next < QUARTERS) {
             Some(i) => {
-                let dated = (self.quarters[i] >> (16 * (next - 1))) & 0xffff;
+                let dated = (self.ring[i][1] >> (16 * (next - 1))) & 0xffff;
                 Release::at_quarter(next, dated.min(held))
             }
             None => Release::at_end(held),
@@ -153,7 +152,7 @@ impl KeyHistory {
     /// least a window before `wall`.
     fn left_window(&self, window: &SlidingWindow, slice: u64, wall: u64) -> u64 {
         let Some(i) = self.index(slice) else { return 0 };
-        let v = self.quarters[i];
+        let v = self.ring[i][1];
         let quarter = window.slice_ns() / QUARTERS;
         let start = slice.saturating_mul(window.slice_ns());
         (0..QUARTERS)
@@ -178,15 +177,15 @@ impl KeyHistory {
             return;
         }
         let shift = 16 * q;
-        let now = (self.quarters[i] >> shift) & 0xffff;
-        let sum = (now + units).min(0xffff);
-        self.quarters[i] = (self.quarters[i] & !(0xffff << shift)) | (sum << shift);
+        let dated = &mut self.ring[i][1];
+        let sum = ((*dated >> shift) & 0xffff) + units;
+        *dated = (*dated & !(0xffff << shift)) | (sum.min(0xffff) << shift);
     }
 
     pub(super) fn set(&mut self, slice: u64, pulled: Option<u64>, own: Option<u64>) {
         let Some(i) = self.index(slice) else { return };
-        let (p, o) = unpack(self.ring[i]);
-        self.ring[i] = pack(pulled.unwrap_or(p), own.unwrap_or(o));
+        let (p, o) = unpack(self.ring[i][0]);
+        self.ring[i][0] = pack(pulled.unwrap_or(p), own.unwrap_or(o));
     }
 }
 
@@ -209,8 +208,11 @@ pub(super) struct History {
     pub(super) hot: HotKeys,
     /// The slice in which idle keys' histories were last dropped.
     pub(super) retained: Option<u64>,
-    /// Keys hot here: visited every round, requested or not.
+    /// Keys hot here (those whose history's `hot` is set): visited every
+    /// round, requested or not.
     pub(super) hot_here: IdSet,
+    /// The last round's takes and keys, to size the next one's.
+    pub(super) sizes: (usize, usize),
     /// Keys to visit next round (marked hot by the fleet while this
     /// instance holds units of them it used cold).
     pub(super) to_visit: Vec<u64>,

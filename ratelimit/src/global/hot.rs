@@ -252,6 +252,8 @@ pub(super) struct Kept {
     pub(super) s: u64,
     pub(super) len: usize,
     pub(super) taken_at: u64,
+    /// The round's wall time (its closed sums are written at it).
+    pub(super) wall: u64,
 }
 
 impl FleetGate {
@@ -259,7 +261,7 @@ impl FleetGate {
     /// (what the key pushes when it turns hot), and in the slot as the
     /// slice's total (totals first, confirmations next, as for pushes).
     pub(super) fn keep_cold_units(&self, history: &mut History, cold_takes: &[Take<'_>], at: Kept) {
-        let Kept { s, len, taken_at } = at;
+        let Kept { s, len, taken_at, wall } = at;
         for t in cold_takes {
             let h = history.keys.entry(t.key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
@@ -275,6 +277,12 @@ impl FleetGate {
                 let (pulled, own) = h.get(t.word_slice);
                 t.slot.fleet[(t.word_slice & 1) as usize]
                     .store(pack(tag32(t.word_slice), pulled + own), Ordering::Relaxed);
+            }
+            if t.sums {
+                // Its last units of the round are in: its closed sum now,
+                // while its history is in the cache (a round visits many
+                // keys, each once).
+                self.write_cold_closed(h, t.slot, s, wall);
             }
         }
         for t in cold_takes {

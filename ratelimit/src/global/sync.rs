@@ -186,7 +186,8 @@ impl FleetGate {
 
         // Counters a push may have recreated without a TTL get one now.
         let mut maintenance: Vec<(u64, usize)> = Vec::new();
-        for (&key, _) in work.iter().filter(|(_, w)| w.active) {
+        // (Only hot keys push, so only they have a counter to recreate.)
+        for (&key, _) in work.iter().filter(|(_, w)| w.active && w.hot) {
             if let Some((counter, slice)) = history.keys.get(&key).and_then(|h| h.reexpire) {
                 maintenance.push((key, ops.len()));
                 ops.push(SyncOp::Add {
@@ -365,7 +366,7 @@ impl FleetGate {
             hot_here.retain(|key| keys.contains_key(key));
         }
         // Cold keys' units, and what hot keys used while cold (`hot.rs`).
-        self.keep_cold_units(&mut history, &cold_takes, Kept { s, len, taken_at });
+        self.keep_cold_units(&mut history, &cold_takes, Kept { s, len, taken_at, wall });
         self.after_cold_pushes(&mut history, &own_pushes, &results, &mut work, &mut first_error);
         for key in marked {
             if let Some(h) = history.keys.get_mut(&key) {
@@ -395,6 +396,12 @@ impl FleetGate {
             }
             if !w.hot {
                 report.cold_keys += 1;
+                // Nothing later in the round changes a cold key's history:
+                // its closed sum now, while its history is at hand (one
+                // lookup in a map of every key, not two).
+                if let Some(slot) = w.current.filter(|_| !w.failed) {
+                    self.write_cold_closed(h, slot, s, wall);
+                }
                 continue;
             }
             report.hot_keys += 1;
@@ -474,7 +481,14 @@ impl FleetGate {
         // Unread keys too: their history holds the totals their pushes
         // answered and those last read, so the slices since their last read
         // keep counting (a sum left as it was dropped them).
-        for (&key, w) in work.iter().filter(|(_, w)| w.active) {
+        // (Cold keys' were written with their history, above.)
+        let summed = Summed {
+            s,
+            epoch,
+            wall,
+            round_now,
+        };
+        for (&key, w) in work.iter().filter(|(_, w)| w.active && (w.hot || w.failed)) {
             let Some(slot) = w.current else { continue };
             if w.failed {
                 slot.closed.store(Closed::degraded(s), Ordering::Relaxed);
@@ -484,37 +498,9 @@ impl FleetGate {
                 report.failed_keys += 1;
                 continue;
             }
-            let Some(h) = history.keys.get_mut(&key) else { continue };
-            if !w.hot && h.summed == Some(s) {
-                // A cold key whose closed slices have not changed since its
-                // sum was written in this slice (its new units are in the
-                // open slice, which requests count from the slot).
-                continue;
+            if let Some(h) = history.keys.get_mut(&key) {
+                self.write_closed(h, w, slot, summed);
             }
-            let last = s.wrapping_sub(1);
-            // Held to its share: cold; or not read this round; or turned hot
-            // so recently that other instances may not have pushed what
-            // they used of it while it was cold (`hot.rs`).
-            let held = !w.hot || w.unread || h.hot.is_some_and(|r| round_now.wrapping_sub(r) & ROUND < HOLD_ROUNDS);
-            if let Some(holder) = self.slot_of(last, epoch, w).filter(|_| w.hot) {
-                h.set(
-                    last,
-                    None,
-                    Some(Pending::units(
-                        holder.pending[(last & 1) as usize].load(Ordering::Relaxed),
-                        last,
-                    )),
-                );
-            }
-            // A hot key is summed again next round: its release is the next
-            // quarter's; a cold one's waits for the slice's end.
-            let release = h.release(&self.window, s, wall, w.hot);
-            let held = if held { Closed::HELD } else { 0 };
-            slot.closed.store(
-                Closed::released(s, h.closed_sum(&self.window, s, wall), release) | held,
-                Ordering::Relaxed,
-            );
-            h.summed = Some(s);
         }
         for (key, _) in work.iter().filter(|(_, w)| w.failed) {
             if let Some(h) = history.keys.get_mut(key) {
@@ -558,6 +544,61 @@ impl FleetGate {
         Ok(report)
     }
 
+    /// Writes a hot key's closed sum (`h`'s) into its slot in the current
+    /// table (`slot`): pulled totals plus this instance's units not in them
+    /// (the slice just closed from its slot; older ones as kept).
+    fn write_closed(&self, h: &mut KeyHistory, w: &Work<'_>, slot: &Slot, at: Summed) {
+        let Summed {
+            s,
+            epoch,
+            wall,
+            round_now,
+        } = at;
+        if !w.hot {
+            return self.write_cold_closed(h, slot, s, wall);
+        }
+        let last = s.wrapping_sub(1);
+        // Held to its share: not read this round; or turned hot so
+        // recently that other instances may not have pushed what they used
+        // of it while it was cold (`hot.rs`).
+        let held = w.unread || h.hot.is_some_and(|r| round_now.wrapping_sub(r) & ROUND < HOLD_ROUNDS);
+        if let Some(holder) = self.slot_of(last, epoch, w) {
+            h.set(
+                last,
+                None,
+                Some(Pending::units(
+                    holder.pending[(last & 1) as usize].load(Ordering::Relaxed),
+                    last,
+                )),
+            );
+        }
+        // A hot key is summed again next round: its release is the next
+        // quarter's.
+        let release = h.release(&self.window, s, wall, true);
+        let held = if held { Closed::HELD } else { 0 };
+        slot.closed.store(
+            Closed::released(s, h.closed_sum(&self.window, s, wall), release) | held,
+            Ordering::Relaxed,
+        );
+        h.summed = Some(s);
+    }
+
+    /// A cold key's closed sum, held to its share; its release waits for
+    /// the slice's end. Written once per slice while its closed slices do
+    /// not change (its new units are in the open slice, which requests
+    /// count from the slot).
+    pub(super) fn write_cold_closed(&self, h: &mut KeyHistory, slot: &Slot, s: u64, wall: u64) {
+        if h.summed == Some(s) {
+            return;
+        }
+        let release = h.release(&self.window, s, wall, false);
+        slot.closed.store(
+            Closed::released(s, h.closed_sum(&self.window, s, wall), release) | Closed::HELD,
+            Ordering::Relaxed,
+        );
+        h.summed = Some(s);
+    }
+
     /// How long a counter (and a roster or a hot list) lives in the store:
     /// the epoch and the window after it, a slice and a second more.
     pub(super) fn counter_ttl(&self) -> Duration {
@@ -573,4 +614,13 @@ impl FleetGate {
             w.previous
         }
     }
+}
+
+/// Where a round writes closed sums ([`FleetGate::write_closed`]).
+#[derive(Clone, Copy)]
+struct Summed {
+    s: u64,
+    epoch: u64,
+    wall: u64,
+    round_now: u64,
 }

@@ -92,8 +92,10 @@ impl FleetGate {
             final_slice,
         } = at;
         let k = u64::from(self.window.slices());
-        let mut takes: Vec<Take<'g>> = Vec::new();
-        let mut work: IdMap<Work<'g>> = IdMap::default();
+        // Sized as the last round's: a map grown key by key rehashes every
+        // entry at each doubling.
+        let mut takes: Vec<Take<'g>> = Vec::with_capacity(history.sizes.0);
+        let mut work: IdMap<Work<'g>> = IdMap::with_capacity_and_hasher(history.sizes.1, Default::default());
         let idle = self.settings.idle_rounds;
         // The slots with something new since the last round (after a failed
         // round, every slot: units it handed back carry no mark), then the
@@ -109,7 +111,7 @@ impl FleetGate {
             .map(|t| (t, false))
             .chain([(current, true)])
             .collect();
-        let enter = |key: u64, slot, is_current: bool, takes: &mut Vec<_>, work: &mut IdMap<_>| {
+        let enter = |key: u64, slot, is_current: bool, takes: &mut Vec<Take<'g>>, work: &mut IdMap<_>| {
             let taken = takes.len();
             for parity in 0..3 {
                 if let Some((word_slice, delta)) = take_unpushed(slot, parity, s, k) {
@@ -127,21 +129,28 @@ impl FleetGate {
                         word_slice,
                         slice,
                         delta,
+                        sums: false,
                     });
                 }
             }
             let (route, last, refused) = read_touched(slot.touched.load(Ordering::Relaxed));
             let age = (round & ROUND).wrapping_sub(last) & ROUND;
             let active = age <= idle;
+            // The current table's slot is visited after the previous one's.
+            if is_current && active && takes.len() > taken {
+                if let Some(t) = takes.last_mut() {
+                    t.sums = true;
+                }
+            }
             // A cold key with nothing new since the last round needs
             // nothing of it: its slot's closed sum stays conservative as it
             // ages (everything it counted was used before it was written).
-            if takes.len() == taken
-                && !(refused && age <= 1)
-                && !work.contains_key(&key)
-                && history.keys.get(&key).is_none_or(|h| h.hot.is_none())
-                && !history.hot.is_hot(key, epoch)
-            {
+            let wanted = takes.len() > taken
+                || (refused && age <= 1)
+                || work.contains_key(&key)
+                || history.hot_here.contains(&key)
+                || history.hot.is_hot(key, epoch);
+            if !wanted {
                 return;
             }
             let w = work.entry(key).or_insert(Work {
@@ -220,10 +229,12 @@ impl FleetGate {
         // the fleet marked
         // it hot, or when the fleet refused it since the last round (at its
         // share here, or at the budget).
+        // (`hot_here` holds the keys whose history says hot: a small set,
+        // where the histories are a map of every key.)
         for (&key, w) in work.iter_mut() {
-            let here = history.keys.get(&key).is_some_and(|h| h.hot.is_some());
-            w.hot = here || w.refused || history.hot.is_hot(key, epoch);
+            w.hot = history.hot_here.contains(&key) || w.refused || history.hot.is_hot(key, epoch);
         }
+        history.sizes = (takes.len(), work.len());
         let (takes, cold_takes): (Vec<Take<'g>>, Vec<Take<'g>>) =
             takes.into_iter().partition(|t| work.get(&t.key).is_some_and(|w| w.hot));
         Visit {
