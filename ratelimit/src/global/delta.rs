@@ -68,6 +68,40 @@ impl Take<'_> {
     }
 }
 
+/// A round's takes from cold keys, kept in the history once the round has
+/// its store's answer ([`kept`](Self::kept)). Dropped before that (the
+/// round failed, or was cancelled at its await by its timeout or a
+/// shutdown), they are handed back: never pushed, they would otherwise be
+/// neither in the history nor in the slot once its word holds a newer
+/// slice, and the key's share would undercount them for the rest of the
+/// window.
+pub(super) struct ColdTakes<'a> {
+    takes: Vec<Take<'a>>,
+    kept: bool,
+}
+
+impl<'a> ColdTakes<'a> {
+    pub(super) fn new(takes: Vec<Take<'a>>) -> ColdTakes<'a> {
+        ColdTakes { takes, kept: false }
+    }
+
+    /// The takes, now kept (the caller records them): not handed back.
+    pub(super) fn kept(mut self) -> Vec<Take<'a>> {
+        self.kept = true;
+        std::mem::take(&mut self.takes)
+    }
+}
+
+impl Drop for ColdTakes<'_> {
+    fn drop(&mut self) {
+        if !self.kept {
+            for t in &self.takes {
+                hand_back(t);
+            }
+        }
+    }
+}
+
 /// Hands a delta that certainly did not apply back to "not yet pushed"
 /// (to the backlog if its word now holds a newer slice).
 pub(super) fn hand_back(t: &Take<'_>) {

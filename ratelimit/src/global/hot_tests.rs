@@ -227,3 +227,72 @@ async fn a_settled_charge_past_the_share_turns_the_key_hot() {
         "the settled units reached the store"
     );
 }
+
+/// A store that never answers: a round against it waits until cancelled.
+struct Hangs;
+
+impl GlobalStore for Hangs {
+    async fn sync(&self, _: &[SyncOp], _: Duration) -> Result<Vec<OpResult>, GlobalError> {
+        std::future::pending().await
+    }
+}
+
+/// A round cancelled at its await (its timeout, a shutdown) hands its cold
+/// keys' units back, and the next round keeps them: the key's window still
+/// counts them once its slot's words hold newer slices. Before, they were
+/// neither kept nor in the slot, and a lone instance admitted the whole
+/// budget again.
+#[tokio::test]
+async fn a_cancelled_round_hands_its_cold_keys_units_back() {
+    let Among {
+        clock,
+        g,
+        limiter,
+        store,
+    } = among(settings(), 1).await;
+    // The fleet budget is 100 per 10 s; the local burst never limits.
+    let q = Quota::per_minute(600).with_burst(1_000);
+    for _ in 0..30 {
+        assert!(g.check(&limiter, 1, "cold", &q, 1).is_allowed());
+    }
+    let cancelled = tokio::time::timeout(Duration::from_millis(20), g.sync_once(&Hangs, &clock)).await;
+    assert!(cancelled.is_err(), "the round against a silent store was cancelled");
+    // Three slices on (a slot's words hold two), a round a slice.
+    for _ in 0..3 {
+        clock.advance(Duration::from_millis(400));
+        g.sync_once(&store, &clock).await.unwrap();
+    }
+    let mut more = 0;
+    let refused = loop {
+        let d = g.check(&limiter, 1, "cold", &q, 1);
+        if d.is_denied() {
+            break d;
+        }
+        more += 1;
+        assert!(more <= 100, "admitted past the budget");
+    };
+    assert_eq!(refused.denial(), Some(Denial::FleetLimited));
+    assert_eq!(more, 70, "the 30 units of the cancelled round still count");
+}
+
+/// A store that refuses writes still answers reads: the instances' joins
+/// are refused, and once the epoch of their last joins is over the roster
+/// reads empty. The live count is the last one an instance was counted in,
+/// not one, so `on_outage = "share"` still holds each key to a quarter.
+#[tokio::test]
+async fn a_roster_this_instance_could_not_join_keeps_the_last_count() {
+    let Among { clock, g, store, .. } = among(settings(), 4).await;
+    store.fail_writes(Some("READONLY You can't write against a read only replica."));
+    for _ in 0..3 {
+        to_next_epoch(&clock, Duration::from_millis(1_000));
+        let _ = g.sync_once(&store, &clock).await;
+        assert_eq!(g.status().live_instances, 4, "the roster was read empty");
+    }
+    // Writes again: the roster counts what joins.
+    store.fail_writes(None);
+    to_next_epoch(&clock, Duration::from_millis(1_000));
+    g.sync_once(&store, &clock).await.unwrap();
+    clock.advance(Duration::from_millis(100));
+    g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(g.status().live_instances, 1, "alone in the roster once it can join");
+}

@@ -54,6 +54,8 @@ pub(super) struct RosterOps {
     pub(super) first: usize,
     join: Option<(usize, u64)>,
     read: Option<usize>,
+    /// The round's epoch.
+    epoch: u64,
 }
 
 impl Roster {
@@ -78,18 +80,35 @@ impl Roster {
                 slices: 0..1,
             });
         }
-        RosterOps { first, join, read }
+        RosterOps {
+            first,
+            join,
+            read,
+            epoch,
+        }
     }
 
     /// After the round: records the join, and returns the live instances
     /// read (the larger of the two epochs' counts, at least 1), if read.
     /// A join whose reply was lost is sent again: the count may then be one
     /// too high, which only makes the share smaller.
+    ///
+    /// Nothing while this instance has not joined the round's epoch: a
+    /// store that refuses writes (out of memory, a read-only replica) still
+    /// answers reads, but every instance's join may have been refused, and
+    /// once the epoch that held their last joins is over, the counts read
+    /// say one instance. The last count stands (measured from outside
+    /// before: with `on_outage = "share"`, a key got 159 of 100 in a window
+    /// of a read-only Redis, its instances each holding it to the whole
+    /// budget).
     pub(super) fn after(&mut self, ops: &RosterOps, results: &[OpResult]) -> Option<u64> {
         if let Some((i, epoch)) = ops.join {
             if let Some(OpResult::Added(Some(_))) = results.get(i) {
                 self.joined = Some(epoch);
             }
+        }
+        if self.joined != Some(ops.epoch) {
+            return None;
         }
         let i = ops.read?;
         let count = |r: Option<&OpResult>| match r {

@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::delta::{hand_back, Take};
+use super::delta::{hand_back, ColdTakes, Take};
 use super::gate::FleetGate;
 use super::history::{History, KeyHistory, Taken};
 use super::hot::{Kept, HOLD_ROUNDS};
@@ -99,6 +99,7 @@ impl FleetGate {
             },
             clock,
         );
+        let cold_takes = ColdTakes::new(cold_takes);
 
         // 2. The operations: the units hot keys used while cold first, then
         // every push, then the reads (of the same counters, so they include
@@ -211,7 +212,10 @@ impl FleetGate {
             .collect();
         let hot_ops = history.hot.ops(&mut ops, epoch, mark);
 
-        // 3. One round trip.
+        // 3. One round trip. Cancelled at its await (its timeout, a
+        // shutdown), the round hands its cold takes back (`ColdTakes`), and
+        // the next one visits every slot (handed-back units carry no mark).
+        history.rescan = true;
         let started = std::time::Instant::now();
         let ttl = self.counter_ttl();
         let outcome = store.sync(&ops, ttl).await;
@@ -219,6 +223,7 @@ impl FleetGate {
         // what makes rounds long (the loop's own work is per key requested,
         // and a read less does not shorten it).
         let store_took = started.elapsed();
+        history.rescan = false;
         self.round.fetch_add(1, Ordering::Relaxed);
         let results = match outcome {
             Ok(r) if r.len() == ops.len() => r,
@@ -236,10 +241,8 @@ impl FleetGate {
                         hand_back(t);
                     }
                 }
-                // Never sent: taken again next round.
-                for t in &cold_takes {
-                    hand_back(t);
-                }
+                // The cold takes, never sent, are handed back as they drop:
+                // taken again next round.
                 // The next round pulls every key's window afresh; this
                 // instance's own units in the history stay counted, and
                 // every slot is visited (handed-back units carry no mark).
@@ -366,7 +369,7 @@ impl FleetGate {
             hot_here.retain(|key| keys.contains_key(key));
         }
         // Cold keys' units, and what hot keys used while cold (`hot.rs`).
-        self.keep_cold_units(&mut history, &cold_takes, Kept { s, len, taken_at, wall });
+        self.keep_cold_units(&mut history, &cold_takes.kept(), Kept { s, len, taken_at, wall });
         self.after_cold_pushes(&mut history, &own_pushes, &results, &mut work, &mut first_error);
         for key in marked {
             if let Some(h) = history.keys.get_mut(&key) {
