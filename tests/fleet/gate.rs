@@ -203,11 +203,28 @@ async fn redis_cluster_four_instances_stay_within_the_bound() {
         .await
         .expect("a multi-route round on the cluster");
     assert_eq!((report.keys, report.pushed), (200, 200));
-
-    // A key holding garbage on the cluster: the round still succeeds.
+    // The hot keys' counters spread over the masters: a round's pipelines
+    // go to every one of them, not to one.
     let epoch = ratelimit::global::SlidingWindow::new(WINDOW, 20)
         .unwrap()
         .epoch(ratelimit::Clock::wall_nanos(&clock));
+    let counters: std::collections::HashSet<String> = (1..=5u32)
+        .flat_map(|route| (0..40u32).map(move |k| (route, k)))
+        .map(|(route, k)| store.key(route, gate.fleet_id(route, &k), epoch))
+        .collect();
+    let per_master: Vec<usize> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.keys().iter().filter(|k| counters.contains(*k)).count())
+        .collect();
+    println!("the 200 hot keys' counters per master: {per_master:?}");
+    assert_eq!(per_master.iter().sum::<usize>(), 200, "{per_master:?}");
+    assert!(
+        per_master.iter().all(|&n| n > 0),
+        "every master holds some of the hot keys' counters: {per_master:?}"
+    );
+
+    // A key holding garbage on the cluster: the round still succeeds.
     let bad = store.key(1, gate.fleet_id(1, &7u32), epoch);
     let out = std::process::Command::new("redis-cli")
         .args(["-c", "-p", &cluster.nodes[0].port.to_string(), "SET", &bad, "garbage"])
