@@ -41,7 +41,7 @@ use quickstart::quickstart_binary;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -155,13 +155,6 @@ pub(super) struct Fleet {
     dir: PathBuf,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
 fn unique_suffix() -> String {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -193,13 +186,15 @@ impl Fleet {
             let config = fleet.dir.join(format!("fleet-{i}.toml"));
             std::fs::write(&config, config_toml(redis_url, &prefix, extra))
                 .unwrap_or_else(|e| panic!("write {}: {e}", config.display()));
-            let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            // Port 0: the address is read from its startup line
+            // (`wait_ready`).
+            let addr = SocketAddr::from(([127, 0, 0, 1], 0));
             let log = fleet.dir.join(format!("instance-{i}.log"));
             let out = File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
             let err = out.try_clone().expect("a second handle on the log file");
             let mut cmd = Command::new(bin);
             cmd.arg("--addr")
-                .arg(addr.to_string())
+                .arg("127.0.0.1:0")
                 .arg("--config")
                 .arg(&config)
                 .env(SECRET_ENV, SECRET)
@@ -227,7 +222,15 @@ impl Fleet {
         let deadline = Instant::now() + STARTUP_DEADLINE;
         loop {
             let instance = &mut self.instances[i];
-            if TcpStream::connect_timeout(&instance.addr, Duration::from_millis(200)).is_ok() {
+            if instance.addr.port() == 0 {
+                let log = read_log(&instance.log);
+                if let Some(addr) = log.lines().find_map(quickstart::serving_addr) {
+                    instance.addr = addr;
+                }
+            }
+            if instance.addr.port() != 0
+                && TcpStream::connect_timeout(&instance.addr, Duration::from_millis(200)).is_ok()
+            {
                 return;
             }
             let exited = instance.child.try_wait().expect("poll an instance");

@@ -7,7 +7,7 @@
 use crate::support::quickstart;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -53,30 +53,28 @@ fn start(config: &str) -> Demo {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("networks.toml");
     std::fs::write(&path, config).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let child = Command::new(bin)
+    let mut child = Command::new(bin)
         .arg("--addr")
-        .arg(addr.to_string())
+        .arg("127.0.0.1:0")
         .arg("--config")
         .arg(&path)
         .env("RUST_LOG", "warn")
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start the quickstart demo");
-    let demo = Demo { child, addr };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the demo did not listen on {addr} within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    demo
+    // Its startup line names the port it bound (port 0: see
+    // `serving_addr`); the rest of its output is drained.
+    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| quickstart::serving_addr(&l))
+        .unwrap_or_else(|| panic!("the demo exited before serving ({:?})", child.try_wait()));
+    std::thread::spawn(move || lines.for_each(drop));
+    Demo { child, addr }
 }
 
 /// One keep-alive connection to the demo.

@@ -38,11 +38,9 @@ impl Quickstart {
 
     fn start_with(config: &std::path::Path, args: &[&str]) -> Quickstart {
         let bin = examples::quickstart_binary();
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let mut child = Command::new(bin)
             .arg("--addr")
-            .arg(addr.to_string())
+            .arg("127.0.0.1:0")
             .arg("--config")
             .arg(config)
             .args(args)
@@ -64,11 +62,12 @@ impl Quickstart {
         });
         let mut q = Quickstart {
             child,
-            addr,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             lines,
             seen: Vec::new(),
         };
-        q.wait_for("serving on");
+        let line = q.wait_for("serving on");
+        q.addr = examples::serving_addr(&line).unwrap_or_else(|| panic!("no address in {line:?}"));
         q
     }
 

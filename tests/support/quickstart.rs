@@ -1,7 +1,21 @@
 //! The quickstart demo as a real process: where its binary is, and a check
 //! that it was built from the sources under test.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+
+/// The address the quickstart listens on, from its startup line
+/// (`quickstart: serving on http://ADDR (config ...)`). The tests start it
+/// on port 0 and read the port here: a port picked free beforehand can be
+/// taken by a parallel test before the process binds it.
+pub(crate) fn serving_addr(line: &str) -> Option<SocketAddr> {
+    line.split("serving on http://")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
 
 /// `target/<profile>/examples/quickstart`, next to this test's `deps` dir.
 pub(crate) fn quickstart_binary() -> PathBuf {

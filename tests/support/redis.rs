@@ -30,23 +30,43 @@ pub(crate) fn free_port() -> u16 {
 
 impl RedisServer {
     pub(crate) fn start() -> RedisServer {
-        Self::start_on(free_port(), false)
+        Self::start_fresh(false)
     }
 
-    fn start_on(port: u16, cluster: bool) -> RedisServer {
-        let dir = std::env::temp_dir().join(format!("ratelimit-redis-{port}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("redis temp dir");
-        let mut server = RedisServer {
-            port,
-            child: None,
-            dir,
-            cluster,
-        };
-        server.spawn();
-        server
+    /// A server on a free port. The port is free when picked, but another
+    /// process (a parallel test's server or client) may take it before
+    /// `redis-server` binds it: then the server exits, and another port is
+    /// tried.
+    fn start_fresh(cluster: bool) -> RedisServer {
+        let mut tried = Vec::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = std::env::temp_dir().join(format!("ratelimit-redis-{port}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("redis temp dir");
+            let mut server = RedisServer {
+                port,
+                child: None,
+                dir,
+                cluster,
+            };
+            match server.try_spawn() {
+                Ok(()) => return server,
+                Err(e) => tried.push(e),
+            }
+        }
+        panic!("redis-server did not start: {tried:?}");
     }
 
     fn spawn(&mut self) {
+        if let Err(e) = self.try_spawn() {
+            panic!("{e}");
+        }
+    }
+
+    /// Starts `redis-server` on `self.port` and waits until it answers as
+    /// this process's child (its `INFO` names the child's pid: a server of
+    /// another test that took the port would answer `PING` too).
+    fn try_spawn(&mut self) -> Result<(), String> {
         let mut cmd = Command::new("redis-server");
         cmd.args([
             "--port",
@@ -76,16 +96,20 @@ impl RedisServer {
         let child = cmd
             .spawn()
             .expect("start redis-server (scripts/test installs it; the test fails rather than skip)");
+        let ours = format!("process_id:{}", child.id());
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while self.cli(&["PING"]).trim() != "PONG" {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server on port {} did not answer PING",
-                self.port
-            );
+        while !self.cli(&["INFO", "server"]).lines().any(|l| l.trim() == ours) {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                self.child = None;
+                return Err(format!("redis-server on port {} exited ({status})", self.port));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("redis-server on port {} did not answer", self.port));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+        Ok(())
     }
 
     pub(crate) fn url(&self) -> String {
@@ -155,7 +179,7 @@ pub(crate) struct RedisCluster {
 
 impl RedisCluster {
     pub(crate) fn start() -> RedisCluster {
-        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_on(free_port(), true)).collect();
+        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_fresh(true)).collect();
         let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
         let out = Command::new("redis-cli")
             .arg("--cluster")
