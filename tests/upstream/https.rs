@@ -686,15 +686,11 @@ async fn the_quickstart_takes_its_jwks_from_its_config_file() {
     let stub = HttpsStub::start(&pki.server("idp", &["localhost"])).await;
     let config = pki.dir.join("quickstart.toml");
     std::fs::write(&config, quickstart_config(&stub.url("localhost", JWKS_PATH), &pki.ca)).expect("write config");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let out = pki.dir.join("quickstart.out");
+    // Port 0: the address is read from its startup line.
     let mut demo = Demo {
         child: std::process::Command::new(bin)
-            .args(["--addr", &addr.to_string(), "--config"])
+            .args(["--addr", "127.0.0.1:0", "--config"])
             .arg(&config)
             .env("RUST_LOG", "warn")
             .env("NO_COLOR", "1")
@@ -705,16 +701,17 @@ async fn the_quickstart_takes_its_jwks_from_its_config_file() {
             .expect("start the quickstart"),
     };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::net::TcpStream::connect(addr).await.is_err() {
+    let addr = loop {
+        let printed = std::fs::read_to_string(&out).unwrap_or_default();
+        if let Some(addr) = printed.lines().find_map(quickstart::serving_addr) {
+            break addr;
+        }
         if let Ok(Some(status)) = demo.child.try_wait() {
             panic!("the quickstart exited: {status}");
         }
-        assert!(
-            Instant::now() < deadline,
-            "the quickstart did not listen on {addr} within 30 s"
-        );
+        assert!(Instant::now() < deadline, "the quickstart did not serve within 30 s");
         tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
     assert!(stub.answered() >= 1, "the quickstart did not fetch the JWKS");
 
     // A token for the JWKS's key gets its tier (premium: burst 50).
@@ -759,14 +756,10 @@ async fn the_quickstart_refuses_an_untrusted_jwks() {
     let url = stub.url("localhost", JWKS_PATH);
     let config = pki.dir.join("quickstart.toml");
     std::fs::write(&config, quickstart_config(&url, &other.ca)).expect("write config");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
     let err_file = pki.dir.join("quickstart.err");
     let mut demo = Demo {
         child: std::process::Command::new(bin)
-            .args(["--addr", &format!("127.0.0.1:{port}"), "--config"])
+            .args(["--addr", "127.0.0.1:0", "--config"])
             .arg(&config)
             .env("RUST_LOG", "off")
             .stdin(std::process::Stdio::null())
