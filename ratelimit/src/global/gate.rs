@@ -360,7 +360,12 @@ impl FleetGate {
         // state, so a refused flood cannot fill the table. While the fleet
         // is out of reach with `on_outage = "share"`, the local limiter
         // holds the key to its last known share (`Look::local_cost`).
-        let d = local(look.local_cost);
+        // (Called here directly: the closure, called on three paths, is
+        // not inlined, and the common path would pay a call.)
+        let d = match mode {
+            Mode::Check => limiter.check_cell_at(cell, &quota, look.local_cost, now),
+            Mode::Peek => limiter.peek_cell_at(cell, &quota, look.local_cost, now),
+        };
         if d.is_denied() {
             return d;
         }
