@@ -278,7 +278,9 @@ async fn a_cancelled_round_hands_its_cold_keys_units_back() {
 /// A store that refuses writes still answers reads: the instances' joins
 /// are refused, and once the epoch of their last joins is over the roster
 /// reads empty. The live count is the last one an instance was counted in,
-/// not one, so `on_outage = "share"` still holds each key to a quarter.
+/// not one, so `on_outage = "share"` still holds each key to a quarter;
+/// and after the outage it is lowered only once the roster holds a whole
+/// epoch of joins again.
 #[tokio::test]
 async fn a_roster_this_instance_could_not_join_keeps_the_last_count() {
     let Among { clock, g, store, .. } = among(settings(), 4).await;
@@ -288,11 +290,56 @@ async fn a_roster_this_instance_could_not_join_keeps_the_last_count() {
         let _ = g.sync_once(&store, &clock).await;
         assert_eq!(g.status().live_instances, 4, "the roster was read empty");
     }
-    // Writes again: the roster counts what joins.
+    // Writes again. The epoch before holds no joins (the others' first
+    // rounds of this epoch may not have run yet): not a view of the fleet.
     store.fail_writes(None);
     to_next_epoch(&clock, Duration::from_millis(1_000));
     g.sync_once(&store, &clock).await.unwrap();
-    clock.advance(Duration::from_millis(100));
+    assert_eq!(g.status().live_instances, 4, "alone in a roster of one epoch");
+    // A whole epoch of joins: alone, as it is.
+    to_next_epoch(&clock, Duration::from_millis(1_000));
     g.sync_once(&store, &clock).await.unwrap();
-    assert_eq!(g.status().live_instances, 1, "alone in the roster once it can join");
+    assert_eq!(g.status().live_instances, 1, "alone in the roster of two epochs");
+}
+
+/// An instance that starts while the store refuses writes takes the
+/// others' earlier joins rather than counting itself alone (it holds cold
+/// keys to a quarter, not to the whole budget); and a roster that lost this
+/// instance's join (a failover to a replica that had not seen it, a flush)
+/// does not lower the count: the instance joins again.
+#[tokio::test]
+async fn a_roster_read_without_this_instance_never_lowers_the_count() {
+    let clock = ManualClock::new();
+    let store = MemoryGlobalStore::new();
+    to_next_epoch(&clock, Duration::from_millis(1_000));
+    let g = FleetGate::new(settings(), &clock).unwrap();
+    join_roster(&store, &g, &clock, 3).await;
+    store.fail_writes(Some("OOM command not allowed when used memory > 'maxmemory'."));
+    let _ = g.sync_once(&store, &clock).await;
+    assert_eq!(
+        g.status().live_instances,
+        4,
+        "the others' joins, read while its own was refused"
+    );
+
+    // Lost: a store that never saw the joins (as after a failover).
+    let Among { clock, g, .. } = among(settings(), 4).await;
+    let lost = MemoryGlobalStore::new();
+    clock.advance(Duration::from_millis(100));
+    g.sync_once(&lost, &clock).await.unwrap();
+    assert_eq!(g.status().live_instances, 4, "a roster without its own join");
+    clock.advance(Duration::from_millis(100));
+    g.sync_once(&lost, &clock).await.unwrap();
+    assert_eq!(
+        lost.total(
+            ration::roster(
+                g.window
+                    .epoch_of(g.window.locate(g.wall(crate::Clock::now(&clock))).slice)
+            ),
+            0
+        ),
+        1,
+        "joined again"
+    );
+    assert_eq!(g.status().live_instances, 4);
 }

@@ -40,10 +40,12 @@ pub(crate) fn roster(epoch: u64) -> Counter {
 }
 
 /// The roster of live instances, as the sync loop keeps it: the epoch this
-/// instance last joined (one `HINCRBY` per epoch), and the count last read.
+/// instance last joined (one `HINCRBY` per epoch), and the one it joined
+/// before that.
 #[derive(Debug, Default)]
 pub(super) struct Roster {
     pub(super) joined: Option<u64>,
+    joined_before: Option<u64>,
 }
 
 /// A round's roster operations: where they start in the round's list, and
@@ -89,36 +91,64 @@ impl Roster {
     }
 
     /// After the round: records the join, and returns the live instances
-    /// read (the larger of the two epochs' counts, at least 1), if read.
-    /// A join whose reply was lost is sent again: the count may then be one
-    /// too high, which only makes the share smaller.
+    /// (at least 1), given the count the gate holds (`last`), if the
+    /// roster was read. A join whose reply was lost is sent again: the
+    /// count may then be one too high, which only makes the share smaller.
     ///
-    /// Nothing while this instance has not joined the round's epoch: a
-    /// store that refuses writes (out of memory, a read-only replica) still
-    /// answers reads, but every instance's join may have been refused, and
-    /// once the epoch that held their last joins is over, the counts read
-    /// say one instance. The last count stands (measured from outside
-    /// before: with `on_outage = "share"`, a key got 159 of 100 in a window
-    /// of a read-only Redis, its instances each holding it to the whole
-    /// budget).
-    pub(super) fn after(&mut self, ops: &RosterOps, results: &[OpResult]) -> Option<u64> {
+    /// The count read is the larger of the two epochs' (an instance whose
+    /// first round of this epoch has not run yet joined the one before),
+    /// each with this instance on top where its own join is not in it. It
+    /// replaces `last` only when it is a complete view: this instance
+    /// joined both epochs, so joins were being written throughout. Else it
+    /// can only raise `last`:
+    ///
+    /// * a store that refuses writes (out of memory, a read-only replica)
+    ///   still answers reads, but every instance's join may be refused,
+    ///   and once the epoch of their last joins is over the counts say one
+    ///   instance (measured from outside before: with
+    ///   `on_outage = "share"`, a key got 159 of 100 in a window of a
+    ///   read-only Redis, its instances each holding it to the whole
+    ///   budget);
+    /// * after such an outage, the epoch before holds no joins: the first
+    ///   instance back would read itself alone;
+    /// * an instance that starts during one reads the others' earlier
+    ///   joins, and takes them.
+    ///
+    /// A roster that does not count this instance although it joined was
+    /// lost (a failover to a replica that had not seen it, a flush, an
+    /// eviction): it joins again, and the count is not lowered on it.
+    pub(super) fn after(&mut self, ops: &RosterOps, results: &[OpResult], last: u64) -> Option<u64> {
         if let Some((i, epoch)) = ops.join {
             if let Some(OpResult::Added(Some(_))) = results.get(i) {
+                if self.joined != Some(epoch) {
+                    self.joined_before = self.joined;
+                }
                 self.joined = Some(epoch);
             }
-        }
-        if self.joined != Some(ops.epoch) {
-            return None;
         }
         let i = ops.read?;
         let count = |r: Option<&OpResult>| match r {
             Some(OpResult::Read(v)) => v.first().copied(),
             _ => None,
         };
-        match (count(results.get(i)), count(results.get(i + 1))) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0).max(b.unwrap_or(0)).max(1)),
+        let (before, now) = (count(results.get(i)), count(results.get(i + 1)));
+        if before.is_none() && now.is_none() {
+            return None;
         }
+        let epoch = ops.epoch;
+        let previous = epoch.checked_sub(1);
+        // Whether each count holds this instance's own join; where it does
+        // not, the instance is counted on top (it is live).
+        let joined = self.joined == Some(epoch);
+        let in_before = previous.is_some() && if joined { self.joined_before } else { self.joined } == previous;
+        if joined && now == Some(0) {
+            self.joined = None;
+        }
+        let read = (before.unwrap_or(0) + u64::from(!in_before))
+            .max(now.unwrap_or(0) + u64::from(!joined))
+            .max(1);
+        let complete = joined && in_before && before.is_some() && now.is_some_and(|n| n > 0);
+        Some(if complete { read } else { read.max(last) })
     }
 }
 

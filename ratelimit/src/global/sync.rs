@@ -336,7 +336,10 @@ impl FleetGate {
         }
         // The roster's own operations fail nothing: a refused join is sent
         // again, a failed read keeps the last count.
-        if let Some(live) = history.roster.after(&roster, &results) {
+        if let Some(live) = history
+            .roster
+            .after(&roster, &results, self.live.load(Ordering::Relaxed))
+        {
             self.live.store(live, Ordering::Relaxed);
         }
         let (new_marks, marked) = history.hot.after(hot_ops, &results);
@@ -513,6 +516,8 @@ impl FleetGate {
                 h.expire_epoch = None;
             }
         }
+        // The keys this round visited for what they used cold are done.
+        history.to_visit.clear();
         // A key newly marked hot may have had units pushed into slices this
         // instance no longer reads: its next read takes the whole window (after this
         // round's reads, which set how far it has read).

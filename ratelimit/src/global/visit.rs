@@ -102,7 +102,9 @@ impl FleetGate {
         // keys hot here and those the fleet marked hot while this instance
         // holds units of them it used cold.
         let full_scan = std::mem::take(&mut history.rescan);
-        let mut hot_here = std::mem::take(&mut history.to_visit);
+        // (Copied: a round that fails or is cancelled leaves them for the
+        // next one; a round that succeeds clears them.)
+        let mut hot_here = history.to_visit.clone();
         hot_here.extend(history.hot_here.iter().copied());
         let current = tables.current;
         let tables: Vec<(&Table, bool)> = tables
