@@ -40,6 +40,7 @@
 //! ```
 
 mod check;
+mod closed;
 mod delta;
 mod gate;
 mod health;

@@ -7,15 +7,16 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::closed::Summed;
 use super::delta::{hand_back, ColdTakes, Take};
 use super::gate::FleetGate;
 use super::history::{History, KeyHistory, Taken};
-use super::hot::{Kept, HOLD_ROUNDS};
+use super::hot::Kept;
 use super::names::UNTRACKED;
 use super::ration::{rank, Roster};
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
-use super::table::{pack, tag32, Closed, Pending, Slot, ROUND};
-use super::visit::{Place, Tables, Visit, Work};
+use super::table::{pack, tag32, Closed, ROUND};
+use super::visit::{Place, Tables, Visit};
 use crate::Clock;
 
 /// What one sync round did.
@@ -552,83 +553,9 @@ impl FleetGate {
         Ok(report)
     }
 
-    /// Writes a hot key's closed sum (`h`'s) into its slot in the current
-    /// table (`slot`): pulled totals plus this instance's units not in them
-    /// (the slice just closed from its slot; older ones as kept).
-    fn write_closed(&self, h: &mut KeyHistory, w: &Work<'_>, slot: &Slot, at: Summed) {
-        let Summed {
-            s,
-            epoch,
-            wall,
-            round_now,
-        } = at;
-        if !w.hot {
-            return self.write_cold_closed(h, slot, s, wall);
-        }
-        let last = s.wrapping_sub(1);
-        // Held to its share: not read this round; or turned hot so
-        // recently that other instances may not have pushed what they used
-        // of it while it was cold (`hot.rs`).
-        let held = w.unread || h.hot.is_some_and(|r| round_now.wrapping_sub(r) & ROUND < HOLD_ROUNDS);
-        if let Some(holder) = self.slot_of(last, epoch, w) {
-            h.set(
-                last,
-                None,
-                Some(Pending::units(
-                    holder.pending[(last & 1) as usize].load(Ordering::Relaxed),
-                    last,
-                )),
-            );
-        }
-        // A hot key is summed again next round: its release is the next
-        // quarter's.
-        let release = h.release(&self.window, s, wall, true);
-        let held = if held { Closed::HELD } else { 0 };
-        slot.closed.store(
-            Closed::released(s, h.closed_sum(&self.window, s, wall), release) | held,
-            Ordering::Relaxed,
-        );
-        h.summed = Some(s);
-    }
-
-    /// A cold key's closed sum, held to its share; its release waits for
-    /// the slice's end. Written once per slice while its closed slices do
-    /// not change (its new units are in the open slice, which requests
-    /// count from the slot).
-    pub(super) fn write_cold_closed(&self, h: &mut KeyHistory, slot: &Slot, s: u64, wall: u64) {
-        if h.summed == Some(s) {
-            return;
-        }
-        let release = h.release(&self.window, s, wall, false);
-        slot.closed.store(
-            Closed::released(s, h.closed_sum(&self.window, s, wall), release) | Closed::HELD,
-            Ordering::Relaxed,
-        );
-        h.summed = Some(s);
-    }
-
     /// How long a counter (and a roster or a hot list) lives in the store:
     /// the epoch and the window after it, a slice and a second more.
     pub(super) fn counter_ttl(&self) -> Duration {
         self.window.length() * 2 + Duration::from_nanos(self.window.slice_ns()) + Duration::from_secs(1)
     }
-
-    /// The slot holding this instance's units of `slice`: the current
-    /// epoch's, or the previous epoch's for its last slices.
-    fn slot_of<'a>(&self, slice: u64, epoch: u64, w: &Work<'a>) -> Option<&'a Slot> {
-        if self.window.epoch_of(slice) == epoch {
-            w.current
-        } else {
-            w.previous
-        }
-    }
-}
-
-/// Where a round writes closed sums ([`FleetGate::write_closed`]).
-#[derive(Clone, Copy)]
-struct Summed {
-    s: u64,
-    epoch: u64,
-    wall: u64,
-    round_now: u64,
 }
