@@ -5,6 +5,14 @@
 //! with the min-max of the rounds beside it) for both tokio runtimes and
 //! with one client key and with 10,000.
 //!
+//! Beside the ratio of requests per second, each route's server CPU time
+//! per request (every thread of the server process, from
+//! `/proc/PID/task/*/schedstat`, in nanoseconds) and its ratio to the bare
+//! route's: on a machine where `wrk` and the server share the cores, the
+//! throughput of one round moves with the scheduler (a ratio spans 0.6 to
+//! 1.2 over rounds), while the CPU time the server spends on a request
+//! does not, and it is what a server that is the bottleneck loses.
+//!
 //! `cargo bench --bench sockets` (needs `wrk`: `apt-get install wrk`).
 //! `SOCKETS_BENCH_ROUNDS` (default 5) and `SOCKETS_BENCH_SECONDS` (default
 //! 3) set the rounds and the length of one `wrk` run; `SOCKETS_BENCH_ONLY`
@@ -145,6 +153,12 @@ impl Server {
     }
 }
 
+impl Server {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -205,24 +219,38 @@ end
     path
 }
 
-/// One `wrk` run: requests per second, and how many were refused (or
-/// failed at the socket).
+/// One `wrk` run: requests per second, the server's CPU time per request,
+/// and how many were refused (or failed at the socket).
 struct Run {
     rps: f64,
+    cpu_ns: f64,
     refused: u64,
 }
 
-/// Runs `wrk` on `route` for `seconds`.
-fn wrk(port: u16, route: &str, seconds: u32, script: Option<&std::path::Path>) -> Run {
+/// CPU time the process `pid` has run, every thread's, in nanoseconds
+/// (`/proc/PID/task/TID/schedstat`: its first field; a thread that exited
+/// between the listing and the read is left out).
+fn cpu_ns(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/PID/task (Linux)");
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Runs `wrk` on `route` for `seconds`, against the server `pid`.
+fn wrk(pid: u32, port: u16, route: &str, seconds: u32, script: Option<&std::path::Path>) -> Run {
     let mut cmd = Command::new("wrk");
     cmd.args(["-t1", "-c32", &format!("-d{seconds}s")]);
     if let Some(script) = script {
         cmd.arg("-s").arg(script);
     }
+    let cpu_before = cpu_ns(pid);
     let out = cmd
         .arg(format!("http://127.0.0.1:{port}{route}"))
         .output()
         .expect("wrk (apt-get install wrk)");
+    let cpu = cpu_ns(pid) - cpu_before;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -248,12 +276,27 @@ fn wrk(port: u16, route: &str, seconds: u32, script: Option<&std::path::Path>) -
                 .sum()
         });
     let refused = number("Non-2xx or 3xx responses:").and_then(Result::ok).unwrap_or(0.0) as u64 + socket_errors;
-    Run { rps, refused }
+    // "  123456 requests in 3.00s, 9.8MB read"
+    let requests = text
+        .lines()
+        .find_map(|l| l.trim().split_once(" requests in ")?.0.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no request count in wrk's output:\n{text}"));
+    Run {
+        rps,
+        cpu_ns: cpu as f64 / requests.max(1.0),
+        refused,
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// The median of `v`, its least and its greatest.
+fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    let (lo, hi) = v.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    (median(&mut v), lo, hi)
 }
 
 fn bench() {
@@ -267,7 +310,10 @@ fn bench() {
         .unwrap_or(3);
     let only = std::env::var("SOCKETS_BENCH_ONLY").ok();
     let script = keys_script();
-    println!("wrk -t1 -c32 -d{seconds}s per route, {rounds} interleaved rounds; ratio = req/s / bare's req/s in the same round");
+    println!("wrk -t1 -c32 -d{seconds}s per route, {rounds} interleaved rounds; ratio = req/s / bare's req/s in the same round;");
+    println!(
+        "cpu/req = the server's CPU time per request (all its threads), cost = cpu/req / bare's in the same round"
+    );
     for flavor in ["multi", "current"] {
         if only.as_deref().is_some_and(|o| o != flavor) {
             continue;
@@ -277,17 +323,19 @@ fn bench() {
             let script = (keys > 1).then_some(script.as_path());
             // Warm up: connections, the keys' cells, the allocator.
             for route in ROUTES {
-                wrk(server.port, route, 1, script);
+                wrk(server.pid(), server.port, route, 1, script);
             }
             let mut rps = vec![Vec::new(); ROUTES.len()];
+            let mut cpu = vec![Vec::new(); ROUTES.len()];
             let mut refused = [0u64; ROUTES.len()];
             for round in 0..rounds {
                 // Each round starts at another route: none always runs
                 // first (or last) after the machine's pauses.
                 for i in 0..ROUTES.len() {
                     let r = (i + round) % ROUTES.len();
-                    let run = wrk(server.port, ROUTES[r], seconds, script);
+                    let run = wrk(server.pid(), server.port, ROUTES[r], seconds, script);
                     rps[r].push(run.rps);
+                    cpu[r].push(run.cpu_ns);
                     refused[r] += run.refused;
                 }
             }
@@ -296,18 +344,16 @@ fn bench() {
                 if keys > 1 { "s" } else { "" }
             );
             println!(
-                "  {:<10} {:>10} {:>7} {:>13} {:>8}",
-                "route", "req/s", "ratio", "min-max", "refused"
+                "  {:<10} {:>10} {:>7} {:>13} {:>8} {:>6} {:>13} {:>8}",
+                "route", "req/s", "ratio", "min-max", "cpu/req", "cost", "min-max", "refused"
             );
             for (r, route) in ROUTES.iter().enumerate() {
-                let mut ratios: Vec<f64> = rps[r].iter().zip(&rps[0]).map(|(x, b)| x / b).collect();
-                let (lo, hi) = ratios
-                    .iter()
-                    .fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-                let ratio = median(&mut ratios);
+                let (ratio, lo, hi) = spread(rps[r].iter().zip(&rps[0]).map(|(x, b)| x / b).collect());
+                let (cost, cost_lo, cost_hi) = spread(cpu[r].iter().zip(&cpu[0]).map(|(x, b)| x / b).collect());
                 let req = median(&mut rps[r].clone());
+                let ns = median(&mut cpu[r].clone());
                 println!(
-                    "  {route:<10} {req:>10.0} {ratio:>7.3} {lo:>6.3}-{hi:.3} {:>8}",
+                    "  {route:<10} {req:>10.0} {ratio:>7.3} {lo:>6.3}-{hi:.3} {ns:>6.0}ns {cost:>6.3} {cost_lo:>6.3}-{cost_hi:.3} {:>8}",
                     refused[r]
                 );
             }
