@@ -112,13 +112,21 @@
 //! overflow cell (spreading them by their own hash would give a client that
 //! mints keys a fresh cell per key).
 
-use crate::gcra::{self, Write, MAX_TAT};
+use crate::gcra::MAX_TAT;
 use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::Quota;
 use std::fmt;
 
-use super::shard::{backoff, Bucket, Insert, Shard, ShardCounters, BUSY, PROBE_BUCKETS, SLOTS_PER_BUCKET};
+use super::shard::{backoff, Bucket, Insert, Shard, BUSY};
 use super::{CellKey, Placement, Store};
+
+mod builder;
+mod groups;
+mod stats;
+
+pub use builder::{MemoryStoreBuilder, StoreConfigError};
+use groups::group_cell;
+pub use stats::StoreStats;
 
 /// Slots per key at the bound, as a ratio: the table is at most half full.
 /// Linear probing clusters: filling 940,000 random keys to the bound across
@@ -157,57 +165,9 @@ struct Counters {
     sweeps: std::sync::atomic::AtomicU64,
 }
 
-/// A snapshot of a [`MemoryStore`]'s occupancy and counters (what the HTTP
-/// runtime exports as the `ratelimit_store_*` metrics).
-///
-/// ```
-/// use ratelimit::{Limiter, ManualClock, MemoryStore, OverflowPolicy, Quota};
-///
-/// let store = MemoryStore::builder().max_keys(1).overflow(OverflowPolicy::SharedBucket).build();
-/// let limiter = Limiter::new(store, ManualClock::new());
-/// let quota = Quota::per_second(1);
-/// limiter.check(&"alice", &quota);
-/// limiter.check(&"bob", &quota); // no room: the shared overflow cell
-/// let stats = limiter.store().stats();
-/// assert_eq!((stats.keys, stats.max_keys, stats.overflowed), (1, 1, 1));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StoreStats {
-    /// Cells held now (live plus recovered, not yet swept).
-    pub keys: usize,
-    /// The key bound.
-    pub max_keys: usize,
-    /// Bytes of the table (fixed at build).
-    pub memory_bytes: usize,
-    /// Requests charged to a shared overflow cell, or refused, because the
-    /// store had no room for their key.
-    pub overflowed: u64,
-    /// Requests of new keys charged to their group's shared cell (the
-    /// group's new-key budget was spent).
-    pub grouped: u64,
-    /// Whole sweeps ([`Store::sweep`], or the last part of a
-    /// [`Store::sweep_part`] series).
-    pub sweeps: u64,
-    /// Recovered cells dropped by sweeps, and by the bounded sweep a new
-    /// key runs when the store is full (not the cells new keys take over
-    /// one by one).
-    pub swept: u64,
-    /// Hit-path writes that found, right after their compare-and-swap,
-    /// that the slot had changed hands (possible only after a refund: see
-    /// the module docs) and were handed back to the cell's new owner. Zero
-    /// in practice; counted so a test or an operator can see it happen.
-    pub repaired: u64,
-}
-
 /// Not padded to a cache line: overflow is the degraded path, and 4,096
 /// padded cells would cost 256 KiB per store.
 struct OverflowCell(AtomicU64);
-
-/// Tags that turn a group's hash into its two cells' keys.
-const GROUP_BUDGET_TAG: u64 = 0x6275_6467_6574_2d31; // "budget-1"
-const GROUP_SHARED_TAG: u64 = 0x7368_6172_6564_2d31; // "shared-1"
-const SUBGROUP_BUDGET_TAG: u64 = 0x7375_6267_7270_2d31; // "subgrp-1"
 
 /// A bijective 64-bit mix (the splitmix64 finalizer): derived cell keys and
 /// overflow indices do not correlate with the bits that pick shards.
@@ -255,155 +215,6 @@ pub struct MemoryStore {
     counters: Counters,
 }
 
-/// Configures a [`MemoryStore`].
-#[derive(Debug, Clone)]
-pub struct MemoryStoreBuilder {
-    max_keys: usize,
-    policy: OverflowPolicy,
-    shards: Option<usize>,
-    group_budget: Option<Quota>,
-}
-
-impl MemoryStoreBuilder {
-    /// The most keys held at once (at least 1; default 100,000). Memory is
-    /// `32 bytes × max_keys`, allocated when the store is built.
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys.max(1);
-        self
-    }
-
-    /// What happens to new keys when the store is full of live keys.
-    pub fn overflow(mut self, policy: OverflowPolicy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Bounds the new keys one [group](CellKey::group) brings into the
-    /// store to `budget` (a burst of new keys, refilled at its rate): a
-    /// group's new key past it is charged to the group's shared cell on its
-    /// route ([`Placement::Group`]), not given a cell of its own. Keys
-    /// already in the store are not affected, nor keys without a group.
-    /// Off by default.
-    ///
-    /// ```
-    /// use ratelimit::{CellKey, MemoryStore, Placement, Quota, Store};
-    ///
-    /// let store = MemoryStore::builder()
-    ///     .new_keys_per_group(Quota::per_minute(2))
-    ///     .build();
-    /// let charge = |key: u64| store.update(CellKey::new(key, 0).in_group(7), 0, |_| ((), Some(1_000))).unwrap().1;
-    /// assert_eq!(charge(1), Placement::Own);
-    /// assert_eq!(charge(2), Placement::Own);
-    /// assert_eq!(charge(3), Placement::Group, "the group's third new key this minute");
-    /// assert_eq!(charge(1), Placement::Own, "known keys keep their cells");
-    /// ```
-    ///
-    /// A key in a [subgroup](CellKey::in_subgroup) (a subnet of the
-    /// network) first spends its subgroup's share, a quarter of `budget`
-    /// (rate and burst, rounded up), and the group's budget only when the
-    /// share admits it: one subgroup flooding new keys leaves the group's
-    /// other subgroups at least three quarters of the budget.
-    ///
-    /// ```
-    /// use ratelimit::{CellKey, MemoryStore, Placement, Quota, Store};
-    ///
-    /// let store = MemoryStore::builder().new_keys_per_group(Quota::per_minute(8)).build();
-    /// let charge = |key: u64, subnet: u32| {
-    ///     let key = CellKey::new(key, 0).in_group(7).in_subgroup(subnet);
-    ///     store.update(key, 0, |_| ((), Some(1_000))).unwrap().1
-    /// };
-    /// let own = (1..100).filter(|&k| charge(k, 1) == Placement::Own).count();
-    /// assert_eq!(own, 2, "subnet 1: its share, a quarter of 8");
-    /// assert_eq!(charge(1000, 2), Placement::Own, "subnet 2 still has its own");
-    /// ```
-    pub fn new_keys_per_group(mut self, budget: Quota) -> Self {
-        self.group_budget = Some(budget);
-        self
-    }
-
-    /// The number of shards, rounded down to a power of two, between 1 and
-    /// 64. The default scales with `max_keys` (one shard per 16,384 keys).
-    pub fn shards(mut self, shards: usize) -> Self {
-        self.shards = Some(shards.max(1));
-        self
-    }
-
-    /// Allocates the store.
-    ///
-    /// # Panics
-    ///
-    /// If `max_keys` is above 2^32 (use [`try_build`](Self::try_build) to
-    /// get the error as a value).
-    pub fn build(self) -> MemoryStore {
-        self.try_build().unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Whether [`try_build`](Self::try_build) would succeed, without
-    /// allocating anything (what a configuration checker asks: a store of a
-    /// billion keys is 32 GB).
-    pub fn validate(&self) -> Result<(), StoreConfigError> {
-        if self.max_keys > MAX_SUPPORTED_KEYS {
-            return Err(StoreConfigError {
-                max_keys: self.max_keys,
-            });
-        }
-        Ok(())
-    }
-
-    /// Allocates the store, or explains why the configuration is refused.
-    pub fn try_build(self) -> Result<MemoryStore, StoreConfigError> {
-        self.validate()?;
-        let max_keys = self.max_keys;
-        let wanted = self.shards.unwrap_or(max_keys / 16_384).clamp(1, 64);
-        let shard_count = 1usize << wanted.ilog2();
-        let shards = (0..shard_count)
-            .map(|i| {
-                let share = max_keys / shard_count + usize::from(i < max_keys % shard_count);
-                let slots = (share * SLOTS_PER_KEY_NUM).div_ceil(SLOTS_PER_KEY_DEN);
-                // Tiny shards get a whole probe window, so a few keys never
-                // collide into overflow.
-                let buckets = slots.div_ceil(SLOTS_PER_BUCKET).max(PROBE_BUCKETS);
-                Shard {
-                    buckets: (0..buckets).map(|_| Bucket::new()).collect(),
-                    insert_locks: (0..buckets).map(|_| AtomicBool::new(false)).collect(),
-                    sweep_cursor: AtomicUsize::new(0),
-                    evicted_high: AtomicU64::new(0),
-                    counters: ShardCounters::default(),
-                }
-            })
-            .collect();
-        Ok(MemoryStore {
-            shards,
-            occupied: Occupied(AtomicUsize::new(0)),
-            shard_shift: 64 - shard_count.trailing_zeros(),
-            overflow: (0..OVERFLOW_CELLS).map(|_| OverflowCell(AtomicU64::new(0))).collect(),
-            policy: self.policy,
-            max_keys,
-            group_budget: self.group_budget,
-            subgroup_budget: self.group_budget.as_ref().map(subgroup_share),
-            counters: Counters::default(),
-        })
-    }
-}
-
-/// A [`MemoryStore`] configuration that cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreConfigError {
-    max_keys: usize,
-}
-
-impl fmt::Display for StoreConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "max_keys = {} is above the supported {} (each key reserves 32 bytes up front)",
-            self.max_keys, MAX_SUPPORTED_KEYS
-        )
-    }
-}
-
-impl std::error::Error for StoreConfigError {}
-
 impl Default for MemoryStore {
     fn default() -> Self {
         Self::builder().build()
@@ -428,12 +239,7 @@ impl MemoryStore {
 
     /// A builder with the defaults: 100,000 keys, shared overflow bucket.
     pub fn builder() -> MemoryStoreBuilder {
-        MemoryStoreBuilder {
-            max_keys: Self::DEFAULT_MAX_KEYS,
-            policy: OverflowPolicy::default(),
-            shards: None,
-            group_budget: None,
-        }
+        MemoryStoreBuilder::new()
     }
 
     /// A store holding at most `max_keys` keys, otherwise default.
@@ -460,28 +266,6 @@ impl MemoryStore {
     /// The overflow policy.
     pub fn overflow_policy(&self) -> OverflowPolicy {
         self.policy
-    }
-
-    /// Occupancy and counters, now (a few relaxed loads).
-    pub fn stats(&self) -> StoreStats {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut stats = StoreStats {
-            keys: self.len(),
-            max_keys: self.max_keys,
-            memory_bytes: self.memory_bytes(),
-            overflowed: 0,
-            grouped: 0,
-            sweeps: self.counters.sweeps.load(Relaxed),
-            swept: 0,
-            repaired: 0,
-        };
-        for s in self.shards.iter() {
-            stats.overflowed += s.counters.overflowed.load(Relaxed);
-            stats.grouped += s.counters.grouped.load(Relaxed);
-            stats.swept += s.counters.swept.load(Relaxed);
-            stats.repaired += s.counters.repaired.load(Relaxed);
-        }
-        stats
     }
 
     /// Bytes held by the table, overflow cells included (fixed at build).
@@ -545,79 +329,7 @@ impl MemoryStore {
     }
 }
 
-/// The cell a group's keys share on `route` once its budget is spent.
-///
-/// The route is part of the hash: the table finds cells by hash alone, so
-/// without it one network's shared cell would be the same cell on every
-/// route, charged with each route's quota (a spent strict route would deny
-/// the network's new clients on all routes).
-fn group_cell(group: u64, route: u32) -> CellKey {
-    CellKey::new(mix(mix(group ^ GROUP_SHARED_TAG) ^ u64::from(route)), route)
-}
-
-/// The cell counting the new keys a subgroup of `group` brought in.
-fn subgroup_budget_cell(group: u64, subgroup: u32) -> CellKey {
-    CellKey::new(mix(mix(group ^ SUBGROUP_BUDGET_TAG) ^ u64::from(subgroup)), 0)
-}
-
-/// A subgroup's share of its group's budget of new keys: a quarter of its
-/// rate and burst (rounded up), so one subgroup leaves the others of its
-/// group at least three quarters.
-fn subgroup_share(budget: &Quota) -> Quota {
-    let count = budget.count().div_ceil(4).max(1);
-    Quota::new(count, budget.period())
-        .map(|q| q.with_burst(budget.burst().div_ceil(4).max(1)))
-        .unwrap_or(*budget)
-}
-
-/// The cell counting the new keys a group brought in. (A group given to
-/// the store is counted whatever the routes of its keys; the groups that
-/// [`Limiter::grouped_cell_key`](crate::Limiter::grouped_cell_key) makes
-/// hash the route in, so through it the budget is per network and route.)
-fn group_budget_cell(group: u64) -> CellKey {
-    CellKey::new(mix(group ^ GROUP_BUDGET_TAG), 0)
-}
-
 impl MemoryStore {
-    /// Whether `key`'s group may bring one more new key into the store
-    /// (spending a unit of its budget). A budget cell that finds no room is
-    /// no reason to refuse: the key's own insert meets the same full store.
-    ///
-    /// A key in a subgroup spends its subgroup's share first, and its group
-    /// only when the share admitted it (the share is handed back when the
-    /// group refuses): a subgroup is charged to its group only for keys
-    /// its own budget let in, so it spends at most its share of the group.
-    fn admits_new_key(&self, key: CellKey, now: u64, budget: &Quota) -> bool {
-        let spend = |cell: CellKey, budget: &Quota| {
-            let spent = self.place(cell, now, None, |stored| {
-                let (decision, write) = gcra::decide(stored, now, budget, 1);
-                let write = match write {
-                    Write::Keep => None,
-                    Write::Store(tat) => Some(tat),
-                };
-                (decision.is_denied(), write)
-            });
-            !matches!(spent, Some((true, Placement::Own)))
-        };
-        let share = match (key.subgroup(), &self.subgroup_budget) {
-            (0, _) | (_, None) => None,
-            (subgroup, Some(share)) => {
-                let cell = subgroup_budget_cell(key.group(), subgroup);
-                if !spend(cell, share) {
-                    return false;
-                }
-                Some((cell, share))
-            }
-        };
-        if spend(group_budget_cell(key.group()), budget) {
-            return true;
-        }
-        if let Some((cell, share)) = share {
-            let _ = self.update(cell, now, |stored| ((), gcra::refund(stored, now, share, 1, now)));
-        }
-        false
-    }
-
     /// [`Store::update`], with overflow (or refusal, per the policy) into
     /// `overflow`'s cell when given, else `None` when the key finds no room.
     /// (A group's shared cell overflows into the cell of the group's key,
