@@ -140,7 +140,8 @@ impl Roster {
         // Whether each count holds this instance's own join; where it does
         // not, the instance is counted on top (it is live).
         let joined = self.joined == Some(epoch);
-        let in_before = previous.is_some() && if joined { self.joined_before } else { self.joined } == previous;
+        let joined_previous = if joined { self.joined_before } else { self.joined };
+        let in_before = previous.is_some() && joined_previous == previous;
         if joined && now == Some(0) {
             self.joined = None;
         }
