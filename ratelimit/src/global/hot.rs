@@ -42,7 +42,7 @@ use super::ids::IdMap;
 use super::store::{Counter, OpResult, SyncOp};
 use super::store::{GlobalError, GlobalStore};
 use super::table::{pack, tag32, BACKLOG};
-use super::visit::Work;
+use super::visit::Works;
 use crate::Clock;
 
 /// Rounds an instance holds a key it turned hot to its share: the round
@@ -299,7 +299,7 @@ impl FleetGate {
         history: &mut History,
         own_pushes: &[OwnPush],
         results: &[OpResult],
-        work: &mut IdMap<Work<'_>>,
+        work: &mut Works<'_>,
         first_error: &mut Option<GlobalError>,
     ) {
         for push in own_pushes {

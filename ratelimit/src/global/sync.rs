@@ -173,7 +173,7 @@ impl FleetGate {
                 }
                 let e = self.window.epoch_of(first);
                 let last = end.min(self.window.first_slice(e + 1) - 1);
-                *read = Some((first, ops.len()));
+                *read = Some((first, ops.len() as u32));
                 ops.push(SyncOp::Read {
                     counter: Counter {
                         route: w.route,
@@ -275,7 +275,7 @@ impl FleetGate {
                         } = op
                         {
                             if *total == t.delta {
-                                w.recreated = Some((*counter, *slice));
+                                w.recreated = Some(Box::new((*counter, *slice)));
                             }
                         }
                         // The slot learns the slice's total now, so the
@@ -331,7 +331,7 @@ impl FleetGate {
                 first_error.get_or_insert_with(|| e.clone());
                 w.failed = true;
                 if let SyncOp::Add { counter, slice, .. } = &ops[i] {
-                    w.recreated = Some((*counter, *slice));
+                    w.recreated = Some(Box::new((*counter, *slice)));
                 }
             }
         }
@@ -390,7 +390,7 @@ impl FleetGate {
                 h.hot = Some(round_now);
                 newly_hot.push(key);
             }
-            h.reexpire = w.recreated;
+            h.reexpire = w.recreated.as_deref().copied();
             h.expire_epoch = if w.recreated.is_some() {
                 None
             } else {
@@ -423,7 +423,7 @@ impl FleetGate {
                 continue;
             }
             for &(first, i) in w.reads.iter().flatten() {
-                match &results[i] {
+                match &results[i as usize] {
                     OpResult::Read(values) => {
                         for (j, v) in (first..).zip(values) {
                             h.set(j, Some(*v), None);

@@ -26,7 +26,7 @@ pub(super) struct Work<'a> {
     pub(super) previous: Option<&'a Slot>,
     /// Its reads: (first slice, op index); at most two (the window's
     /// slices span two epochs at most).
-    pub(super) reads: [Option<(u64, usize)>; 2],
+    pub(super) reads: [Option<(u64, u32)>; 2],
     /// Units taken for a push this round (its priority for reads).
     pub(super) units: u64,
     /// A request refused by the fleet since the last round (read first).
@@ -43,8 +43,9 @@ pub(super) struct Work<'a> {
     /// The epoch whose counter this round gave a TTL.
     pub(super) expired: Option<u64>,
     /// A push without `PEXPIRE` found its field empty: the counter may have
-    /// been created by it (evicted, flushed, lost in a failover).
-    pub(super) recreated: Option<(Counter, u32)>,
+    /// been created by it (evicted, flushed, lost in a failover). Boxed: a
+    /// rare case, and every key of a round carries the field.
+    pub(super) recreated: Option<Box<(Counter, u32)>>,
     pub(super) failed: bool,
 }
 
@@ -66,12 +67,68 @@ pub(super) struct Place {
     pub(super) final_slice: Option<u64>,
 }
 
+/// The keys of a round, each once, in the order the visit met them: an
+/// index from fleet id to place, and the keys in a vector. A round makes
+/// several passes over every key; a vector walks them in order, where a map
+/// of `Work`s would walk a table twice their number, and at a million keys
+/// its buckets alone (about 200 bytes each) were memory the kernel had to
+/// clear every round.
+pub(super) struct Works<'g> {
+    index: IdMap<u32>,
+    keys: Vec<(u64, Work<'g>)>,
+}
+
+impl<'g> Works<'g> {
+    fn with_capacity(n: usize) -> Works<'g> {
+        Works {
+            index: IdMap::with_capacity_and_hasher(n, Default::default()),
+            keys: Vec::with_capacity(n),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub(super) fn contains_key(&self, key: &u64) -> bool {
+        self.index.contains_key(key)
+    }
+
+    pub(super) fn get(&self, key: &u64) -> Option<&Work<'g>> {
+        let &i = self.index.get(key)?;
+        Some(&self.keys[i as usize].1)
+    }
+
+    pub(super) fn get_mut(&mut self, key: &u64) -> Option<&mut Work<'g>> {
+        let &i = self.index.get(key)?;
+        Some(&mut self.keys[i as usize].1)
+    }
+
+    /// `key`'s work, `new` the first time.
+    fn entry(&mut self, key: u64, new: impl FnOnce() -> Work<'g>) -> &mut Work<'g> {
+        let next = self.keys.len() as u32;
+        let i = *self.index.entry(key).or_insert(next) as usize;
+        if i == self.keys.len() {
+            self.keys.push((key, new()));
+        }
+        &mut self.keys[i].1
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&u64, &Work<'g>)> {
+        self.keys.iter().map(|(key, w)| (key, w))
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&u64, &mut Work<'g>)> {
+        self.keys.iter_mut().map(|(key, w)| (&*key, w))
+    }
+}
+
 /// What the visit found: the deltas of hot keys (to push) and of cold ones
 /// (kept here), the keys, and when the deltas were taken.
 pub(super) struct Visit<'g> {
     pub(super) takes: Vec<Take<'g>>,
     pub(super) cold_takes: Vec<Take<'g>>,
-    pub(super) work: IdMap<Work<'g>>,
+    pub(super) work: Works<'g>,
     /// Every unit taken was admitted by then (dates them: `history.rs`).
     pub(super) taken_at: u64,
 }
@@ -95,7 +152,7 @@ impl FleetGate {
         // Sized as the last round's: a map grown key by key rehashes every
         // entry at each doubling.
         let mut takes: Vec<Take<'g>> = Vec::with_capacity(history.sizes.0);
-        let mut work: IdMap<Work<'g>> = IdMap::with_capacity_and_hasher(history.sizes.1, Default::default());
+        let mut work = Works::with_capacity(history.sizes.1);
         let idle = self.settings.idle_rounds;
         // The slots with something new since the last round (after a failed
         // round, every slot: units it handed back carry no mark), then the
@@ -113,7 +170,7 @@ impl FleetGate {
             .map(|t| (t, false))
             .chain([(current, true)])
             .collect();
-        let enter = |key: u64, slot, is_current: bool, takes: &mut Vec<Take<'g>>, work: &mut IdMap<_>| {
+        let enter = |key: u64, slot, is_current: bool, takes: &mut Vec<Take<'g>>, work: &mut Works<'g>| {
             let taken = takes.len();
             for parity in 0..3 {
                 if let Some((word_slice, delta)) = take_unpushed(slot, parity, s, k) {
@@ -155,7 +212,7 @@ impl FleetGate {
             if !wanted {
                 return;
             }
-            let w = work.entry(key).or_insert(Work {
+            let w = work.entry(key, || Work {
                 route,
                 active: false,
                 current: None,
@@ -237,8 +294,11 @@ impl FleetGate {
             w.hot = history.hot_here.contains(&key) || w.refused || history.hot.is_hot(key, epoch);
         }
         history.sizes = (takes.len(), work.len());
-        let (takes, cold_takes): (Vec<Take<'g>>, Vec<Take<'g>>) =
-            takes.into_iter().partition(|t| work.get(&t.key).is_some_and(|w| w.hot));
+        // The hot keys' takes out (a few), the cold ones left in place (most).
+        let mut cold_takes = takes;
+        let takes: Vec<Take<'g>> = cold_takes
+            .extract_if(.., |t| work.get(&t.key).is_some_and(|w| w.hot))
+            .collect();
         Visit {
             takes,
             cold_takes,
