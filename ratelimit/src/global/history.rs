@@ -32,7 +32,8 @@ pub(super) struct KeyHistory {
     /// The newest epoch whose counter this instance gave a TTL.
     pub(super) expire_epoch: Option<u64>,
     /// A counter to give a TTL again next round (see `Work::recreated`).
-    pub(super) reexpire: Option<(Counter, u32)>,
+    /// Boxed: rare, and the map holds a history for every key.
+    pub(super) reexpire: Option<Box<(Counter, u32)>>,
     /// The last slice in which the key was active (pulled).
     pub(super) active_until: u64,
     /// A round has read the key's window here (a key new to this

@@ -190,7 +190,7 @@ impl FleetGate {
         let mut maintenance: Vec<(u64, usize)> = Vec::new();
         // (Only hot keys push, so only they have a counter to recreate.)
         for (&key, _) in work.iter().filter(|(_, w)| w.active && w.hot) {
-            if let Some((counter, slice)) = history.keys.get(&key).and_then(|h| h.reexpire) {
+            if let Some(&(counter, slice)) = history.keys.get(&key).and_then(|h| h.reexpire.as_deref()) {
                 maintenance.push((key, ops.len()));
                 ops.push(SyncOp::Add {
                     counter,
@@ -368,7 +368,7 @@ impl FleetGate {
             history.retained = Some(s);
             history
                 .keys
-                .retain(|key, h| work.get(key).is_some_and(|w| w.active) || h.active_until + k + 1 >= s);
+                .retain(|key, h| h.active_until + k + 1 >= s || work.get(key).is_some_and(|w| w.active));
             let History { keys, hot_here, .. } = &mut *history;
             hot_here.retain(|key| keys.contains_key(key));
         }
@@ -390,8 +390,8 @@ impl FleetGate {
                 h.hot = Some(round_now);
                 newly_hot.push(key);
             }
-            h.reexpire = w.recreated.as_deref().copied();
-            h.expire_epoch = if w.recreated.is_some() {
+            h.reexpire = w.recreated.take();
+            h.expire_epoch = if h.reexpire.is_some() {
                 None
             } else {
                 h.expire_epoch.max(w.expired)
