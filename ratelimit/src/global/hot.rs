@@ -259,7 +259,9 @@ pub(super) struct Kept {
 impl FleetGate {
     /// Cold keys' units stay here: in the history as this instance's own
     /// (what the key pushes when it turns hot), and in the slot as the
-    /// slice's total (totals first, confirmations next, as for pushes).
+    /// slice's total. The caller confirms the takes once every closed sum
+    /// holding them is written (totals first, confirmations next, as for
+    /// pushes).
     pub(super) fn keep_cold_units(&self, history: &mut History, cold_takes: &[Take<'_>], at: Kept) {
         let Kept { s, len, taken_at, wall } = at;
         for t in cold_takes {
@@ -284,9 +286,6 @@ impl FleetGate {
                 // keys, each once).
                 self.write_cold_closed(h, t.slot, s, wall);
             }
-        }
-        for t in cold_takes {
-            t.confirm();
         }
     }
 

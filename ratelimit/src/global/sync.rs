@@ -373,7 +373,8 @@ impl FleetGate {
             hot_here.retain(|key| keys.contains_key(key));
         }
         // Cold keys' units, and what hot keys used while cold (`hot.rs`).
-        self.keep_cold_units(&mut history, &cold_takes.kept(), Kept { s, len, taken_at, wall });
+        let cold_takes = cold_takes.kept();
+        self.keep_cold_units(&mut history, &cold_takes, Kept { s, len, taken_at, wall });
         self.after_cold_pushes(&mut history, &own_pushes, &results, &mut work, &mut first_error);
         for key in marked {
             if let Some(h) = history.keys.get_mut(&key) {
@@ -482,6 +483,14 @@ impl FleetGate {
                 Closed::released(s, h.closed_sum(&self.window, s, wall), release) | held,
                 Ordering::Relaxed,
             );
+        }
+        // The cold keys' units leave their slots only now that every closed
+        // sum holding them is written (active keys' above, with their
+        // history; idle keys' just now). Confirmed before, an idle key's
+        // backlog (left by an outage) was counted nowhere until its sum was
+        // written: no longer in the slot's backlog, not yet in its sum.
+        for t in &cold_takes {
+            t.confirm();
         }
         // The closed sums: pulled totals plus this instance's units not in
         // them (the slice just closed from its slot; older ones as kept).
