@@ -34,7 +34,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::delta::Take;
+use super::delta::{ColdTakes, Take};
 use super::gate::{FleetGate, NONZERO};
 use super::history::History;
 use super::history::KeyHistory;
@@ -287,6 +287,40 @@ impl FleetGate {
                 self.write_cold_closed(h, t.slot, s, wall);
             }
         }
+    }
+
+    /// The active cold keys' part of a round, none of which waits on the
+    /// store (the round runs it while its round trip is out): their units
+    /// kept ([`keep_cold_units`](Self::keep_cold_units)), their histories
+    /// brought to this slice, their closed sums written, and only then
+    /// their takes confirmed. Returns how many keys.
+    pub(super) fn keep_cold_keys(
+        &self,
+        history: &mut History,
+        work: &Works<'_>,
+        takes: ColdTakes<'_>,
+        at: Kept,
+    ) -> usize {
+        let takes = takes.kept();
+        self.keep_cold_units(history, &takes, at);
+        let mut keys = 0;
+        for (&key, w) in work.iter().filter(|(_, w)| w.active && !w.hot) {
+            let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(at.len, at.s));
+            h.advance(at.s);
+            h.active_until = at.s;
+            // (A cold key pushes nothing: no counter of its own to expire.)
+            h.reexpire = None;
+            // Nothing later in the round changes a cold key's history: its
+            // closed sum now, while its history is at hand.
+            if let Some(slot) = w.current {
+                self.write_cold_closed(h, slot, at.s, at.wall);
+            }
+            keys += 1;
+        }
+        for t in &takes {
+            t.confirm();
+        }
+        keys
     }
 
     /// What hot keys used while cold, after the round: pushed (their own

@@ -4,7 +4,9 @@
 //! path through its slot. The background task that runs a round every
 //! `sync_interval` is in `task.rs`.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::Duration;
 
 use super::closed::Summed;
@@ -100,7 +102,16 @@ impl FleetGate {
             },
             clock,
         );
+        // The cold takes of active keys are kept while the round trip is
+        // out; idle keys' after it, with the idle keys' pass.
+        let mut cold_takes = cold_takes;
+        let cold_active = ColdTakes::new(
+            cold_takes
+                .extract_if(.., |t| work.get(&t.key).is_some_and(|w| w.active))
+                .collect(),
+        );
         let cold_takes = ColdTakes::new(cold_takes);
+        let len = (k + 2) as usize;
 
         // 2. The operations: the units hot keys used while cold first, then
         // every push, then the reads (of the same counters, so they include
@@ -213,17 +224,35 @@ impl FleetGate {
             .collect();
         let hot_ops = history.hot.ops(&mut ops, epoch, mark);
 
-        // 3. One round trip. Cancelled at its await (its timeout, a
-        // shutdown), the round hands its cold takes back (`ColdTakes`), and
-        // the next one visits every slot (handed-back units carry no mark).
+        // 3. One round trip, and meanwhile the active cold keys' part of
+        // the round, which waits on nothing the store answers (its first
+        // poll sends the pipelines: the store's own tasks carry them).
+        // Cancelled at its await (its timeout, a shutdown), the round hands
+        // its idle keys' cold takes back (`ColdTakes`), and the next one
+        // visits every slot (handed-back units carry no mark).
         history.rescan = true;
         let started = std::time::Instant::now();
         let ttl = self.counter_ttl();
-        let outcome = store.sync(&ops, ttl).await;
+        let mut round_trip = std::pin::pin!(store.sync(&ops, ttl));
+        let first = std::future::poll_fn(|cx| Poll::Ready(round_trip.as_mut().poll(cx))).await;
+        let sent_in = started.elapsed();
+        let cold_keys = self.keep_cold_keys(&mut history, &work, cold_active, Kept { s, len, taken_at, wall });
         // What the store took: rationing reads only helps when the store is
         // what makes rounds long (the loop's own work is per key requested,
         // and a read less does not shorten it).
-        let store_took = started.elapsed();
+        let (outcome, store_took) = match first {
+            Poll::Ready(outcome) => (outcome, sent_in),
+            Poll::Pending => {
+                let back = std::time::Instant::now();
+                match std::future::poll_fn(|cx| Poll::Ready(round_trip.as_mut().poll(cx))).await {
+                    // Back during the cold keys' work: it took at most the
+                    // time outside that work.
+                    Poll::Ready(outcome) => (outcome, sent_in + back.elapsed()),
+                    // Still out: it took the whole time.
+                    Poll::Pending => (round_trip.await, started.elapsed()),
+                }
+            }
+        };
         history.rescan = false;
         self.round.fetch_add(1, Ordering::Relaxed);
         let results = match outcome {
@@ -242,8 +271,10 @@ impl FleetGate {
                         hand_back(t);
                     }
                 }
-                // The cold takes, never sent, are handed back as they drop:
-                // taken again next round.
+                // The idle keys' cold takes, never sent, are handed back as
+                // they drop: taken again next round. (The active keys' are
+                // kept: their units are this instance's own whatever the
+                // store answers.)
                 // The next round pulls every key's window afresh; this
                 // instance's own units in the history stay counted, and
                 // every slot is visited (handed-back units carry no mark).
@@ -359,7 +390,6 @@ impl FleetGate {
             let e = first_error.unwrap_or_else(|| GlobalError::new("every operation of the round failed"));
             return Err(self.fail(e));
         }
-        let len = (k + 2) as usize;
         // Keys that are idle, or failed, keep no history: they are pulled
         // whole when they are active and working again.
         // Idle keys keep their history while it still holds slices of the
@@ -372,7 +402,7 @@ impl FleetGate {
             let History { keys, hot_here, .. } = &mut *history;
             hot_here.retain(|key| keys.contains_key(key));
         }
-        // Cold keys' units, and what hot keys used while cold (`hot.rs`).
+        // Idle cold keys' units, and what hot keys used while cold (`hot.rs`).
         let cold_takes = cold_takes.kept();
         self.keep_cold_units(&mut history, &cold_takes, Kept { s, len, taken_at, wall });
         self.after_cold_pushes(&mut history, &own_pushes, &results, &mut work, &mut first_error);
@@ -383,7 +413,9 @@ impl FleetGate {
         }
         let round_now = round & ROUND;
         let mut newly_hot = Vec::new();
-        for (&key, w) in work.iter_mut().filter(|(_, w)| w.active) {
+        report.cold_keys = cold_keys;
+        // The active hot keys (the cold ones are done).
+        for (&key, w) in work.iter_mut().filter(|(_, w)| w.active && w.hot) {
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
             h.active_until = s;
@@ -401,16 +433,6 @@ impl FleetGate {
                 if let Some(total) = total {
                     h.set(slice, Some(total), None);
                 }
-            }
-            if !w.hot {
-                report.cold_keys += 1;
-                // Nothing later in the round changes a cold key's history:
-                // its closed sum now, while its history is at hand (one
-                // lookup in a map of every key, not two).
-                if let Some(slot) = w.current.filter(|_| !w.failed) {
-                    self.write_cold_closed(h, slot, s, wall);
-                }
-                continue;
             }
             report.hot_keys += 1;
             if w.unread {
