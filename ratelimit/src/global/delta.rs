@@ -23,6 +23,8 @@ pub(super) struct Take<'a> {
     /// The last take from an active key's slot in the current table: a
     /// cold key's closed sum can be written once it is kept.
     pub(super) sums: bool,
+    /// The key's place among the round's keys (`Works::at`).
+    pub(super) work: u32,
 }
 
 /// Takes a word's unpushed units for a push: moves them to "unconfirmed"

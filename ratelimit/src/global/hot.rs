@@ -262,11 +262,24 @@ impl FleetGate {
     /// slice's total. The caller confirms the takes once every closed sum
     /// holding them is written (totals first, confirmations next, as for
     /// pushes).
-    pub(super) fn keep_cold_units(&self, history: &mut History, cold_takes: &[Take<'_>], at: Kept) {
+    pub(super) fn keep_cold_units(
+        &self,
+        history: &mut History,
+        work: &mut Works<'_>,
+        cold_takes: &[Take<'_>],
+        at: Kept,
+        active: bool,
+    ) {
         let Kept { s, len, taken_at, wall } = at;
         for t in cold_takes {
             let h = history.keys.entry(t.key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
+            if active {
+                h.active_until = s;
+                // (A cold key pushes nothing: no counter of its own to
+                // expire.)
+                h.reexpire = None;
+            }
             let (_, own) = h.get(t.word_slice);
             h.set(t.word_slice, None, Some(own + t.delta));
             h.date_own(&self.window, t.word_slice, taken_at, t.delta);
@@ -285,6 +298,7 @@ impl FleetGate {
                 // while its history is in the cache (a round visits many
                 // keys, each once).
                 self.write_cold_closed(h, t.slot, s, wall);
+                work.at_mut(t.work).summed = active;
             }
         }
     }
@@ -297,14 +311,20 @@ impl FleetGate {
     pub(super) fn keep_cold_keys(
         &self,
         history: &mut History,
-        work: &Works<'_>,
+        work: &mut Works<'_>,
         takes: ColdTakes<'_>,
         at: Kept,
     ) -> usize {
         let takes = takes.kept();
-        self.keep_cold_units(history, &takes, at);
+        self.keep_cold_units(history, work, &takes, at, true);
         let mut keys = 0;
         for (&key, w) in work.iter().filter(|(_, w)| w.active && !w.hot) {
+            keys += 1;
+            if w.summed {
+                // Done with its units (most keys: one lookup of their
+                // history, not two).
+                continue;
+            }
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(at.len, at.s));
             h.advance(at.s);
             h.active_until = at.s;
@@ -315,7 +335,6 @@ impl FleetGate {
             if let Some(slot) = w.current {
                 self.write_cold_closed(h, slot, at.s, at.wall);
             }
-            keys += 1;
         }
         for t in &takes {
             t.confirm();

@@ -105,11 +105,7 @@ impl FleetGate {
         // The cold takes of active keys are kept while the round trip is
         // out; idle keys' after it, with the idle keys' pass.
         let mut cold_takes = cold_takes;
-        let cold_active = ColdTakes::new(
-            cold_takes
-                .extract_if(.., |t| work.get(&t.key).is_some_and(|w| w.active))
-                .collect(),
-        );
+        let cold_active = ColdTakes::new(cold_takes.extract_if(.., |t| work.at(t.work).active).collect());
         let cold_takes = ColdTakes::new(cold_takes);
         let len = (k + 2) as usize;
 
@@ -236,7 +232,7 @@ impl FleetGate {
         let mut round_trip = std::pin::pin!(store.sync(&ops, ttl));
         let first = std::future::poll_fn(|cx| Poll::Ready(round_trip.as_mut().poll(cx))).await;
         let sent_in = started.elapsed();
-        let cold_keys = self.keep_cold_keys(&mut history, &work, cold_active, Kept { s, len, taken_at, wall });
+        let cold_keys = self.keep_cold_keys(&mut history, &mut work, cold_active, Kept { s, len, taken_at, wall });
         // What the store took: rationing reads only helps when the store is
         // what makes rounds long (the loop's own work is per key requested,
         // and a read less does not shorten it).
@@ -404,7 +400,13 @@ impl FleetGate {
         }
         // Idle cold keys' units, and what hot keys used while cold (`hot.rs`).
         let cold_takes = cold_takes.kept();
-        self.keep_cold_units(&mut history, &cold_takes, Kept { s, len, taken_at, wall });
+        self.keep_cold_units(
+            &mut history,
+            &mut work,
+            &cold_takes,
+            Kept { s, len, taken_at, wall },
+            false,
+        );
         self.after_cold_pushes(&mut history, &own_pushes, &results, &mut work, &mut first_error);
         for key in marked {
             if let Some(h) = history.keys.get_mut(&key) {

@@ -47,6 +47,9 @@ pub(super) struct Work<'a> {
     /// rare case, and every key of a round carries the field.
     pub(super) recreated: Option<Box<(Counter, u32)>>,
     pub(super) failed: bool,
+    /// A cold key's units were kept and its closed sum written with them
+    /// (`keep_cold_units`): nothing more of it this round.
+    pub(super) summed: bool,
 }
 
 /// The tables a round visits: the previous epoch's (while it holds that
@@ -104,14 +107,23 @@ impl<'g> Works<'g> {
         Some(&mut self.keys[i as usize].1)
     }
 
-    /// `key`'s work, `new` the first time.
-    fn entry(&mut self, key: u64, new: impl FnOnce() -> Work<'g>) -> &mut Work<'g> {
+    /// `key`'s place and work, `new` the first time.
+    fn entry(&mut self, key: u64, new: impl FnOnce() -> Work<'g>) -> (u32, &mut Work<'g>) {
         let next = self.keys.len() as u32;
-        let i = *self.index.entry(key).or_insert(next) as usize;
-        if i == self.keys.len() {
+        let i = *self.index.entry(key).or_insert(next);
+        if i == next {
             self.keys.push((key, new()));
         }
-        &mut self.keys[i].1
+        (i, &mut self.keys[i as usize].1)
+    }
+
+    /// The work at `place` (a take's [`work`](Take::work)).
+    pub(super) fn at(&self, place: u32) -> &Work<'g> {
+        &self.keys[place as usize].1
+    }
+
+    pub(super) fn at_mut(&mut self, place: u32) -> &mut Work<'g> {
+        &mut self.keys[place as usize].1
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = (&u64, &Work<'g>)> {
@@ -189,6 +201,8 @@ impl FleetGate {
                         slice,
                         delta,
                         sums: false,
+                        // (Known once the key has its place, below.)
+                        work: 0,
                     });
                 }
             }
@@ -212,7 +226,7 @@ impl FleetGate {
             if !wanted {
                 return;
             }
-            let w = work.entry(key, || Work {
+            let (place, w) = work.entry(key, || Work {
                 route,
                 active: false,
                 current: None,
@@ -226,6 +240,7 @@ impl FleetGate {
                 expired: None,
                 recreated: None,
                 failed: false,
+                summed: false,
             });
             w.active |= active;
             // Refused in this round or the one before (requests count the
@@ -235,6 +250,9 @@ impl FleetGate {
                 w.current = Some(slot);
             } else {
                 w.previous = Some(slot);
+            }
+            for t in &mut takes[taken..] {
+                t.work = place;
             }
         };
         for &(table, is_current) in &tables {
@@ -296,9 +314,7 @@ impl FleetGate {
         history.sizes = (takes.len(), work.len());
         // The hot keys' takes out (a few), the cold ones left in place (most).
         let mut cold_takes = takes;
-        let takes: Vec<Take<'g>> = cold_takes
-            .extract_if(.., |t| work.get(&t.key).is_some_and(|w| w.hot))
-            .collect();
+        let takes: Vec<Take<'g>> = cold_takes.extract_if(.., |t| work.at(t.work).hot).collect();
         Visit {
             takes,
             cold_takes,
