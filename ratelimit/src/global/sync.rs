@@ -232,7 +232,9 @@ impl FleetGate {
         let mut round_trip = std::pin::pin!(store.sync(&ops, ttl));
         let first = std::future::poll_fn(|cx| Poll::Ready(round_trip.as_mut().poll(cx))).await;
         let sent_in = started.elapsed();
+        let cold_started = std::time::Instant::now();
         let cold_keys = self.keep_cold_keys(&mut history, &mut work, cold_active, Kept { s, len, taken_at, wall });
+        let cold_took = cold_started.elapsed();
         // What the store took: rationing reads only helps when the store is
         // what makes rounds long (the loop's own work is per key requested,
         // and a read less does not shorten it).
@@ -244,8 +246,24 @@ impl FleetGate {
                     // Back during the cold keys' work: it took at most the
                     // time outside that work.
                     Poll::Ready(outcome) => (outcome, sent_in + back.elapsed()),
-                    // Still out: it took the whole time.
-                    Poll::Pending => (round_trip.await, started.elapsed()),
+                    // Still out: it took the whole time, on a runtime
+                    // whose other threads ran its tasks meanwhile; on a
+                    // current-thread runtime they waited for that work,
+                    // which does not count.
+                    Poll::Pending => {
+                        let outcome = round_trip.await;
+                        let took = started.elapsed();
+                        let alongside = tokio::runtime::Handle::try_current()
+                            .is_ok_and(|h| h.runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread);
+                        (
+                            outcome,
+                            if alongside {
+                                took
+                            } else {
+                                took.saturating_sub(cold_took)
+                            },
+                        )
+                    }
                 }
             }
         };

@@ -397,6 +397,17 @@ impl GlobalStore for Slow {
 
 #[tokio::test]
 async fn slow_rounds_ration_reads_busiest_keys_first_and_recover() {
+    slow_rounds_ration_reads().await;
+}
+
+/// The same on a multi-thread runtime, where the round's cold keys' work
+/// runs beside the store's: the store's time is still what rations reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_rounds_ration_reads_on_a_multi_thread_runtime() {
+    slow_rounds_ration_reads().await;
+}
+
+async fn slow_rounds_ration_reads() {
     let clock = ManualClock::new();
     let g = gate(&clock);
     let limiter = Limiter::new(MemoryStore::default(), clock.clone());
@@ -439,6 +450,53 @@ async fn slow_rounds_ration_reads_busiest_keys_first_and_recover() {
         unread = g.sync_once(&store, &clock).await.unwrap().unread_keys;
     }
     assert_eq!(unread, 0);
+}
+
+/// A store that answers on its second poll, as a reply still on the wire
+/// when the round first looks.
+struct OnSecondPoll(MemoryGlobalStore);
+
+impl GlobalStore for OnSecondPoll {
+    async fn sync(&self, ops: &[SyncOp], ttl: Duration) -> Result<Vec<OpResult>, GlobalError> {
+        tokio::task::yield_now().await;
+        self.0.sync(ops, ttl).await
+    }
+}
+
+/// A round made long by its own cold keys (their units kept while the round
+/// trip is out) does not ration its reads: fewer reads would not shorten
+/// it. Before, the store was timed across that work, and 600 hot keys lost
+/// half their reads.
+#[tokio::test]
+async fn a_round_long_from_its_own_cold_keys_does_not_ration_reads() {
+    let clock = ManualClock::new();
+    let settings = GateSettings {
+        window: Duration::from_secs(10),
+        // Rounds past 20 ms are long: the test's rounds take 50-140 ms (a
+        // debug build), the store's part a few.
+        sync_interval: Duration::from_millis(40),
+        ..GateSettings::new(b"unit test fleet secret, 32 bytes")
+    };
+    let g = FleetGate::new(settings, &clock).unwrap();
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let store = OnSecondPoll(MemoryGlobalStore::new());
+    let q = Quota::per_minute(600).with_burst(1000);
+    let hot: Vec<u64> = (0..600u32).map(|i| g.fleet_id(1, &i)).collect();
+    mark_hot(&store, &clock, &[&g], hot).await;
+    for round in 0..4 {
+        for i in 0..30_600u32 {
+            assert!(g.check(&limiter, 1, &i, &q, 1).is_allowed());
+        }
+        let started = std::time::Instant::now();
+        let report = g.sync_once(&store, &clock).await.unwrap();
+        let took = started.elapsed();
+        assert_eq!((report.hot_keys, report.cold_keys), (600, 30_000), "{report:?}");
+        // Long: past half the interval, from the loop's own work.
+        assert!(took > Duration::from_millis(20), "round {round} took only {took:?}");
+        assert_eq!(report.unread_keys, 0, "round {round}: {report:?}");
+        clock.advance(Duration::from_millis(40));
+    }
+    assert!(!matches!(g.health(), FleetHealth::Rationed { .. }), "{:?}", g.health());
 }
 
 #[tokio::test]
