@@ -285,8 +285,11 @@ impl FleetGate {
             h.date_own(&self.window, t.word_slice, taken_at, t.delta);
             h.own_cold = true;
             if t.word_slice < s {
-                // Into a closed slice: its sum changes.
+                // Into a closed slice: its sum changes (and is written
+                // again, also when a take of the key's previous slot comes
+                // after the one that wrote it: `keep_cold_keys`).
                 h.summed = None;
+                work.at_mut(t.work).summed = false;
             }
             if t.parity != BACKLOG {
                 let (pulled, own) = h.get(t.word_slice);

@@ -421,6 +421,12 @@ impl RedisStore {
 }
 
 impl GlobalStore for RedisStore {
+    /// Connects if not connected: a connection is made while the round
+    /// awaits it, never while the round does its own work.
+    async fn ready(&self) -> Result<(), GlobalError> {
+        self.connection().await.map(drop)
+    }
+
     async fn sync(&self, ops: &[SyncOp], ttl: Duration) -> Result<Vec<OpResult>, GlobalError> {
         let conn = self.connection().await?;
         if ops.is_empty() {

@@ -195,9 +195,30 @@ impl std::error::Error for GlobalError {}
 /// at all (no connection) returns `Err`; an operation that fails on its own
 /// (an error reply, a key of the wrong type, a cluster node down) returns
 /// [`OpResult::Failed`] and must not fail the others.
+///
+/// A round polls `sync` once, does work of its own that waits on nothing
+/// the store answers, and only then awaits the rest: a store whose first
+/// poll sends its requests (to tasks of its own, or to the socket) has
+/// them answered meanwhile. What must make progress before anything is
+/// sent (a connection) goes in [`ready`](Self::ready), awaited first.
 pub trait GlobalStore: Send + Sync + 'static {
     /// Pushes and pulls one round.
     fn sync(&self, ops: &[SyncOp], ttl: Duration) -> impl Future<Output = Result<Vec<OpResult>, GlobalError>> + Send;
+
+    /// Gets the store ready for a round (connects, if it is not
+    /// connected), before the round's `sync`. An error fails the round, as
+    /// an error of `sync` would. By default, ready at once.
+    ///
+    /// ```
+    /// use ratelimit::global::{GlobalStore, MemoryGlobalStore};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// assert!(MemoryGlobalStore::new().ready().await.is_ok());
+    /// # });
+    /// ```
+    fn ready(&self) -> impl Future<Output = Result<(), GlobalError>> + Send {
+        std::future::ready(Ok(()))
+    }
 }
 
 /// A [`GlobalStore`] in this process's memory, shared by clones: for tests,

@@ -499,6 +499,57 @@ async fn a_round_long_from_its_own_cold_keys_does_not_ration_reads() {
     assert!(!matches!(g.health(), FleetHealth::Rationed { .. }), "{:?}", g.health());
 }
 
+/// A store that must be made ready (connected) before each round's sync,
+/// or that cannot be.
+struct NeedsReady {
+    inner: MemoryGlobalStore,
+    ready: std::sync::atomic::AtomicBool,
+    refuse: bool,
+}
+
+impl GlobalStore for NeedsReady {
+    async fn ready(&self) -> Result<(), GlobalError> {
+        tokio::task::yield_now().await;
+        if self.refuse {
+            return Err(GlobalError::unsent("no connection within 1s"));
+        }
+        self.ready.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn sync(&self, ops: &[SyncOp], ttl: Duration) -> Result<Vec<OpResult>, GlobalError> {
+        if !self.ready.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return Err(GlobalError::new("sync before ready"));
+        }
+        self.inner.sync(ops, ttl).await
+    }
+}
+
+/// A round gets the store ready (a connection, which progresses only while
+/// awaited) before its sync, not while it does its own work; a store that
+/// cannot get ready fails the round.
+#[tokio::test]
+async fn a_round_gets_the_store_ready_before_it_syncs() {
+    let clock = ManualClock::new();
+    let g = gate(&clock);
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let q = Quota::per_minute(600).with_burst(1000);
+    let mut store = NeedsReady {
+        inner: MemoryGlobalStore::new(),
+        ready: false.into(),
+        refuse: false,
+    };
+    for i in 0..3u32 {
+        assert!(g.check(&limiter, 1, &i, &q, 1).is_allowed());
+        g.sync_once(&store, &clock).await.unwrap();
+        clock.advance(Duration::from_millis(100));
+    }
+    store.refuse = true;
+    let e = g.sync_once(&store, &clock).await.unwrap_err();
+    assert!(e.to_string().contains("no connection"), "{e}");
+    assert!(g.status().degraded);
+}
+
 #[tokio::test]
 async fn a_key_idle_longer_than_the_window_gets_its_whole_budget_again() {
     let Fixture {
