@@ -418,10 +418,13 @@ fn the_fleet_gate_reports_degraded_with_its_reason_and_logs_one_line_per_inciden
     let mut q = Quickstart::start_with(&config, &["--redis", &url]);
     assert_eq!(statuses(q.addr, "/public", 3), [200, 200, 200]);
 
-    // In force: not degraded, rounds succeed, the client's key synced.
-    let all = scrape_until(&q, "a successful round with the key", |all| {
-        value(all, "ratelimit_global_synced_keys", &[]).is_some_and(|k| k >= 1.0)
-            && value(all, "ratelimit_global_sync_rounds_total", &[("result", "ok")]).is_some_and(|n| n >= 1.0)
+    // In force: not degraded, rounds succeed. (The client's key is cold: it
+    // is in the one round after its requests, and `synced_keys`, the last
+    // round's keys, says 1 for that round's 100 ms only; a scrape on a busy
+    // machine missed it. The gauge's series is there from the first round.)
+    let all = scrape_until(&q, "successful rounds", |all| {
+        value(all, "ratelimit_global_synced_keys", &[]).is_some()
+            && value(all, "ratelimit_global_sync_rounds_total", &[("result", "ok")]).is_some_and(|n| n >= 2.0)
     });
     assert_eq!(value(&all, "ratelimit_global_degraded", &[]), Some(0.0));
     assert_eq!(
