@@ -10,8 +10,8 @@ use super::names::{
     set_degraded, Reason, DEGRADED_KEYS, FAILED_KEYS, HOT_KEYS, LIVE_INSTANCES, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS,
     UNREAD_KEYS,
 };
+use super::report::SyncReport;
 use super::store::GlobalError;
-use super::sync::SyncReport;
 
 /// The state of a gate, for health checks and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -50,6 +50,7 @@ mod ids;
 mod names;
 mod ration;
 mod redis;
+mod report;
 mod settings;
 mod settlement;
 mod stacked;
@@ -67,9 +68,9 @@ pub use crate::window::{Fit, Position, SlidingWindow, WindowError, MAX_SLICES};
 pub use check::FleetCheck;
 pub use gate::{FleetGate, MAX_FLEET_BURST};
 pub use health::{FleetHealth, GateStatus};
+pub use report::SyncReport;
 pub use settings::{GateError, GateSettings, DEFAULT_SUB_EPOCHS};
 pub use store::{Counter, GlobalError, GlobalStore, MemoryGlobalStore, OpResult, SyncOp};
-pub use sync::SyncReport;
 
 #[cfg(test)]
 mod hot_tests;
