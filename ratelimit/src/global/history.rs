@@ -84,6 +84,15 @@ impl KeyHistory {
         self.newest = slice;
     }
 
+    /// A cold key active in the round of `slice`: its ring brought to the
+    /// slice, and marked active there. (A cold key pushes nothing: no
+    /// counter of its own to give a TTL again.)
+    pub(super) fn active_cold(&mut self, slice: u64) {
+        self.advance(slice);
+        self.active_until = slice;
+        self.reexpire = None;
+    }
+
     /// The ring index of `slice`, while the ring holds it.
     fn index(&self, slice: u64) -> Option<usize> {
         let len = self.ring.len() as u64;

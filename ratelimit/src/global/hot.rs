@@ -273,12 +273,10 @@ impl FleetGate {
         let Kept { s, len, taken_at, wall } = at;
         for t in cold_takes {
             let h = history.keys.entry(t.key).or_insert_with(|| KeyHistory::new(len, s));
-            h.advance(s);
             if active {
-                h.active_until = s;
-                // (A cold key pushes nothing: no counter of its own to
-                // expire.)
-                h.reexpire = None;
+                h.active_cold(s);
+            } else {
+                h.advance(s);
             }
             let (_, own) = h.get(t.word_slice);
             h.set(t.word_slice, None, Some(own + t.delta));
@@ -329,10 +327,7 @@ impl FleetGate {
                 continue;
             }
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(at.len, at.s));
-            h.advance(at.s);
-            h.active_until = at.s;
-            // (A cold key pushes nothing: no counter of its own to expire.)
-            h.reexpire = None;
+            h.active_cold(at.s);
             // Nothing later in the round changes a cold key's history: its
             // closed sum now, while its history is at hand.
             if let Some(slot) = w.current {

@@ -61,7 +61,7 @@ impl FleetGate {
         let tables = Tables { previous, current };
         let Visit {
             takes,
-            cold_takes,
+            mut cold_takes,
             mut work,
             taken_at,
         } = self.visit(
@@ -77,7 +77,6 @@ impl FleetGate {
         );
         // The cold takes of active keys are kept while the round trip is
         // out; idle keys' after it, with the idle keys' pass.
-        let mut cold_takes = cold_takes;
         let cold_active = ColdTakes::new(cold_takes.extract_if(.., |t| work.at(t.work).active).collect());
         let cold_takes = ColdTakes::new(cold_takes);
         let len = (k + 2) as usize;
