@@ -11,8 +11,9 @@
 //! `cargo bench --bench global` (`RATELIMIT_BENCH_PARTS=ab,rounds,scale`
 //! picks the summaries, `RATELIMIT_BENCH_SCALE=1000,100000` the scale rows,
 //! `RATELIMIT_BENCH_COLD_EVERY=1,10` how often a cold key is requested, in
-//! rounds, `RATELIMIT_BENCH_AB_KEYS=1` or `10000` one row of the A/B, for a
-//! profiler).
+//! rounds, `RATELIMIT_BENCH_ROUNDS=30` how many rounds a scale row
+//! measures (6), `RATELIMIT_BENCH_AB_KEYS=1` or `10000` one row of the A/B,
+//! for a profiler).
 
 // The bench uses only part of the suites' Redis fixture.
 #[allow(dead_code)]
@@ -297,6 +298,11 @@ fn scale() {
     // 150 a round.
     let q = Quota::per_minute(600).with_burst(100);
     let everies = env_list("RATELIMIT_BENCH_COLD_EVERY", &[1, 10]);
+    let measured = env_list("RATELIMIT_BENCH_ROUNDS", &[6])
+        .first()
+        .copied()
+        .unwrap_or(6)
+        .max(1);
     for (keys, every) in rows.iter().flat_map(|&k| everies.iter().map(move |&e| (k, e.max(1)))) {
         let server = redis_support::RedisServer::start();
         let store = loopback_store(&server);
@@ -309,11 +315,12 @@ fn scale() {
             .with_max_keys(keys as usize);
         let g = FleetGate::new(settings, &clock).unwrap_or_else(|e| panic!("gate: {e}"));
         let (mut times, mut cmds, mut unread) = (Vec::new(), Vec::new(), 0);
-        // Six rounds measured once every key has been requested (the first
-        // `every` rounds bring new keys: see the churn column).
+        // Six rounds (`RATELIMIT_BENCH_ROUNDS`) measured once every key has
+        // been requested (the first `every` rounds bring new keys: see the
+        // churn column).
         let warm = every.max(2);
         let mut churn = Vec::new();
-        for round in 0..warm + 6 {
+        for round in 0..warm + measured {
             let started = Instant::now();
             for k in 0..keys {
                 let offered = if k < hot {

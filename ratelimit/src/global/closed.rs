@@ -14,7 +14,8 @@ impl FleetGate {
     /// Writes a hot key's closed sum (`h`'s) into its slot in the current
     /// table (`slot`): pulled totals plus this instance's units not in them
     /// (the slice just closed from its slot; older ones as kept).
-    pub(super) fn write_closed(&self, h: &mut KeyHistory, w: &Work<'_>, slot: &Slot, at: Summed) {
+    /// `unread`: the round did not read it (reads rationed).
+    pub(super) fn write_closed(&self, h: &mut KeyHistory, w: &Work<'_>, unread: bool, slot: &Slot, at: Summed) {
         let Summed {
             s,
             epoch,
@@ -28,7 +29,7 @@ impl FleetGate {
         // Held to its share: not read this round; or turned hot so
         // recently that other instances may not have pushed what they used
         // of it while it was cold (`hot.rs`).
-        let held = w.unread || h.hot.is_some_and(|r| round_now.wrapping_sub(r) & ROUND < HOLD_ROUNDS);
+        let held = unread || h.hot.is_some_and(|r| round_now.wrapping_sub(r) & ROUND < HOLD_ROUNDS);
         if let Some(holder) = self.slot_of(last, epoch, w) {
             h.set(
                 last,

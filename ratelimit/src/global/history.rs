@@ -93,6 +93,13 @@ impl KeyHistory {
         self.reexpire = None;
     }
 
+    /// A word of each cache line of the ring, for a round to load a few
+    /// keys' rings ahead of the one it works on (a closed sum reads most of
+    /// the ring: `k + 2` slices of 16 bytes).
+    pub(super) fn touch(&self) -> u64 {
+        self.ring.iter().step_by(4).fold(self.newest, |a, w| a ^ w[0])
+    }
+
     /// The ring index of `slice`, while the ring holds it.
     fn index(&self, slice: u64) -> Option<usize> {
         let len = self.ring.len() as u64;
@@ -206,7 +213,7 @@ const QUARTERS: u64 = 4;
 /// requests, never held across an await).
 #[derive(Debug, Default)]
 pub(super) struct History {
-    pub(super) keys: IdMap<KeyHistory>,
+    pub(super) keys: Histories,
     pub(super) failed_before: bool,
     /// Untracked keys already exported as a metric.
     pub(super) untracked_reported: u64,
@@ -216,8 +223,6 @@ pub(super) struct History {
     pub(super) roster: Roster,
     /// The fleet's hot keys, as read.
     pub(super) hot: HotKeys,
-    /// The slice in which idle keys' histories were last dropped.
-    pub(super) retained: Option<u64>,
     /// Keys hot here (those whose history's `hot` is set): visited every
     /// round, requested or not.
     pub(super) hot_here: IdSet,
@@ -228,6 +233,69 @@ pub(super) struct History {
     pub(super) to_visit: Vec<u64>,
     /// Visit every slot next round, marked or not (after a failed round).
     pub(super) rescan: bool,
+}
+
+/// Every key's history, in parts by fleet id, so that each round drops
+/// the idle keys' histories of one part: going over all of them in one
+/// round, once a slice, made that round 12 ms longer at a million keys
+/// (each history in lines of its own), and a part grows (rehashing its
+/// histories) a quarter as long at a time. An idle key's history may so
+/// outlive the window by `HISTORY_PARTS` rounds (at the defaults, a slice,
+/// as before); it counts then as it did at the window's end.
+#[derive(Debug)]
+pub(super) struct Histories {
+    parts: Box<[IdMap<KeyHistory>]>,
+    /// The part the next round sweeps.
+    next: usize,
+}
+
+/// How many parts: each is swept every this many rounds.
+pub(super) const HISTORY_PARTS: usize = 4;
+
+impl Default for Histories {
+    fn default() -> Histories {
+        Histories {
+            parts: (0..HISTORY_PARTS).map(|_| IdMap::default()).collect(),
+            next: 0,
+        }
+    }
+}
+
+impl Histories {
+    /// The part of a fleet id: its top bits (`IdMap`'s hash places keys by
+    /// the bits from 32 on, and its control bytes take bits 25 to 31).
+    pub(super) fn part(key: u64) -> usize {
+        (key >> 60) as usize % HISTORY_PARTS
+    }
+
+    pub(super) fn get(&self, key: &u64) -> Option<&KeyHistory> {
+        self.parts[Self::part(*key)].get(key)
+    }
+
+    pub(super) fn get_mut(&mut self, key: &u64) -> Option<&mut KeyHistory> {
+        self.parts[Self::part(*key)].get_mut(key)
+    }
+
+    pub(super) fn contains_key(&self, key: &u64) -> bool {
+        self.parts[Self::part(*key)].contains_key(key)
+    }
+
+    pub(super) fn entry(&mut self, key: u64) -> std::collections::hash_map::Entry<'_, u64, KeyHistory> {
+        self.parts[Self::part(key)].entry(key)
+    }
+
+    pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut KeyHistory> {
+        self.parts.iter_mut().flat_map(|p| p.values_mut())
+    }
+
+    /// Keeps the histories of the next part that `keep` keeps (the parts
+    /// in turn, one a call); returns the part ([`part`](Self::part)).
+    pub(super) fn sweep(&mut self, keep: impl FnMut(&u64, &mut KeyHistory) -> bool) -> usize {
+        let part = self.next;
+        self.next = (part + 1) % HISTORY_PARTS;
+        self.parts[part].retain(keep);
+        part
+    }
 }
 
 /// The history, taken out of its mutex for a round and put back when

@@ -50,6 +50,13 @@ use crate::Clock;
 /// after in which they have pushed what they used of it cold.
 pub(super) const HOLD_ROUNDS: u64 = 3;
 
+/// How many cold keys' histories a round loads ahead of the one it works
+/// on. A round's cold keys are a few of a large map, each in lines of its
+/// own: loads that do not wait on one another miss the cache together,
+/// where one key's work between two lookups made them miss one after
+/// another. A few keys' lines fit the first-level cache.
+const AHEAD: usize = 16;
+
 /// The route of the fleet's list of hot keys (fleet id 0 like the roster's,
 /// route 0).
 pub(crate) const HOT_LIST_ROUTE: u32 = 1;
@@ -271,7 +278,15 @@ impl FleetGate {
         active: bool,
     ) {
         let Kept { s, len, taken_at, wall } = at;
-        for t in cold_takes {
+        for (i, t) in cold_takes.iter().enumerate() {
+            if i % AHEAD == 0 {
+                // The next few keys' histories and slots loaded together
+                // (see `AHEAD`).
+                for t in cold_takes.iter().skip(i).take(AHEAD) {
+                    std::hint::black_box(history.keys.get(&t.key).map(KeyHistory::touch));
+                    std::hint::black_box(t.slot.closed.load(Ordering::Relaxed));
+                }
+            }
             let h = history.keys.entry(t.key).or_insert_with(|| KeyHistory::new(len, s));
             if active {
                 h.active_cold(s);
@@ -361,8 +376,8 @@ impl FleetGate {
                     // In the totals the reads (after it) bring back.
                     h.set(push.slice, None, Some(0));
                     h.own_cold = false;
-                    if let Some(w) = work.get_mut(&push.key) {
-                        w.expired = w.expired.max(Some(push.epoch));
+                    if let Some((_, Some(key_ops))) = work.get_with_ops(&push.key) {
+                        key_ops.expired = key_ops.expired.max(Some(push.epoch));
                     }
                 }
                 // Refused: sent again next round.

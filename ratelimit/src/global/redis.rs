@@ -137,16 +137,29 @@ impl RedisStore {
     /// roster of live instances is `{prefix:0}:instances:epoch` (one
     /// field), the list of hot keys `{prefix:0}:hot:epoch`.
     pub fn key(&self, route: u32, key: u64, epoch: u64) -> String {
-        if key == 0 {
+        let mut name = String::new();
+        self.write_key(&mut name, route, key, epoch);
+        name
+    }
+
+    /// [`key`](Self::key), written into `name` (a round formats thousands:
+    /// one buffer for all of them).
+    fn write_key(&self, name: &mut String, route: u32, key: u64, epoch: u64) {
+        use std::fmt::Write;
+        name.clear();
+        let prefix = &self.settings.prefix;
+        // (Writing to a String cannot fail.)
+        let _ = if key == 0 {
             let what = if route == super::hot::HOT_LIST_ROUTE {
                 "hot"
             } else {
                 "instances"
             };
-            return format!("{{{}:0}}:{what}:{epoch}", self.settings.prefix);
-        }
-        let shard = self.shard(key);
-        format!("{{{}:{shard:x}}}:{route:08x}:{key:016x}:{epoch}", self.settings.prefix)
+            write!(name, "{{{prefix}:0}}:{what}:{epoch}")
+        } else {
+            let shard = self.shard(key);
+            write!(name, "{{{prefix}:{shard:x}}}:{route:08x}:{key:016x}:{epoch}")
+        };
     }
 
     /// The shard of a fleet id: from its high half (the low bit is fixed).
@@ -267,39 +280,51 @@ struct ShardPipeline {
 impl RedisStore {
     /// The commands of one op: `HINCRBY` (+ `PEXPIRE`) for an add, `HMGET`
     /// for a read.
-    fn encode(&self, op: &SyncOp, ttl_ms: u64, pipe: &mut Pipeline) -> usize {
+    fn encode(&self, op: &SyncOp, ttl_ms: u64, pipe: &mut Pipeline, key: &mut String) -> usize {
         let c = op.counter();
-        let key = self.key(c.route, c.key, c.epoch);
+        self.write_key(key, c.route, c.key, c.epoch);
+        // A command sized for its arguments up front (a round encodes
+        // thousands; grown an argument at a time, each reallocated).
+        let sized = |name: &str, args: usize| {
+            let mut cmd = redis::Cmd::with_capacity(args + 2, name.len() + key.len() + 12 * args);
+            cmd.arg(name).arg(key.as_str());
+            cmd
+        };
         match op {
             SyncOp::Add {
                 slice, delta, expire, ..
             } => {
-                pipe.cmd("HINCRBY").arg(&key).arg(*slice).arg(*delta);
+                let mut incr = sized("HINCRBY", 2);
+                incr.arg(*slice).arg(*delta);
+                pipe.add_command(incr);
                 if *expire {
-                    pipe.cmd("PEXPIRE").arg(&key).arg(ttl_ms);
+                    let mut expire = sized("PEXPIRE", 1);
+                    expire.arg(ttl_ms);
+                    pipe.add_command(expire);
                     2
                 } else {
                     1
                 }
             }
             SyncOp::Read { slices, .. } => {
-                let cmd = pipe.cmd("HMGET").arg(&key);
+                let mut cmd = sized("HMGET", slices.len());
                 for s in slices.clone() {
                     cmd.arg(s);
                 }
+                pipe.add_command(cmd);
                 1
             }
             SyncOp::Append { ids, expire, .. } => {
-                pipe.cmd("RPUSH").arg(&key).arg(ids.as_slice());
+                pipe.cmd("RPUSH").arg(key.as_str()).arg(ids.as_slice());
                 if *expire {
-                    pipe.cmd("PEXPIRE").arg(&key).arg(ttl_ms);
+                    pipe.cmd("PEXPIRE").arg(key.as_str()).arg(ttl_ms);
                     2
                 } else {
                     1
                 }
             }
             SyncOp::ReadList { from, .. } => {
-                pipe.cmd("LRANGE").arg(&key).arg(*from).arg(-1);
+                pipe.cmd("LRANGE").arg(key.as_str()).arg(*from).arg(-1);
                 1
             }
         }
@@ -380,9 +405,10 @@ impl RedisStore {
             .collect();
         let mut reads = redis::pipe();
         let mut read_at = Vec::new();
+        let mut key = String::new();
         for (n, &i) in indices.iter().enumerate() {
             if let (SyncOp::Read { .. } | SyncOp::ReadList { .. }, false) = (&ops[i], wrong_type[n]) {
-                self.encode(&ops[i], 0, &mut reads);
+                self.encode(&ops[i], 0, &mut reads, &mut key);
                 read_at.push(i);
             }
         }
@@ -457,13 +483,16 @@ impl GlobalStore for RedisStore {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
         // One pipeline per non-empty shard.
         let mut shards: Vec<Option<ShardPipeline>> = (0..self.settings.shards).map(|_| None).collect();
+        let mut key = String::new();
+        // Sized for an even spread (fleet ids are keyed hashes).
+        let per_shard = ops.len() / self.settings.shards.max(1) as usize + 1;
         for (i, op) in ops.iter().enumerate() {
             let shard = shards[self.shard(op.counter().key) as usize].get_or_insert_with(|| ShardPipeline {
-                indices: Vec::new(),
-                pipe: redis::pipe(),
+                indices: Vec::with_capacity(per_shard),
+                pipe: redis::Pipeline::with_capacity(per_shard),
                 replies: 0,
             });
-            shard.replies += self.encode(op, ttl_ms, &mut shard.pipe);
+            shard.replies += self.encode(op, ttl_ms, &mut shard.pipe, &mut key);
             shard.indices.push(i);
         }
         let mut tasks = tokio::task::JoinSet::new();

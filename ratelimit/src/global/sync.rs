@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::closed::Summed;
 use super::delta::{hand_back, ColdTakes, Take};
 use super::gate::FleetGate;
-use super::history::{History, KeyHistory, Taken};
+use super::history::{Histories, History, KeyHistory, Taken};
 use super::hot::Kept;
 use super::names::UNTRACKED;
 use super::ration::{rank, Roster};
@@ -85,23 +85,21 @@ impl FleetGate {
         // every push, then the reads (of the same counters, so they include
         // this round's pushes).
         let mut ops: Vec<SyncOp> = Vec::with_capacity(takes.len() + work.len());
-        let own_pushes = self.cold_units_to_push(
-            &mut ops,
-            &history,
-            work.iter().filter(|(_, w)| w.hot).map(|(&key, w)| (key, w.route)),
-            s,
-        );
+        let own_pushes = self.cold_units_to_push(&mut ops, &history, work.hot().map(|(&key, w, _)| (key, w.route)), s);
         let first_take = ops.len();
         for t in &takes {
             let epoch_of_take = self.window.epoch_of(t.slice);
             // One TTL per counter and instance is enough (it covers the
             // epoch and the window after it).
             let expire = history.keys.get(&t.key).and_then(|h| h.expire_epoch) < Some(epoch_of_take);
-            let route = match work.get_mut(&t.key) {
-                Some(w) => {
-                    w.units += t.delta;
-                    if let Some(free) = w.pushed.iter_mut().find(|p| p.is_none()) {
-                        *free = Some((t.slice, None));
+            // (A take of this list is a hot key's: it has operations.)
+            let route = match work.get_with_ops(&t.key) {
+                Some((w, key_ops)) => {
+                    if let Some(key_ops) = key_ops {
+                        key_ops.units += t.delta;
+                        if let Some(free) = key_ops.pushed.iter_mut().find(|p| p.is_none()) {
+                            *free = Some((t.slice, None));
+                        }
                     }
                     w.route
                 }
@@ -122,16 +120,16 @@ impl FleetGate {
         // busiest first.
         let unread = history
             .ration
-            .unread(work.iter().filter(|(_, w)| w.active && w.hot).map(|(&key, w)| {
+            .unread(work.hot().filter(|(_, w, _)| w.active).map(|(&key, w, key_ops)| {
                 let read_before = history.keys.get(&key).is_some_and(|h| h.read);
-                (rank(w.refused, read_before, w.units), key)
+                (rank(w.refused, read_before, key_ops.units), key)
             }));
         for key in unread {
-            if let Some(w) = work.get_mut(&key) {
-                w.unread = true;
+            if let Some((_, Some(key_ops))) = work.get_with_ops(&key) {
+                key_ops.unread = true;
             }
         }
-        for (&key, w) in work.iter_mut().filter(|(_, w)| w.active && w.hot && !w.unread) {
+        for (&key, w, key_ops) in work.hot_mut().filter(|(_, w, key_ops)| w.active && !key_ops.unread) {
             let from = history
                 .keys
                 .get(&key)
@@ -141,12 +139,12 @@ impl FleetGate {
             // The newest slices pushed this round need no read: the push
             // answers their totals.
             let mut end = Some(s);
-            while let Some(e) = end.filter(|&e| e >= from && w.pushed.iter().flatten().any(|&(p, _)| p == e)) {
+            while let Some(e) = end.filter(|&e| e >= from && key_ops.pushed.iter().flatten().any(|&(p, _)| p == e)) {
                 end = e.checked_sub(1);
             }
             let Some(end) = end else { continue };
             let mut first = from;
-            for read in w.reads.iter_mut() {
+            for read in key_ops.reads.iter_mut() {
                 if first > end {
                     break;
                 }
@@ -168,7 +166,7 @@ impl FleetGate {
         // Counters a push may have recreated without a TTL get one now.
         let mut maintenance: Vec<(u64, usize)> = Vec::new();
         // (Only hot keys push, so only they have a counter to recreate.)
-        for (&key, _) in work.iter().filter(|(_, w)| w.active && w.hot) {
+        for (&key, _, _) in work.hot().filter(|(_, w, _)| w.active) {
             if let Some(&(counter, slice)) = history.keys.get(&key).and_then(|h| h.reexpire.as_deref()) {
                 maintenance.push((key, ops.len()));
                 ops.push(SyncOp::Add {
@@ -186,9 +184,9 @@ impl FleetGate {
         // the marks new since the last round.
         let roster = Roster::ops(&mut ops, epoch, history.roster.joined);
         let mark: Vec<u64> = work
-            .iter()
-            .filter(|(key, w)| w.active && w.hot && history.keys.get(key).and_then(|h| h.marked) != Some(epoch))
-            .map(|(&key, _)| key)
+            .hot()
+            .filter(|(key, w, _)| w.active && history.keys.get(key).and_then(|h| h.marked) != Some(epoch))
+            .map(|(&key, _, _)| key)
             .collect();
         let hot_ops = history.hot.ops(&mut ops, epoch, mark);
 
@@ -292,34 +290,31 @@ impl FleetGate {
             match result {
                 OpResult::Added(Some(total)) => {
                     confirmed.push(t);
-                    if let Some(w) = work.get_mut(&t.key) {
-                        if let SyncOp::Add {
-                            expire: false,
-                            counter,
-                            slice,
-                            ..
-                        } = op
-                        {
-                            if *total == t.delta {
-                                w.recreated = Some(Box::new((*counter, *slice)));
-                            }
-                        }
+                    if let Some((_, key_ops)) = work.get_with_ops(&t.key) {
                         // The slot learns the slice's total now, so the
                         // confirmation below never leaves it out (idle keys
                         // included).
                         if t.slice == t.word_slice {
                             t.slot.fleet[(t.slice & 1) as usize].store(pack(tag32(t.slice), *total), Ordering::Relaxed);
                         }
-                        for p in w.pushed.iter_mut().flatten() {
-                            if p.0 == t.slice {
-                                p.1 = Some(*total);
+                        if let Some(key_ops) = key_ops {
+                            match op {
+                                SyncOp::Add {
+                                    expire: false,
+                                    counter,
+                                    slice,
+                                    ..
+                                } if *total == t.delta => key_ops.recreated = Some((*counter, *slice)),
+                                SyncOp::Add {
+                                    expire: true, counter, ..
+                                } => key_ops.expired = key_ops.expired.max(Some(counter.epoch)),
+                                _ => {}
                             }
-                        }
-                        if let SyncOp::Add {
-                            expire: true, counter, ..
-                        } = op
-                        {
-                            w.expired = w.expired.max(Some(counter.epoch));
+                            for p in key_ops.pushed.iter_mut().flatten() {
+                                if p.0 == t.slice {
+                                    p.1 = Some(*total);
+                                }
+                            }
                         }
                     }
                 }
@@ -353,11 +348,11 @@ impl FleetGate {
             }
         }
         for &(key, i) in &maintenance {
-            if let (OpResult::Failed(e), Some(w)) = (&results[i], work.get_mut(&key)) {
+            if let (OpResult::Failed(e), Some((w, key_ops))) = (&results[i], work.get_with_ops(&key)) {
                 first_error.get_or_insert_with(|| e.clone());
                 w.failed = true;
-                if let SyncOp::Add { counter, slice, .. } = &ops[i] {
-                    w.recreated = Some(Box::new((*counter, *slice)));
+                if let (SyncOp::Add { counter, slice, .. }, Some(key_ops)) = (&ops[i], key_ops) {
+                    key_ops.recreated = Some((*counter, *slice));
                 }
             }
         }
@@ -389,14 +384,12 @@ impl FleetGate {
         // whole when they are active and working again.
         // Idle keys keep their history while it still holds slices of the
         // window: the loop goes on ageing their closed sums (below).
-        if history.retained != Some(s) {
-            history.retained = Some(s);
-            history
-                .keys
-                .retain(|key, h| h.active_until + k + 1 >= s || work.get(key).is_some_and(|w| w.active));
-            let History { keys, hot_here, .. } = &mut *history;
-            hot_here.retain(|key| keys.contains_key(key));
-        }
+        // (One part of the histories a round, each part every
+        // `HISTORY_PARTS` rounds: an idle key's history may outlive the
+        // window by that many rounds, and counts as it did at its end.)
+        let History { keys, hot_here, .. } = &mut *history;
+        let swept = keys.sweep(|key, h| h.active_until + k + 1 >= s || work.get(key).is_some_and(|w| w.active));
+        hot_here.retain(|key| Histories::part(*key) != swept || keys.contains_key(key));
         // Idle cold keys' units, and what hot keys used while cold (`hot.rs`).
         let cold_takes = cold_takes.kept();
         self.keep_cold_units(
@@ -416,7 +409,7 @@ impl FleetGate {
         let mut newly_hot = Vec::new();
         report.cold_keys = cold_keys;
         // The active hot keys (the cold ones are done).
-        for (&key, w) in work.iter_mut().filter(|(_, w)| w.active && w.hot) {
+        for (&key, w, key_ops) in work.hot_mut().filter(|(_, w, _)| w.active) {
             let h = history.keys.entry(key).or_insert_with(|| KeyHistory::new(len, s));
             h.advance(s);
             h.active_until = s;
@@ -424,19 +417,19 @@ impl FleetGate {
                 h.hot = Some(round_now);
                 newly_hot.push(key);
             }
-            h.reexpire = w.recreated.take();
+            h.reexpire = key_ops.recreated.map(Box::new);
             h.expire_epoch = if h.reexpire.is_some() {
                 None
             } else {
-                h.expire_epoch.max(w.expired)
+                h.expire_epoch.max(key_ops.expired)
             };
-            for &(slice, total) in w.pushed.iter().flatten() {
+            for &(slice, total) in key_ops.pushed.iter().flatten() {
                 if let Some(total) = total {
                     h.set(slice, Some(total), None);
                 }
             }
             report.hot_keys += 1;
-            if w.unread {
+            if key_ops.unread {
                 // Not read, but its pushes answered the fleet's totals of
                 // the slices they went to (recorded above), and its closed
                 // sum is computed from the history with the read keys'
@@ -446,7 +439,8 @@ impl FleetGate {
                 report.unread_keys += 1;
                 continue;
             }
-            for &(first, i) in w.reads.iter().flatten() {
+            let reads = key_ops.reads;
+            for &(first, i) in reads.iter().flatten() {
                 match &results[i as usize] {
                     OpResult::Read(values) => {
                         for (j, v) in (first..).zip(values) {
@@ -493,7 +487,7 @@ impl FleetGate {
         // Idle keys (no longer pulled): their closed sums from what this
         // instance last knew, aged slice by slice, so what left the window
         // stops counting and what is still in it keeps counting.
-        for (key, w) in work.iter().filter(|(_, w)| !w.active) {
+        for (key, w) in work.idle() {
             let Some(h) = history.keys.get_mut(key) else { continue };
             // Back after idling, it counts as never read (others' use since
             // is unknown).
@@ -527,7 +521,8 @@ impl FleetGate {
             wall,
             round_now,
         };
-        for (&key, w) in work.iter().filter(|(_, w)| w.active && (w.hot || w.failed)) {
+        // (Only hot keys have operations, so only they fail.)
+        for (&key, w, key_ops) in work.hot().filter(|(_, w, _)| w.active) {
             let Some(slot) = w.current else { continue };
             if w.failed {
                 slot.closed.store(Closed::degraded(s), Ordering::Relaxed);
@@ -538,10 +533,10 @@ impl FleetGate {
                 continue;
             }
             if let Some(h) = history.keys.get_mut(&key) {
-                self.write_closed(h, w, slot, summed);
+                self.write_closed(h, w, key_ops.unread, slot, summed);
             }
         }
-        for (key, _) in work.iter().filter(|(_, w)| w.failed) {
+        for (key, _, _) in work.hot().filter(|(_, w, _)| w.failed) {
             if let Some(h) = history.keys.get_mut(key) {
                 // Pulled whole, and its counter given a TTL again (someone
                 // may have replaced it), when it works again.

@@ -16,7 +16,10 @@ use super::table::{read_touched, Slot, Table, ROUND};
 use super::tracking::carry_over;
 use crate::Clock;
 
-/// A key in this round.
+/// A key in this round: what every key needs (most are cold), and what
+/// only keys with operations need apart ([`HotWork`]): a round writes and
+/// reads every key's `Work` several times, at a million keys tens of
+/// megabytes where it was 184 bytes a key.
 pub(super) struct Work<'a> {
     pub(super) route: u32,
     pub(super) active: bool,
@@ -24,32 +27,41 @@ pub(super) struct Work<'a> {
     pub(super) current: Option<&'a Slot>,
     /// Its slot in the previous epoch's table.
     pub(super) previous: Option<&'a Slot>,
+    /// A request refused by the fleet since the last round (read first).
+    pub(super) refused: bool,
+    /// Pushed and read: it turned hot here, the fleet marked it hot, or the
+    /// fleet refused it since the last round. A cold key is decided
+    /// locally, held to its share of the budget.
+    pub(super) hot: bool,
+    pub(super) failed: bool,
+    /// A cold key's units were kept and its closed sum written with them
+    /// (`keep_cold_units`): nothing more of it this round.
+    pub(super) summed: bool,
+    /// Its pushes and reads: its place in [`Works`]' operations (hot keys
+    /// only), or [`NO_OPS`].
+    ops: u32,
+}
+
+const NO_OPS: u32 = u32::MAX;
+
+/// The operations of a hot key in this round.
+#[derive(Default)]
+pub(super) struct HotWork {
     /// Its reads: (first slice, op index); at most two (the window's
     /// slices span two epochs at most).
     pub(super) reads: [Option<(u64, u32)>; 2],
     /// Units taken for a push this round (its priority for reads).
     pub(super) units: u64,
-    /// A request refused by the fleet since the last round (read first).
-    pub(super) refused: bool,
     /// Active, but not read this round (reads rationed).
     pub(super) unread: bool,
-    /// Pushed and read: it turned hot here, the fleet marked it hot, or the
-    /// fleet refused it since the last round. A cold key is decided
-    /// locally, held to its share of the budget.
-    pub(super) hot: bool,
     /// Slices it pushes into this round (two at most: one per parity), and
     /// their totals once added.
     pub(super) pushed: [Option<(u64, Option<u64>)>; 2],
     /// The epoch whose counter this round gave a TTL.
     pub(super) expired: Option<u64>,
     /// A push without `PEXPIRE` found its field empty: the counter may have
-    /// been created by it (evicted, flushed, lost in a failover). Boxed: a
-    /// rare case, and every key of a round carries the field.
-    pub(super) recreated: Option<Box<(Counter, u32)>>,
-    pub(super) failed: bool,
-    /// A cold key's units were kept and its closed sum written with them
-    /// (`keep_cold_units`): nothing more of it this round.
-    pub(super) summed: bool,
+    /// been created by it (evicted, flushed, lost in a failover).
+    pub(super) recreated: Option<(Counter, u32)>,
 }
 
 /// The tables a round visits: the previous epoch's (while it holds that
@@ -79,6 +91,14 @@ pub(super) struct Place {
 pub(super) struct Works<'g> {
     index: IdMap<u32>,
     keys: Vec<(u64, Work<'g>)>,
+    /// The hot keys' operations, in the order of `hot`.
+    ops: Vec<HotWork>,
+    /// The places of the hot keys and of the idle ones, in order: a few of
+    /// a round's keys, each of which several passes visit (where a pass
+    /// over every key, a few hundred bytes each, ran through memory tens
+    /// of megabytes long at a million keys).
+    hot: Vec<u32>,
+    idle: Vec<u32>,
 }
 
 impl<'g> Works<'g> {
@@ -86,7 +106,46 @@ impl<'g> Works<'g> {
         Works {
             index: IdMap::with_capacity_and_hasher(n, Default::default()),
             keys: Vec::with_capacity(n),
+            ops: Vec::new(),
+            hot: Vec::new(),
+            idle: Vec::new(),
         }
+    }
+
+    /// The hot keys and their operations (a key's `hot` and `active` are
+    /// final once the visit is done, and it lists them).
+    pub(super) fn hot(&self) -> impl Iterator<Item = (&u64, &Work<'g>, &HotWork)> {
+        self.hot.iter().zip(&self.ops).map(|(&i, ops)| {
+            let (key, w) = &self.keys[i as usize];
+            (key, w, ops)
+        })
+    }
+
+    pub(super) fn hot_mut(&mut self) -> impl Iterator<Item = (&u64, &mut Work<'g>, &mut HotWork)> {
+        // (The places ascend: each is split off what follows the last.)
+        let (mut rest, mut base) = (&mut self.keys[..], 0);
+        self.hot.iter().zip(&mut self.ops).map(move |(&i, ops)| {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(i as usize - base);
+            let ((key, w), tail) = tail.split_first_mut().expect("a place of the round's keys");
+            (rest, base) = (tail, i as usize + 1);
+            (&*key, w, ops)
+        })
+    }
+
+    /// `key`'s work and, for a hot key, its operations.
+    pub(super) fn get_with_ops(&mut self, key: &u64) -> Option<(&mut Work<'g>, Option<&mut HotWork>)> {
+        let &i = self.index.get(key)?;
+        let w = &mut self.keys[i as usize].1;
+        let ops = self.ops.get_mut(w.ops as usize);
+        Some((w, ops))
+    }
+
+    /// The idle keys: visited, not requested within `idle_rounds`.
+    pub(super) fn idle(&self) -> impl Iterator<Item = (&u64, &Work<'g>)> {
+        self.idle.iter().map(|&i| {
+            let (key, w) = &self.keys[i as usize];
+            (key, w)
+        })
     }
 
     pub(super) fn len(&self) -> usize {
@@ -231,16 +290,11 @@ impl FleetGate {
                 active: false,
                 current: None,
                 previous: None,
-                reads: [None; 2],
-                units: 0,
                 refused: false,
-                unread: false,
                 hot: false,
-                pushed: [None; 2],
-                expired: None,
-                recreated: None,
                 failed: false,
                 summed: false,
+                ops: NO_OPS,
             });
             w.active |= active;
             // Refused in this round or the one before (requests count the
@@ -308,8 +362,19 @@ impl FleetGate {
         // share here, or at the budget).
         // (`hot_here` holds the keys whose history says hot: a small set,
         // where the histories are a map of every key.)
-        for (&key, w) in work.iter_mut() {
-            w.hot = history.hot_here.contains(&key) || w.refused || history.hot.is_hot(key, epoch);
+        let Works {
+            keys, hot, idle, ops, ..
+        } = &mut work;
+        for (i, (key, w)) in keys.iter_mut().enumerate() {
+            w.hot = history.hot_here.contains(key) || w.refused || history.hot.is_hot(*key, epoch);
+            if w.hot {
+                hot.push(i as u32);
+                w.ops = ops.len() as u32;
+                ops.push(HotWork::default());
+            }
+            if !w.active {
+                idle.push(i as u32);
+            }
         }
         history.sizes = (takes.len(), work.len());
         // The hot keys' takes out (a few), the cold ones left in place (most).
