@@ -22,9 +22,6 @@ impl FleetGate {
             wall,
             round_now,
         } = at;
-        if !w.hot {
-            return self.write_cold_closed(h, slot, s, wall);
-        }
         let last = s.wrapping_sub(1);
         // Held to its share: not read this round; or turned hot so
         // recently that other instances may not have pushed what they used
