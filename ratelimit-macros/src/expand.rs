@@ -7,7 +7,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use syn::spanned::Spanned;
-use syn::{FnArg, ItemFn, ReturnType};
+use syn::{FnArg, ItemFn};
 
 use crate::check;
 use crate::parse::{parse_args, take_stacked, Args, Cost, KeyKind, Step};
@@ -104,11 +104,6 @@ fn expand(all: &[Args], f: ItemFn) -> TokenStream {
             Some(quote!(#state_param: #krate::__private::RouterState)),
         )
     };
-    let outcomes_ty = quote!(<#rules_ty as #krate::__private::Rules>::Outcomes);
-    let ret_ty = match &sig.output {
-        ReturnType::Default => quote!(()),
-        ReturnType::Type(_, ty) => quote!(#ty),
-    };
     // Arguments keep their names where they are plain bindings (so other
     // attributes, like `#[tracing::instrument(skip(db))]`, still find them);
     // patterns (`Path(id): Path<u64>`) get a hidden name, and the inner
@@ -187,7 +182,7 @@ fn expand(all: &[Args], f: ItemFn) -> TokenStream {
         #vis async fn #ident #outer_generics (
             __ratelimit_admit: #admit,
             #(#outer_inputs),*
-        ) -> #krate::__private::Limited<#ret_ty, #outcomes_ty> #outer_where {
+        ) -> #krate::__private::Limited #outer_where {
             #(#lint_attrs)*
             async fn __ratelimit_handler #generics (#inner_inputs) #output #where_clause #block
             __ratelimit_admit.finish(__ratelimit_handler #turbofish (#(#call_args),*).await)

@@ -304,14 +304,33 @@ impl<R: Rules, M> Admit<R, M> {
         self.outcome.outcomes()
     }
 
-    /// Wraps the handler's response so it gets the rate-limit headers.
-    pub fn finish<T>(self, response: T) -> Limited<T, R::Outcomes> {
-        Limited {
-            response,
-            outcome: self.outcome,
-            meter: self.meter,
-            permits: self.permits,
-        }
+    /// The handler's response with the rate-limit headers, its body
+    /// settling a metered charge and holding the permits until it has been
+    /// sent. Built here, as the handler's future ends, not when axum turns
+    /// the handler's output into a response: what leaves the handler is
+    /// then a `Response`, not the response plus every outcome (each move of
+    /// those is a `memcpy` on the request path).
+    #[inline]
+    pub fn finish<T: IntoResponse>(self, response: T) -> Limited {
+        let mut response = response.into_response();
+        self.outcome.write_over(response.headers_mut());
+        let permits = self.permits;
+        Limited(match self.meter {
+            // Charged by its size: the body settles the reservation once
+            // it has been sent (and gives the permits back then).
+            Some(charge) => response.map(|body| {
+                let metered = super::meter::Metered::new(body, charge);
+                if permits.is_empty() {
+                    axum::body::Body::new(metered)
+                } else {
+                    axum::body::Body::new(permits.hold(metered))
+                }
+            }),
+            // Held while the body streams; a small body in memory gives
+            // them back here (no wrapper, no allocation).
+            None if permits.held_by(response.body()) => response.map(|body| axum::body::Body::new(permits.hold(body))),
+            None => response,
+        })
     }
 }
 
@@ -424,43 +443,14 @@ impl<R: Rules, M> Admit<R, M> {
     }
 }
 
-/// A handler's response with the rate-limit headers of its decision (`O`:
-/// one [`Outcome`], or one per stacked limit).
+/// A handler's response with the rate-limit headers of its decision
+/// ([`Admit::finish`]).
 #[derive(Debug)]
-pub struct Limited<T, O = Outcome> {
-    response: T,
-    outcome: O,
-    meter: Option<super::Charge>,
-    permits: Permits,
-}
+pub struct Limited(Response);
 
-impl<T, O> Limited<T, O> {
-    /// The handler's own response.
-    pub fn into_inner(self) -> T {
-        self.response
-    }
-}
-
-impl<T: IntoResponse, O: Report> IntoResponse for Limited<T, O> {
+impl IntoResponse for Limited {
+    #[inline]
     fn into_response(self) -> Response {
-        let mut response = self.response.into_response();
-        self.outcome.write_over(response.headers_mut());
-        let permits = self.permits;
-        match self.meter {
-            // Charged by its size: the body settles the reservation once
-            // it has been sent (and gives the permits back then).
-            Some(charge) => response.map(|body| {
-                let metered = super::meter::Metered::new(body, charge);
-                if permits.is_empty() {
-                    axum::body::Body::new(metered)
-                } else {
-                    axum::body::Body::new(permits.hold(metered))
-                }
-            }),
-            // Held while the body streams; a small body in memory gives
-            // them back here (no wrapper, no allocation).
-            None if permits.held_by(response.body()) => response.map(|body| axum::body::Body::new(permits.hold(body))),
-            None => response,
-        }
+        self.0
     }
 }
