@@ -100,9 +100,10 @@ impl Hasher for KeyedHash {
 pub struct Permit {
     limiter: Arc<ConcurrencyLimiter>,
     key: u64,
-    /// `None`: the key's own entry; `Some(i)`: overflow counter `i`.
-    overflow: Option<usize>,
     remaining: u32,
+    /// Counted in the key's overflow counter (`slot(key)`), not in an entry
+    /// of its own.
+    overflowed: bool,
 }
 
 /// A take refused: the key already holds its limit of permits.
@@ -169,7 +170,7 @@ impl ConcurrencyLimiter {
                 return Err(Busy { limit, overflow: false });
             }
             *n += 1;
-            return Ok(self.permit(hash, None, limit - *n));
+            return Ok(self.permit(hash, false, limit - *n));
         }
         if limit == 0 {
             return Err(Busy { limit, overflow: false });
@@ -181,7 +182,7 @@ impl ConcurrencyLimiter {
         // overflow counter, never past its limit.)
         if self.overflow[slot].load(Ordering::Acquire) == 0 && held.len() < self.shard_cap && self.claim_entry() {
             held.insert(hash, 1);
-            return Ok(self.permit(hash, None, limit - 1));
+            return Ok(self.permit(hash, false, limit - 1));
         }
         let counter = &self.overflow[slot];
         let mut n = counter.load(Ordering::Acquire);
@@ -190,7 +191,7 @@ impl ConcurrencyLimiter {
                 return Err(Busy { limit, overflow: true });
             }
             match counter.compare_exchange_weak(n, n + 1, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(self.permit(hash, Some(slot), limit - n - 1)),
+                Ok(_) => return Ok(self.permit(hash, true, limit - n - 1)),
                 Err(now) => n = now,
             }
         }
@@ -213,17 +214,17 @@ impl ConcurrencyLimiter {
         }
     }
 
-    fn permit(self: &Arc<Self>, key: u64, overflow: Option<usize>, remaining: u32) -> Permit {
+    fn permit(self: &Arc<Self>, key: u64, overflowed: bool, remaining: u32) -> Permit {
         Permit {
             limiter: Arc::clone(self),
             key,
-            overflow,
             remaining,
+            overflowed,
         }
     }
 
-    fn release(&self, key: u64, overflow: Option<usize>) {
-        match overflow {
+    fn release(&self, key: u64, overflowed: bool) {
+        match overflowed.then(|| Self::slot(key)) {
             Some(slot) => {
                 let before = self.overflow[slot].fetch_sub(1, Ordering::AcqRel);
                 debug_assert!(before > 0, "an overflow permit given back twice");
@@ -283,20 +284,20 @@ impl Permit {
 
     /// Whether this permit is counted in a shared overflow counter.
     pub fn overflowed(&self) -> bool {
-        self.overflow.is_some()
+        self.overflowed
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.limiter.release(self.key, self.overflow);
+        self.limiter.release(self.key, self.overflowed);
     }
 }
 
 impl fmt::Debug for Permit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
-            .field("overflowed", &self.overflow.is_some())
+            .field("overflowed", &self.overflowed)
             .field("remaining", &self.remaining)
             .finish_non_exhaustive()
     }

@@ -15,7 +15,7 @@ use http::request::Parts;
 use super::in_flight::Permits;
 use super::observe::{Once, RouteSeries};
 use super::reject::Rejection;
-use super::respond::{Outcome, RouteName};
+use super::respond::{Headers, Outcome, RouteName};
 use super::route::RouteSpec;
 use super::RateLimit;
 use crate::claims::VerifiedClaims;
@@ -282,7 +282,8 @@ stacked!(8; A B C D E F G H);
 /// or [`ViaLayer`].
 #[derive(Debug)]
 pub struct Admit<R: Rules, M> {
-    outcome: R::Outcomes,
+    /// What the response will say of the decision.
+    headers: Headers<R::Outcomes>,
     /// A route charged by its response's size: the reservation its body
     /// settles.
     meter: Option<super::Charge>,
@@ -292,18 +293,6 @@ pub struct Admit<R: Rules, M> {
 }
 
 impl<R: Rules, M> Admit<R, M> {
-    /// The decision and the limit that applied (of stacked limits, the one
-    /// the `RateLimit-Limit` triple reports: the tightest).
-    pub fn outcome(&self) -> &Outcome {
-        let all = self.outcome.outcomes();
-        &all[super::respond::reported(all).unwrap_or(0)]
-    }
-
-    /// Every limit that applied, in the order the attributes are written.
-    pub fn outcomes(&self) -> &[Outcome] {
-        self.outcome.outcomes()
-    }
-
     /// The handler's response with the rate-limit headers, its body
     /// settling a metered charge and holding the permits until it has been
     /// sent. Built here, as the handler's future ends, not when axum turns
@@ -313,7 +302,7 @@ impl<R: Rules, M> Admit<R, M> {
     #[inline]
     pub fn finish<T: IntoResponse>(self, response: T) -> Limited {
         let mut response = response.into_response();
-        self.outcome.write_over(response.headers_mut());
+        self.headers.write_over(response.headers_mut());
         let permits = self.permits;
         Limited(match self.meter {
             // Charged by its size: the body settles the reservation once
@@ -435,7 +424,7 @@ impl<R: Rules, M> Admit<R, M> {
             }
         }
         Ok(Admit {
-            outcome,
+            headers: Headers::of(outcome),
             meter,
             permits,
             _rule: PhantomData,

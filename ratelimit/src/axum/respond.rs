@@ -254,20 +254,26 @@ impl Outcome {
     }
 
     fn write_draft06(&self, headers: &mut HeaderMap) {
+        write_triple(headers, self.triple());
+    }
+
+    /// `RateLimit-Limit`, `-Remaining` and `-Reset` of this limit. Refused
+    /// by the concurrency (a shadow route's), the triple describes that:
+    /// the next permit comes when one of the client's requests ends, said
+    /// as 1 s.
+    fn triple(&self) -> Triple {
         if let Some(c) = self.in_flight.filter(|c| c.refused && !self.decision.is_denied()) {
-            // Refused by the concurrency: the triple describes it (the next
-            // permit: when one of the client's requests ends, said as 1 s).
-            headers.insert(RATELIMIT_LIMIT.clone(), number(u64::from(c.limit)));
-            headers.insert(RATELIMIT_REMAINING.clone(), number(0));
-            headers.insert(RATELIMIT_RESET.clone(), number(1));
-            return;
+            return Triple {
+                limit: c.limit,
+                remaining: 0,
+                reset: 1,
+            };
         }
-        headers.insert(RATELIMIT_LIMIT.clone(), number(u64::from(self.decision.limit())));
-        headers.insert(
-            RATELIMIT_REMAINING.clone(),
-            number(u64::from(self.decision.remaining())),
-        );
-        headers.insert(RATELIMIT_RESET.clone(), number(ceil_secs(self.decision.reset_after())));
+        Triple {
+            limit: self.decision.limit(),
+            remaining: self.decision.remaining(),
+            reset: ceil_secs(self.decision.reset_after()),
+        }
     }
 
     /// This limit's Quota Policy Item: `"<name>";q=<burst>;w=<seconds>`.
@@ -444,6 +450,62 @@ pub(crate) fn write_stack(outcomes: &[Outcome], headers: &mut HeaderMap, merge: 
             if earlier {
                 headers.insert(RETRY_AFTER, number(wait));
             }
+        }
+    }
+}
+
+/// `RateLimit-Limit`, `-Remaining` and `-Reset` (draft -06).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Triple {
+    limit: u32,
+    remaining: u32,
+    reset: u64,
+}
+
+fn write_triple(headers: &mut HeaderMap, t: Triple) {
+    headers.insert(RATELIMIT_LIMIT.clone(), number(u64::from(t.limit)));
+    headers.insert(RATELIMIT_REMAINING.clone(), number(u64::from(t.remaining)));
+    headers.insert(RATELIMIT_RESET.clone(), number(t.reset));
+}
+
+/// The rate-limit headers of an admitted request's response, fixed by its
+/// decision and kept while the handler runs. The `-06` triple (the default
+/// style) is three numbers; structured fields name every limit, and keep
+/// the outcomes, boxed: the handler's future carries this across its await
+/// and moves it several times, and a move of the outcomes (200 bytes each)
+/// is a `memcpy` (structured fields allocate their values anyway).
+#[derive(Debug)]
+pub(crate) enum Headers<O> {
+    /// `headers = "none"`.
+    None,
+    Triple(Triple),
+    Outcomes(Box<O>),
+}
+
+impl<O: super::handler::Report> Headers<O> {
+    /// The headers of `outcomes` (one limit, or a stack of them), as
+    /// [`Report::write_over`](super::handler::Report::write_over) writes them.
+    pub(crate) fn of(outcomes: O) -> Headers<O> {
+        let all = outcomes.outcomes();
+        let Some(main) = reported(all) else {
+            return Headers::None;
+        };
+        let first = &all[main];
+        if first.style.structured() {
+            Headers::Outcomes(Box::new(outcomes))
+        } else if first.style.draft06() {
+            Headers::Triple(first.triple())
+        } else {
+            Headers::None
+        }
+    }
+
+    /// Writes them on the handler's own response.
+    pub(crate) fn write_over(&self, headers: &mut HeaderMap) {
+        match self {
+            Headers::None => {}
+            Headers::Triple(t) => write_triple(headers, *t),
+            Headers::Outcomes(o) => o.write_over(headers),
         }
     }
 }
