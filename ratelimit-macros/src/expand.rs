@@ -1,13 +1,13 @@
 //! Runs the attribute (parse, check, expand) and expands a handler: a
 //! zero-sized rule type per route, and the handler rewritten to take
 //! `Admit<Rule>` first (so the decision runs before any other extractor and
-//! before the body) and to wrap its response in `Limited` (which adds the
-//! headers).
+//! before the body) and to hand its response to `Admit::finish` (which
+//! adds the headers).
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use syn::spanned::Spanned;
-use syn::{FnArg, ItemFn};
+use syn::{FnArg, ItemFn, ReturnType};
 
 use crate::check;
 use crate::parse::{parse_args, take_stacked, Args, Cost, KeyKind, Step};
@@ -151,26 +151,38 @@ fn expand(all: &[Args], f: ItemFn) -> TokenStream {
     });
     let generics = &sig.generics;
     let where_clause = &sig.generics.where_clause;
-    // The outer function: the handler's generics, then the state's.
-    let (outer_generics, outer_where) = match &state_bound {
-        None => (quote!(#generics), quote!(#where_clause)),
-        Some(bound) => {
-            let params = &sig.generics.params;
-            let comma = if params.empty_or_trailing() {
-                quote!()
-            } else {
-                quote!(,)
-            };
-            let preds = where_clause.as_ref().map(|w| &w.predicates);
-            let pred_comma = match preds {
-                Some(p) if !p.empty_or_trailing() => quote!(,),
-                _ => quote!(),
-            };
-            (
-                quote!(<#params #comma #state_param>),
-                quote!(where #preds #pred_comma #bound),
-            )
+    // A generic handler's output is known to be a response only where the
+    // handler is routed (`get(h::<Foo>)`), as with axum; `finish` turns it
+    // into one inside the body, so the outer function's bounds must say it
+    // is one (an `impl IntoResponse` output says so itself).
+    let output_bound = match &sig.output {
+        ReturnType::Type(_, ty) if !params.is_empty() && !contains_impl(&quote!(#ty)) => {
+            Some(quote!(#ty: #krate::__private::IntoResponse))
         }
+        _ => None,
+    };
+    let bounds: Vec<_> = state_bound.iter().cloned().chain(output_bound).collect();
+    // The outer function: the handler's generics, then the state's.
+    let outer_generics = if state_bound.is_some() {
+        let params = &sig.generics.params;
+        let comma = if params.empty_or_trailing() {
+            quote!()
+        } else {
+            quote!(,)
+        };
+        quote!(<#params #comma #state_param>)
+    } else {
+        quote!(#generics)
+    };
+    let outer_where = if bounds.is_empty() {
+        quote!(#where_clause)
+    } else {
+        let preds = where_clause.as_ref().map(|w| &w.predicates);
+        let pred_comma = match preds {
+            Some(p) if !p.empty_or_trailing() => quote!(,),
+            _ => quote!(),
+        };
+        quote!(where #preds #pred_comma #(#bounds),*)
     };
     let inner_inputs = &sig.inputs;
     let output = &sig.output;

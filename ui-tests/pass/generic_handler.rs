@@ -15,6 +15,20 @@ fn router(rate_limit: &ratelimit::axum::RateLimit) -> Router {
         .layer(rate_limit.layer())
 }
 
+// Its output is a response only for the types it is routed with (checked
+// where it is routed, as with axum): `Json<T>` needs `T: Serialize`, which
+// the handler's own bounds do not say.
+#[rate_limit(key = ip, resolve = [default], layer)]
+async fn echo<T: Default + Send + 'static>() -> axum::Json<T> {
+    axum::Json(T::default())
+}
+
+fn echo_router(rate_limit: &ratelimit::axum::RateLimit) -> Router {
+    Router::new()
+        .route("/echo", get(echo::<u32>))
+        .layer(rate_limit.layer())
+}
+
 fn main() {
-    let _ = router;
+    let _ = (router, echo_router);
 }

@@ -1,6 +1,6 @@
 //! What `#[rate_limit]` handlers run: the `Admit` extractor decides before
-//! any other extractor or the body, and `Limited` adds the headers to the
-//! handler's own response.
+//! any other extractor or the body, and `Admit::finish` adds the headers to
+//! the handler's own response.
 
 // The extractor's rejection is axum's `Response` (what axum sends); boxing
 // it would add an allocation to every rejection for nothing.

@@ -114,8 +114,8 @@ impl<B> std::fmt::Debug for Metered<B> {
     }
 }
 
-/// What `Admit` keeps for a route charged by its response's size, to wrap
-/// the body in [`Limited`](super::Limited).
+/// What `Admit` keeps for a route charged by its response's size, for
+/// `Admit::finish` to wrap the body in.
 pub(crate) fn meter_of(charge: Option<Charge>) -> Option<Charge> {
     charge.filter(Charge::is_metered)
 }
