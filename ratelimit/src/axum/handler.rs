@@ -147,7 +147,7 @@ pub trait Rules: Send + Sync + 'static {
 }
 
 /// The outcomes of a request's limits, as a response reports them.
-pub trait Report: Send + Sync + std::fmt::Debug + 'static {
+pub trait Report: Clone + Send + Sync + std::fmt::Debug + 'static {
     /// Every limit that applied, in declaration order.
     fn outcomes(&self) -> &[Outcome];
     /// Every limit that applied, to take claims from.
@@ -156,6 +156,13 @@ pub trait Report: Send + Sync + std::fmt::Debug + 'static {
     /// Writes the rate-limit headers on the handler's own response.
     #[doc(hidden)]
     fn write_over(&self, headers: &mut http::HeaderMap);
+    /// The limit the `RateLimit-Limit` triple reports (of stacked limits,
+    /// the refusing one with the longest wait, else the tightest).
+    #[doc(hidden)]
+    fn reported(&self) -> Option<&Outcome> {
+        let all = self.outcomes();
+        super::respond::reported(all).map(|i| &all[i])
+    }
 }
 
 impl Report for Outcome {
@@ -168,6 +175,9 @@ impl Report for Outcome {
     fn write_over(&self, headers: &mut http::HeaderMap) {
         // Innermost: no other rule's headers can be here yet.
         self.write_headers_over(headers);
+    }
+    fn reported(&self) -> Option<&Outcome> {
+        Some(self)
     }
 }
 
@@ -424,7 +434,7 @@ impl<R: Rules, M> Admit<R, M> {
             }
         }
         Ok(Admit {
-            headers: Headers::of(outcome),
+            headers: Headers::of(&outcome),
             meter,
             permits,
             _rule: PhantomData,

@@ -485,14 +485,12 @@ pub(crate) enum Headers<O> {
 impl<O: super::handler::Report> Headers<O> {
     /// The headers of `outcomes` (one limit, or a stack of them), as
     /// [`Report::write_over`](super::handler::Report::write_over) writes them.
-    pub(crate) fn of(outcomes: O) -> Headers<O> {
-        let all = outcomes.outcomes();
-        let Some(main) = reported(all) else {
+    pub(crate) fn of(outcomes: &O) -> Headers<O> {
+        let Some(first) = outcomes.reported() else {
             return Headers::None;
         };
-        let first = &all[main];
         if first.style.structured() {
-            Headers::Outcomes(Box::new(outcomes))
+            Headers::Outcomes(Box::new(outcomes.clone()))
         } else if first.style.draft06() {
             Headers::Triple(first.triple())
         } else {
