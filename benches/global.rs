@@ -5,7 +5,8 @@
 //!
 //! And the gate at the scale of a user base (`scale`): one instance with
 //! 1k, 100k and 1M active keys of which 1% reach their limit, against its
-//! own `redis-server`: rounds, Redis commands per round (from `INFO
+//! own `redis-server`: rounds (`turn ms`: the slowest of those that ran
+//! just after the epoch turned), Redis commands per round (from `INFO
 //! commandstats`) and memory per tracked key.
 //!
 //! `cargo bench --bench global` (`RATELIMIT_BENCH_PARTS=ab,rounds,scale`
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
 use ratelimit::global::{FleetGate, GateSettings, MemoryGlobalStore, RedisSettings, RedisStore};
-use ratelimit::{Limiter, MemoryStore, Quota, SystemClock};
+use ratelimit::{Clock, Limiter, MemoryStore, Quota, SystemClock};
 
 const SECRET: &[u8] = b"bench fleet secret of 32 bytes..";
 
@@ -282,12 +283,13 @@ fn scale() {
     println!();
     println!("=== the gate at scale: one instance, 1% of the active keys hot, a round every 100 ms, loopback redis-server ===");
     println!(
-        "{:<12}{:>8}{:>14}{:>12}{:>12}{:>12}{:>12}{:>14}{:>12}{:>12}",
+        "{:<12}{:>8}{:>14}{:>12}{:>12}{:>12}{:>12}{:>12}{:>14}{:>12}{:>12}",
         "active keys",
         "hot",
         "cold every",
         "round ms",
         "max ms",
+        "turn ms",
         "churn ms",
         "cmds/round",
         "cmds/hot key",
@@ -315,6 +317,10 @@ fn scale() {
             .with_max_keys(keys as usize);
         let g = FleetGate::new(settings, &clock).unwrap_or_else(|e| panic!("gate: {e}"));
         let (mut times, mut cmds, mut unread) = (Vec::new(), Vec::new(), 0);
+        // Rounds that ran just after the epoch turned (each active key takes
+        // a slot in the new epoch's table then), apart: the slowest of them.
+        let epoch = |now: u64| g.window().epoch(now);
+        let (mut last_epoch, mut turns) = (epoch(clock.now()), Vec::new());
         // Six rounds (`RATELIMIT_BENCH_ROUNDS`) measured once every key has
         // been requested (the first `every` rounds bring new keys: see the
         // churn column).
@@ -338,10 +344,15 @@ fn scale() {
                 .block_on(g.sync_once(&store, &clock))
                 .unwrap_or_else(|e| panic!("sync: {e}"));
             let ms = t.elapsed().as_secs_f64() * 1000.0;
+            let now_epoch = epoch(clock.now());
+            let turned = std::mem::replace(&mut last_epoch, now_epoch) != now_epoch;
             // The INFO call itself counts one.
             let c = commands(&server).saturating_sub(c0 + 1);
             if round >= 1 && round < warm {
                 churn.push(ms);
+            }
+            if round >= warm && turned {
+                turns.push(ms);
             }
             if round >= warm {
                 times.push(ms);
@@ -361,13 +372,19 @@ fn scale() {
             Some(ms) if every > 1 => format!("{ms:.1}"),
             _ => "-".to_owned(),
         };
+        let turn = turns
+            .iter()
+            .copied()
+            .max_by(f64::total_cmp)
+            .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1}"));
         println!(
-            "{:<12}{:>8}{:>14}{:>12.1}{:>12.1}{:>12}{:>12}{:>14.1}{:>12}{:>12}",
+            "{:<12}{:>8}{:>14}{:>12.1}{:>12.1}{:>12}{:>12}{:>12}{:>14.1}{:>12}{:>12}",
             keys,
             hot,
             format!("{every} round{}", if every == 1 { "" } else { "s" }),
             times[times.len() / 2],
             times[times.len() - 1],
+            turn,
             churn,
             median_cmds,
             median_cmds as f64 / hot.max(1) as f64,
