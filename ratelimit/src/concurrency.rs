@@ -224,22 +224,19 @@ impl ConcurrencyLimiter {
     }
 
     fn release(&self, key: u64, overflowed: bool) {
-        match overflowed.then(|| Self::slot(key)) {
-            Some(slot) => {
-                let before = self.overflow[slot].fetch_sub(1, Ordering::AcqRel);
-                debug_assert!(before > 0, "an overflow permit given back twice");
+        if overflowed {
+            let before = self.overflow[Self::slot(key)].fetch_sub(1, Ordering::AcqRel);
+            debug_assert!(before > 0, "an overflow permit given back twice");
+            return;
+        }
+        let mut held = lock(&self.shard(key).held);
+        match held.get_mut(&key) {
+            Some(n) if *n > 1 => *n -= 1,
+            Some(_) => {
+                held.remove(&key);
+                self.entries.fetch_sub(1, Ordering::Relaxed);
             }
-            None => {
-                let mut held = lock(&self.shard(key).held);
-                match held.get_mut(&key) {
-                    Some(n) if *n > 1 => *n -= 1,
-                    Some(_) => {
-                        held.remove(&key);
-                        self.entries.fetch_sub(1, Ordering::Relaxed);
-                    }
-                    None => debug_assert!(false, "a permit of a key with no entry"),
-                }
-            }
+            None => debug_assert!(false, "a permit of a key with no entry"),
         }
     }
 
