@@ -23,6 +23,11 @@
 //! The routes:
 //!
 //! * `/bare`: the handler alone.
+//! * `/headers`: the handler's response with the three draft-06 headers
+//!   the limiter writes (`RateLimit-Limit`, `-Remaining`, `-Reset`,
+//!   prebuilt values) and no decision: what the headers alone cost a real
+//!   server (their insertion and hyper's encoding of them), the floor under
+//!   the limited routes.
 //! * `/attr`: `#[rate_limit(key = ip, resolve = [default])]`, the runtime as
 //!   the router's state.
 //! * `/layer`: the same rule through `RateLimitLayer`.
@@ -68,11 +73,25 @@ burst = 1000
 trusted_proxies = ["127.0.0.1/32"]
 "#;
 
-const ROUTES: [&str; 4] = ["/bare", "/attr", "/layer", "/governor"];
+const ROUTES: [&str; 5] = ["/bare", "/headers", "/attr", "/layer", "/governor"];
 const KEYS: [u32; 2] = [1, 10_000];
 
 async fn bare() -> &'static str {
     "ok"
+}
+
+/// `bare` with the three headers a limited route writes, and no decision.
+async fn headers_only() -> impl axum::response::IntoResponse {
+    use ratelimit::axum::{RATELIMIT_LIMIT, RATELIMIT_REMAINING, RATELIMIT_RESET};
+    let value = http::HeaderValue::from_static;
+    (
+        [
+            (RATELIMIT_LIMIT.clone(), value("1000")),
+            (RATELIMIT_REMAINING.clone(), value("999")),
+            (RATELIMIT_RESET.clone(), value("1")),
+        ],
+        "ok",
+    )
 }
 
 #[rate_limit(key = ip, resolve = [default], name = "attr")]
@@ -97,6 +116,7 @@ async fn app() -> Router {
         .expect("governor config");
     Router::new()
         .route("/bare", get(bare))
+        .route("/headers", get(headers_only))
         .merge(Router::new().route("/attr", get(attr)).with_state(limiter.clone()))
         .merge(Router::new().route("/layer", get(via_layer)).layer(limiter.layer()))
         .merge(

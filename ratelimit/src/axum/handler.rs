@@ -135,11 +135,12 @@ pub trait Rules: Send + Sync + 'static {
     /// A limit is charged by the response's size (a `[routes]` override
     /// can turn that off at run time, never on).
     const METERED: bool = false;
-    /// Decides the request with `rt`: the outcomes when admitted (or only
-    /// shadow limits refused), with the permits the request holds until
-    /// its response has been sent, else the 429.
+    /// Decides the request with `rt`: when admitted (or only shadow limits
+    /// refused), what its response needs (see [`Admitted`]), else the 429.
+    /// `charged_at`: a clock reading taken before the decision, for a
+    /// route that settles its charge.
     #[doc(hidden)]
-    fn decide(parts: &Parts, rt: &RateLimit) -> Result<(Self::Outcomes, Permits), Response>;
+    fn admit(parts: &mut Parts, rt: &RateLimit, charged_at: u64) -> Result<Admitted<Self::Outcomes>, Response>;
     /// Answers a probe (a request whose method is one of `[responses]
     /// probe_methods`) with what the request would get, charging nothing.
     #[doc(hidden)]
@@ -215,18 +216,22 @@ impl<R: Rule> Rules for R {
     const METERED: bool = R::BYTES_PER_UNIT.is_some();
 
     #[inline(always)]
-    fn decide(parts: &Parts, rt: &RateLimit) -> Result<(Outcome, Permits), Response> {
-        let (outcome, permits) = rt
-            .inner
-            .decide(parts, &spec::<R>(), RouteName::Static(R::NAME), R::key(), R::chain());
-        if outcome.rejects() {
-            let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
-            Err(rt
-                .inner
-                .reject_route(std::slice::from_ref(&outcome), parts, outer, R::reject))
-        } else {
-            Ok((outcome, permits))
-        }
+    fn admit(parts: &mut Parts, rt: &RateLimit, charged_at: u64) -> Result<Admitted<Outcome>, Response> {
+        let name = RouteName::Static(R::NAME);
+        rt.inner.decide_then(
+            parts,
+            &spec::<R>(),
+            name,
+            R::key(),
+            R::chain(),
+            #[inline(always)]
+            |outcome, permits, parts| {
+                if outcome.rejects() {
+                    return Err(refuse::<R>(outcome, parts, rt));
+                }
+                Ok(Admitted::new::<Self>(outcome, permits, parts, rt, charged_at))
+            },
+        )
     }
 
     fn probe(parts: &Parts, rt: &RateLimit) -> Response {
@@ -235,6 +240,16 @@ impl<R: Rule> Rules for R {
             .prepare(parts, &spec::<R>(), RouteName::Static(R::NAME), R::key(), R::chain())];
         rt.inner.answer_probe(&mut pending, parts, &[R::reject])
     }
+}
+
+/// The 429 of a request the route of `R` refused (out of the admitted
+/// path, which is then small enough to be inlined whole).
+#[cold]
+#[inline(never)]
+fn refuse<R: Rule>(outcome: &Outcome, parts: &Parts, rt: &RateLimit) -> Response {
+    let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
+    rt.inner
+        .reject_route(std::slice::from_ref(outcome), parts, outer, R::reject)
 }
 
 /// `impl Rules for (A, B, ...)`: stacked attributes.
@@ -246,7 +261,7 @@ macro_rules! stacked {
             const WANTS_CHARGE: bool = $first::WANTS_CHARGE $(|| $rule::WANTS_CHARGE)*;
             const METERED: bool = $first::BYTES_PER_UNIT.is_some() $(|| $rule::BYTES_PER_UNIT.is_some())*;
 
-            fn decide(parts: &Parts, rt: &RateLimit) -> Result<([Outcome; $n], Permits), Response> {
+            fn admit(parts: &mut Parts, rt: &RateLimit, charged_at: u64) -> Result<Admitted<[Outcome; $n]>, Response> {
                 let specs = [spec::<$first>(), $(spec::<$rule>()),*];
                 let mut specs = specs.iter();
                 let mut pending = [
@@ -256,7 +271,8 @@ macro_rules! stacked {
                 let admitted = rt.inner.decide_all(&mut pending);
                 let outcomes = pending.map(|p| p.outcome);
                 if let Some(permits) = admitted {
-                    return Ok((outcomes, permits));
+                    let mut outcomes = outcomes;
+                    return Ok(Admitted::new::<Self>(&mut outcomes, permits, parts, rt, charged_at));
                 }
                 // The hook of the limit the refusal reports.
                 let hooks: [fn(&Rejection<'_>) -> Option<Response>; $n] = [$first::reject, $($rule::reject),*];
@@ -292,14 +308,67 @@ stacked!(8; A B C D E F G H);
 /// or [`ViaLayer`].
 #[derive(Debug)]
 pub struct Admit<R: Rules, M> {
+    admitted: Admitted<R::Outcomes>,
+    _rule: PhantomData<fn() -> (R, M)>,
+}
+
+/// What an admitted request carries to its response: made where the
+/// decision lies, and small (the handler's future carries it across its
+/// await and moves it several times; the outcomes it is made from are not
+/// moved again).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct Admitted<O> {
     /// What the response will say of the decision.
-    headers: Headers<R::Outcomes>,
+    headers: Headers<O>,
     /// A route charged by its response's size: the reservation its body
     /// settles.
     meter: Option<super::Charge>,
     /// Held until the response has been sent (`concurrency`).
     permits: Permits,
-    _rule: PhantomData<fn() -> (R, M)>,
+}
+
+impl<O: Report> Admitted<O> {
+    /// The admission of a request `outcomes` admitted on the route of
+    /// `R`, holding `permits`. A handler taking a `Charge` gets the
+    /// reservation of what was charged (in the request's extensions); a
+    /// route charged by its response's size keeps it for the body (the
+    /// attribute refuses both on one handler). Claims this crate verified
+    /// are handed to the handler (`Extension<VerifiedClaims>`), so it need
+    /// not verify again.
+    #[inline(always)]
+    fn new<R: Rules<Outcomes = O>>(
+        outcomes: &mut O,
+        permits: Permits,
+        parts: &mut Parts,
+        rt: &RateLimit,
+        charged_at: u64,
+    ) -> Admitted<O> {
+        let metered = R::METERED && outcomes.outcomes().iter().any(|o| o.bytes_per_unit.is_some());
+        let meter = if R::WANTS_CHARGE || metered {
+            let charge = super::Charge::reserve(rt, outcomes.outcomes(), charged_at);
+            if R::WANTS_CHARGE {
+                parts.extensions.insert(super::charge::Reservation(Some(charge)));
+                None
+            } else {
+                super::meter::meter_of(Some(charge))
+            }
+        } else {
+            None
+        };
+        for o in outcomes.outcomes_mut() {
+            if let Some(claims) = o.claims.take() {
+                if parts.extensions.get::<VerifiedClaims>().is_none() {
+                    parts.extensions.insert(claims);
+                }
+            }
+        }
+        Admitted {
+            headers: Headers::of(outcomes),
+            meter,
+            permits,
+        }
+    }
 }
 
 impl<R: Rules, M> Admit<R, M> {
@@ -311,10 +380,14 @@ impl<R: Rules, M> Admit<R, M> {
     /// those is a `memcpy` on the request path).
     #[inline]
     pub fn finish<T: IntoResponse>(self, response: T) -> Limited {
+        let Admitted {
+            headers,
+            meter,
+            permits,
+        } = self.admitted;
         let mut response = response.into_response();
-        self.headers.write_over(response.headers_mut());
-        let permits = self.permits;
-        Limited(match self.meter {
+        headers.write_over(response.headers_mut());
+        Limited(match meter {
             // Charged by its size: the body settles the reservation once
             // it has been sent (and gives the permits back then).
             Some(charge) => response.map(|body| {
@@ -393,9 +466,8 @@ impl<R: Rules, S: Send + Sync> FromRequestParts<S> for Admit<R, ViaLayer> {
 }
 
 impl<R: Rules, M> Admit<R, M> {
-    /// Decides with `rt`, building the admission in one place (the
-    /// outcomes are moved as few times as they can be: each move of an
-    /// `Outcome` is a `memcpy` on the request path).
+    /// Decides with `rt`: the admission is made where the decision lies
+    /// ([`Rules::admit`]).
     #[inline(always)]
     fn decide_with(parts: &mut Parts, rt: &RateLimit) -> Result<Self, Response> {
         if rt.inner.is_probe(&parts.method) {
@@ -408,35 +480,8 @@ impl<R: Rules, M> Admit<R, M> {
         } else {
             0
         };
-        let (mut outcome, permits) = R::decide(parts, rt)?;
-        // A handler taking a `Charge` gets the reservation of what was
-        // charged; a route charged by its response's size keeps it for the
-        // body (the attribute refuses both on one handler).
-        let metered = R::METERED && outcome.outcomes().iter().any(|o| o.bytes_per_unit.is_some());
-        let meter = if R::WANTS_CHARGE || metered {
-            let charge = super::Charge::reserve(rt, outcome.outcomes(), charged_at);
-            if R::WANTS_CHARGE {
-                parts.extensions.insert(super::charge::Reservation(Some(charge)));
-                None
-            } else {
-                super::meter::meter_of(Some(charge))
-            }
-        } else {
-            None
-        };
-        // Claims this crate verified are handed to the handler
-        // (`Extension<VerifiedClaims>`), so it need not verify again.
-        for o in outcome.outcomes_mut() {
-            if let Some(claims) = o.claims.take() {
-                if parts.extensions.get::<VerifiedClaims>().is_none() {
-                    parts.extensions.insert(claims);
-                }
-            }
-        }
         Ok(Admit {
-            headers: Headers::of(&outcome),
-            meter,
-            permits,
+            admitted: R::admit(parts, rt, charged_at)?,
             _rule: PhantomData,
         })
     }

@@ -45,7 +45,7 @@ pub(crate) struct InFlight {
 
 /// The permits a request holds until its response has been sent.
 #[derive(Debug, Default)]
-pub struct Permits {
+pub(crate) struct Permits {
     first: Option<HeldPermit>,
     /// A stack with more than one concurrency limit (rare: allocates).
     more: Vec<HeldPermit>,

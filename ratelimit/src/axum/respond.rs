@@ -90,6 +90,30 @@ pub(crate) struct Held {
 }
 
 impl Outcome {
+    /// An outcome of nothing, left where one was taken from
+    /// ([`std::mem::replace`]).
+    pub(crate) fn vacant() -> Outcome {
+        Outcome {
+            decision: crate::Decision::placeholder(),
+            cost: 0,
+            bytes_per_unit: None,
+            quota: crate::Quota::per_second(1),
+            profile: None,
+            route: RouteName::Static(""),
+            shadow: false,
+            style: HeaderStyle::default(),
+            claims: None,
+            claims_checked: false,
+            held: Held {
+                cell: crate::CellKey::new(1, 0),
+                route_id: 0,
+                fleet_id: 0,
+                group_id: 0,
+            },
+            in_flight: None,
+        }
+    }
+
     /// The engine's decision.
     pub fn decision(&self) -> &Decision {
         &self.decision
@@ -488,6 +512,7 @@ pub(crate) enum Headers<O> {
 impl<O: super::handler::Report> Headers<O> {
     /// The headers of `outcomes` (one limit, or a stack of them), as
     /// [`Report::write_over`](super::handler::Report::write_over) writes them.
+    #[inline]
     pub(crate) fn of(outcomes: &O) -> Headers<O> {
         let Some(first) = outcomes.reported() else {
             return Headers::None;

@@ -38,6 +38,10 @@ pub(crate) struct Runtime {
     /// `[responses] probe_methods`: bit 0 `HEAD`, bit 1 `OPTIONS` (read on
     /// every request, so a bit mask, not a look into the configuration).
     pub(super) probes: std::sync::atomic::AtomicU8,
+    /// Whether the configuration has `[[rules]]`: most layers carry none,
+    /// and then need no look at the configuration at all (set with it,
+    /// like `probes`).
+    pub(super) has_rules: std::sync::atomic::AtomicBool,
     /// Held while a reload swaps the configuration and `probes`, so two
     /// reloads cannot leave one's mask with the other's configuration.
     pub(super) reloading: std::sync::Mutex<()>,
@@ -180,7 +184,26 @@ impl Runtime {
         key: &K,
         chain: &R,
     ) -> (Outcome, Permits) {
-        let mut pending = self.prepare(parts, route, name, key, chain);
+        self.decide_then(parts, route, name, key, chain, |outcome, permits, _| {
+            (std::mem::replace(outcome, Outcome::vacant()), permits)
+        })
+    }
+
+    /// [`Self::decide`], handing the outcome to `then` where it lies: what
+    /// `then` makes of it (an attribute route's admission, a third of the
+    /// outcome's size) is all that is moved on return, not the outcome
+    /// (each move of one is a `memcpy` on the request path).
+    #[inline(always)]
+    pub(crate) fn decide_then<P: std::ops::Deref<Target = Parts>, K: KeySource, R: FinalResolver, T>(
+        &self,
+        parts: P,
+        route: &RouteSpec<'_>,
+        name: RouteName,
+        key: &K,
+        chain: &R,
+        then: impl FnOnce(&mut Outcome, Permits, P) -> T,
+    ) -> T {
+        let mut pending = self.prepare(&parts, route, name, key, chain);
         // Decided where it lies: the outcome is moved once, on return.
         let (quota, cost) = (pending.outcome.quota, pending.outcome.cost);
         let permits = match self.take_permits(std::slice::from_mut(&mut pending)) {
@@ -202,7 +225,7 @@ impl Runtime {
         };
         self.observer
             .record(route, &pending.outcome, || self.limiter.clock().now());
-        (pending.outcome, permits)
+        then(&mut pending.outcome, permits, parts)
     }
 
     /// Everything about one limit of a request but the check: the key's
@@ -494,7 +517,10 @@ impl Runtime {
     /// gets a clock reading taken before the decision (what bounds a later
     /// refund); the others read no clock for it.
     pub(crate) fn decide_rules(&self, parts: &Parts, charged_at: &mut u64) -> Option<(Decided, Permits)> {
-        // Most layers carry no rules: one cached read says so.
+        // Most layers carry no rules: one load says so.
+        if !self.has_rules.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         let config = super::config_cache::local(&self.config);
         if config.rules.is_empty() {
             return None;

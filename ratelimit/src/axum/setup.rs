@@ -111,6 +111,7 @@ impl Runtime {
         if sweep {
             limiter.spawn_sweeper(config.store.sweep_interval.max(Duration::from_millis(10)));
         }
+        let has_rules = std::sync::atomic::AtomicBool::new(!config.rules.is_empty());
         Ok(Runtime {
             config: ConfigHandle::new(config),
             limiter,
@@ -122,6 +123,7 @@ impl Runtime {
             reject_hook,
             observer: Observer::default(),
             probes: std::sync::atomic::AtomicU8::new(probes),
+            has_rules,
             reloading: std::sync::Mutex::new(()),
             published: crate::metrics::Published::default(),
             fleet,
@@ -155,8 +157,12 @@ impl Runtime {
         }
         // A panic elsewhere while holding it poisons nothing that matters.
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let has_rules = !config.rules.is_empty();
         let changes = self.config.replace(config);
         self.probes.store(probes, std::sync::atomic::Ordering::Relaxed);
+        // After the swap: a request that finds no rules here a moment after
+        // a reload added them is as one decided a moment before it.
+        self.has_rules.store(has_rules, std::sync::atomic::Ordering::Relaxed);
         Ok(changes)
     }
 }
