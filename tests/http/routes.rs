@@ -402,6 +402,35 @@ key = "ip"
 resolve = ["default"]
 "#;
 
+/// A layer reads the configuration for `[[rules]]` only while it has some
+/// (a flag set with it): a reload that adds rules limits from the next
+/// request, and one that drops them frees the routes again.
+#[tokio::test]
+async fn a_reload_that_adds_rules_limits_at_once_and_one_that_drops_them_frees() {
+    let clock = ManualClock::new();
+    let rl = runtime(CONFIG, &clock).await;
+    let app = router().layer(rl.layer()).into_service();
+    let unlimited = |r: &Response<Body>| (r.status(), header(r, "ratelimit-limit"));
+    for _ in 0..5 {
+        let r = send(&app, request("/plain", "192.0.2.62:1")).await;
+        assert_eq!(unlimited(&r), (StatusCode::OK, None), "no rules yet");
+    }
+    rl.reload(Config::from_toml_str(&format!("{CONFIG}{RULES}")).unwrap())
+        .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(send(&app, request("/plain", "192.0.2.62:1")).await.status().as_u16());
+    }
+    assert_eq!(
+        seen,
+        [200, 200, 200, 429],
+        "the rule's burst of 3, from the first request after the reload"
+    );
+    rl.reload(Config::from_toml_str(CONFIG).unwrap()).unwrap();
+    let r = send(&app, request("/plain", "192.0.2.62:1")).await;
+    assert_eq!(unlimited(&r), (StatusCode::OK, None), "the rules dropped");
+}
+
 #[tokio::test]
 async fn the_config_layer_gives_the_same_results_as_the_attribute() {
     let clock_a = ManualClock::new();

@@ -204,9 +204,14 @@ impl Runtime {
         then: impl FnOnce(&mut Outcome, Permits, P) -> T,
     ) -> T {
         let mut pending = self.prepare(&parts, route, name, key, chain);
-        // Decided where it lies: the outcome is moved once, on return.
         let (quota, cost) = (pending.outcome.quota, pending.outcome.cost);
-        let permits = match self.take_permits(std::slice::from_mut(&mut pending)) {
+        // Most routes have no concurrency limit: no permit to take (and no
+        // call to make for none).
+        let taken = match pending.concurrency {
+            None => Some(Permits::default()),
+            Some(_) => self.take_permits(std::slice::from_mut(&mut pending)),
+        };
+        let permits = match taken {
             Some(taken) => {
                 pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
                 if pending.outcome.rejects() {
