@@ -12,11 +12,11 @@
 //!
 //! Wall-clock ratios move with code layout between two builds (the
 //! unannotated handler itself moves by 5-10%). To compare two builds, count
-//! instructions per request instead: run one app with
-//! `HTTP_BENCH_PROFILE=plain|headers|state|app_state|layer HTTP_BENCH_N=2000` and then `22000`
-//! under `valgrind --tool=callgrind`, and divide the difference of the two
-//! totals by 20,000 (repeatable to about 1%). It also prints that app's
-//! heap allocations per request.
+//! instructions per request instead: `scripts/instructions` runs one app at
+//! a time (`HTTP_BENCH_PROFILE=plain|headers|state|app_state|layer`,
+//! `HTTP_BENCH_N` requests) under callgrind and prints the count
+//! (repeatable to about 1%). A profiled run also prints that app's heap
+//! allocations per request.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::convert::Infallible;

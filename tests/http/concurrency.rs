@@ -33,6 +33,12 @@ rate = "100/min"
 burst = 100
 concurrency = 1
 
+# Two requests, then none for a minute; two at once.
+[profiles.spent]
+rate = "1/min"
+burst = 2
+concurrency = 2
+
 [headers]
 style = "both"
 
@@ -72,6 +78,11 @@ impl<I: Iterator + Unpin> futures_core::Stream for Stream<I> {
 
 #[rate_limit(key = ip, resolve = [profile("two"), default], name = "export")]
 async fn export() -> Body {
+    streamed()
+}
+
+#[rate_limit(key = ip, resolve = [profile("spent"), default], name = "spent")]
+async fn spent() -> Body {
     streamed()
 }
 
@@ -121,6 +132,7 @@ async fn app() -> App {
     Router::new()
         .route("/export", get(export))
         .route("/small", get(small))
+        .route("/spent", get(spent))
         .route("/watched", get(watched))
         .route("/pair", get(pair))
         .route("/proxy/{*rest}", any(upstream))
@@ -188,6 +200,31 @@ async fn a_streamed_response_holds_its_permit_until_read_or_dropped() {
     let r = send(&app, Method::GET, "/export", peer).await;
     let rate = sf::limits(&r).into_iter().find(|m| m.name == "export/two").unwrap();
     assert_eq!(rate.get("r"), Some(94));
+}
+
+/// A request its rate refuses on a route with a concurrency limit gives
+/// the permit it took back at once: refusals hold nothing, so they are
+/// refused by the rate, never by the permits they would have piled up.
+#[tokio::test]
+async fn a_refusal_by_the_rate_gives_its_permit_back() {
+    let app = app().await;
+    let peer = "192.0.2.7:1";
+    let held = send(&app, Method::GET, "/spent", peer).await;
+    assert_eq!(held.status(), StatusCode::OK);
+    let read = send(&app, Method::GET, "/spent", peer).await;
+    assert_eq!(read.status(), StatusCode::OK);
+    body(read).await;
+    for _ in 0..3 {
+        let r = send(&app, Method::GET, "/spent", peer).await;
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        let problem: serde_json::Value = serde_json::from_slice(&body(r).await).unwrap();
+        assert_eq!(problem["violated-policies"], serde_json::json!(["spent/spent"]));
+    }
+    let probe = send(&app, Method::HEAD, "/spent", peer).await;
+    assert_eq!(concurrency(&probe).2, 1, "the held request's permit only");
+    drop(held);
+    let probe = send(&app, Method::HEAD, "/spent", peer).await;
+    assert_eq!(concurrency(&probe).2, 2, "none held");
 }
 
 #[tokio::test]
