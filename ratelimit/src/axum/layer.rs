@@ -17,7 +17,7 @@ use tower_service::Service;
 use super::handler::CURRENT;
 use super::in_flight::Permits;
 use super::respond::Outcome;
-use super::runtime::Decided;
+use super::rules::Decided;
 use super::RateLimit;
 
 /// The `tower::Layer` of a [`RateLimit`]: see [`RateLimit::layer`].

@@ -163,6 +163,7 @@ pub(crate) mod reject;
 mod report;
 mod respond;
 pub(crate) mod route;
+mod rules;
 mod runtime;
 mod setup;
 mod telemetry;

@@ -15,8 +15,8 @@ use super::optional::{Fleet, Service, Tokens};
 use super::reject::{RejectHook, Rejection};
 use super::report::Observer;
 use super::respond::{Outcome, OuterWait, RouteName};
-use super::route::{rule_route_id, RouteSpec, MAX_STACK};
-use crate::config::{Config, ConfigHandle, RuleConfig};
+use super::route::{RouteSpec, MAX_STACK};
+use crate::config::{Config, ConfigHandle};
 use crate::key::{ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
 use crate::resolve::{FinalResolver, ResolveContext};
 use crate::{AnyClock, Clock, Limiter, MemoryStore};
@@ -172,25 +172,11 @@ impl Runtime {
         ClientKey::Ip(config.ip.client_key(peer.ip(), &parts.headers))
     }
 
-    /// Decides one request on one route: key, limit, concurrency, check.
-    /// The permits are held until the response has been sent (none when
-    /// the route has no concurrency limit, or the request is refused).
-    #[inline(always)]
-    pub(crate) fn decide<K: KeySource, R: FinalResolver>(
-        &self,
-        parts: &Parts,
-        route: &RouteSpec<'_>,
-        name: RouteName,
-        key: &K,
-        chain: &R,
-    ) -> (Outcome, Permits) {
-        self.decide_then(parts, route, name, key, chain, |outcome, permits, _| {
-            (std::mem::replace(outcome, Outcome::vacant()), permits)
-        })
-    }
-
-    /// [`Self::decide`], handing the outcome to `then` where it lies: what
-    /// `then` makes of it (an attribute route's admission, a third of the
+    /// Decides one request on one route (key, limit, concurrency, check),
+    /// handing the outcome to `then` where it lies, with the permits the
+    /// request holds until its response has been sent (none when the route
+    /// has no concurrency limit, or the request is refused). What `then`
+    /// makes of it (an attribute route's admission, a third of the
     /// outcome's size) is all that is moved on return, not the outcome
     /// (each move of one is a `memcpy` on the request path).
     #[inline(always)]
@@ -440,7 +426,7 @@ impl Runtime {
 
     /// Decides prepared limits as a check would, charging nothing (a
     /// probe): whether every enforcing limit would admit.
-    fn peek_all(&self, pending: &mut [Pending<'_>]) -> bool {
+    pub(super) fn peek_all(&self, pending: &mut [Pending<'_>]) -> bool {
         let mut admitted = true;
         for p in pending.iter_mut() {
             let (quota, cost) = (p.outcome.quota, p.outcome.cost);
@@ -478,112 +464,16 @@ impl Runtime {
         probe_answer(&outcomes, &mut response);
         response
     }
-
-    /// A probe through the layer: the answer when `[[rules]]` apply to the
-    /// request (as [`Self::answer_probe`]), else `None` (the request goes on
-    /// to the inner service, which may answer it with its own limits).
-    pub(crate) fn probe_rules(&self, parts: &Parts) -> Option<http::Response<Bytes>> {
-        let config = self.config.load();
-        let rules: Vec<&RuleConfig> = crate::config::applying(&config.rules, &parts.method, parts.uri.path())
-            .take(MAX_STACK)
-            .collect();
-        if rules.is_empty() {
-            return None;
-        }
-        let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
-        let mut pending: Vec<Pending<'_>> = rules
-            .iter()
-            .zip(&specs)
-            .map(|(rule, spec)| {
-                self.prepare(
-                    parts,
-                    spec,
-                    RouteName::Shared(Arc::clone(&rule.name)),
-                    &rule.key,
-                    &rule.resolve,
-                )
-            })
-            .collect();
-        self.peek_permits(&mut pending);
-        let admitted = self.peek_all(&mut pending);
-        let outcomes: Vec<Outcome> = pending.into_iter().map(|p| p.outcome).collect();
-        if !admitted {
-            let outer = parts.extensions.get::<OuterWait>().copied();
-            return Some(self.reject_rule(&outcomes, parts, outer));
-        }
-        let mut response = http::Response::new(Bytes::new());
-        probe_answer(&outcomes, &mut response);
-        Some(response)
-    }
-
-    /// Applies the `[[rules]]` entries that match the request, if any: the
-    /// first matching one, and the next ones while a rule says `stack`.
-    /// When one of them is charged by the response's size, `charged_at`
-    /// gets a clock reading taken before the decision (what bounds a later
-    /// refund); the others read no clock for it.
-    pub(crate) fn decide_rules(&self, parts: &Parts, charged_at: &mut u64) -> Option<(Decided, Permits)> {
-        // Most layers carry no rules: one load says so.
-        if !self.has_rules.load(std::sync::atomic::Ordering::Relaxed) {
-            return None;
-        }
-        let config = super::config_cache::local(&self.config);
-        if config.rules.is_empty() {
-            return None;
-        }
-        let mut applying = crate::config::applying(&config.rules, &parts.method, parts.uri.path());
-        let first: &RuleConfig = applying.next()?;
-        // One rule (the common case, no allocation) unless it stacks and
-        // another matching rule follows.
-        let second = if first.stack { applying.next() } else { None };
-        let Some(second) = second else {
-            if first.bytes_per_unit.is_some() {
-                *charged_at = self.now();
-            }
-            let name = RouteName::Shared(Arc::clone(&first.name));
-            let (outcome, permits) = self.decide(parts, &rule_spec(first), name, &first.key, &first.resolve);
-            return Some((Decided::One(outcome), permits));
-        };
-        let rules: Vec<&RuleConfig> = [first, second].into_iter().chain(applying).take(MAX_STACK).collect();
-        if rules.iter().any(|r| r.bytes_per_unit.is_some()) {
-            *charged_at = self.now();
-        }
-        let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
-        let mut pending: Vec<Pending<'_>> = rules
-            .iter()
-            .zip(&specs)
-            .map(|(rule, spec)| {
-                let name = RouteName::Shared(Arc::clone(&rule.name));
-                self.prepare(parts, spec, name, &rule.key, &rule.resolve)
-            })
-            .collect();
-        let permits = self.decide_all(&mut pending).unwrap_or_default();
-        Some((Decided::Many(pending.into_iter().map(|p| p.outcome).collect()), permits))
-    }
 }
 
 /// A probe that would be admitted: 204 with the headers the request would
 /// get. `no-store`: the answer is this client's room now, which no cache may
 /// hand to another client or to this one later.
-fn probe_answer<B>(outcomes: &[Outcome], response: &mut http::Response<B>) {
+pub(super) fn probe_answer<B>(outcomes: &[Outcome], response: &mut http::Response<B>) {
     *response.status_mut() = http::StatusCode::NO_CONTENT;
     let headers = response.headers_mut();
     super::respond::write_stack(outcomes, headers, false);
     headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
-}
-
-/// A `[[rules]]` entry as the runtime sees a route.
-fn rule_spec(rule: &RuleConfig) -> RouteSpec<'_> {
-    RouteSpec {
-        name: &rule.name,
-        id: rule_route_id(&rule.name),
-        cost: rule.cost,
-        bytes_per_unit: rule.bytes_per_unit,
-        shadow: rule.shadow,
-        wants_claims: rule.resolve.wants_claims(),
-        wants_service: rule.resolve.wants_service(),
-        series: None,
-        profiles: &[],
-    }
 }
 
 /// One limit of a request, prepared: [`Runtime::prepare`]'s result.
@@ -593,29 +483,4 @@ pub(crate) struct Pending<'r> {
     /// The profile's limit on requests in flight, if any.
     pub(crate) concurrency: Option<u32>,
     pub(crate) outcome: Outcome,
-}
-
-/// What the rules of a request decided: one limit (the common case, no
-/// allocation) or a stack of them.
-#[derive(Debug)]
-pub(crate) enum Decided {
-    One(Outcome),
-    Many(Vec<Outcome>),
-}
-
-impl Decided {
-    /// The outcomes, in the order the limits were declared.
-    pub(crate) fn outcomes(&self) -> &[Outcome] {
-        match self {
-            Decided::One(o) => std::slice::from_ref(o),
-            Decided::Many(v) => v,
-        }
-    }
-
-    pub(crate) fn outcomes_mut(&mut self) -> &mut [Outcome] {
-        match self {
-            Decided::One(o) => std::slice::from_mut(o),
-            Decided::Many(v) => v,
-        }
-    }
 }

@@ -1,0 +1,140 @@
+//! The layer's `[[rules]]`: which entries of the configuration apply to a
+//! request, their decision (one limit, or a stack of them) and their probe.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::request::Parts;
+
+use super::in_flight::Permits;
+use super::respond::{Outcome, OuterWait, RouteName};
+use super::route::{rule_route_id, RouteSpec, MAX_STACK};
+use super::runtime::{probe_answer, Pending, Runtime};
+use crate::config::RuleConfig;
+
+impl Runtime {
+    /// A probe through the layer: the answer when `[[rules]]` apply to the
+    /// request (as [`Self::answer_probe`]), else `None` (the request goes on
+    /// to the inner service, which may answer it with its own limits).
+    pub(crate) fn probe_rules(&self, parts: &Parts) -> Option<http::Response<Bytes>> {
+        let config = self.config.load();
+        let rules: Vec<&RuleConfig> = crate::config::applying(&config.rules, &parts.method, parts.uri.path())
+            .take(MAX_STACK)
+            .collect();
+        if rules.is_empty() {
+            return None;
+        }
+        let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
+        let mut pending: Vec<Pending<'_>> = rules
+            .iter()
+            .zip(&specs)
+            .map(|(rule, spec)| {
+                self.prepare(
+                    parts,
+                    spec,
+                    RouteName::Shared(Arc::clone(&rule.name)),
+                    &rule.key,
+                    &rule.resolve,
+                )
+            })
+            .collect();
+        self.peek_permits(&mut pending);
+        let admitted = self.peek_all(&mut pending);
+        let outcomes: Vec<Outcome> = pending.into_iter().map(|p| p.outcome).collect();
+        if !admitted {
+            let outer = parts.extensions.get::<OuterWait>().copied();
+            return Some(self.reject_rule(&outcomes, parts, outer));
+        }
+        let mut response = http::Response::new(Bytes::new());
+        probe_answer(&outcomes, &mut response);
+        Some(response)
+    }
+
+    /// Applies the `[[rules]]` entries that match the request, if any: the
+    /// first matching one, and the next ones while a rule says `stack`.
+    /// When one of them is charged by the response's size, `charged_at`
+    /// gets a clock reading taken before the decision (what bounds a later
+    /// refund); the others read no clock for it.
+    pub(crate) fn decide_rules(&self, parts: &Parts, charged_at: &mut u64) -> Option<(Decided, Permits)> {
+        // Most layers carry no rules: one load says so.
+        if !self.has_rules.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let config = super::config_cache::local(&self.config);
+        if config.rules.is_empty() {
+            return None;
+        }
+        let mut applying = crate::config::applying(&config.rules, &parts.method, parts.uri.path());
+        let first: &RuleConfig = applying.next()?;
+        // One rule (the common case, no allocation) unless it stacks and
+        // another matching rule follows.
+        let second = if first.stack { applying.next() } else { None };
+        let Some(second) = second else {
+            if first.bytes_per_unit.is_some() {
+                *charged_at = self.now();
+            }
+            let name = RouteName::Shared(Arc::clone(&first.name));
+            let spec = rule_spec(first);
+            return Some(
+                self.decide_then(parts, &spec, name, &first.key, &first.resolve, |outcome, permits, _| {
+                    (Decided::One(std::mem::replace(outcome, Outcome::vacant())), permits)
+                }),
+            );
+        };
+        let rules: Vec<&RuleConfig> = [first, second].into_iter().chain(applying).take(MAX_STACK).collect();
+        if rules.iter().any(|r| r.bytes_per_unit.is_some()) {
+            *charged_at = self.now();
+        }
+        let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
+        let mut pending: Vec<Pending<'_>> = rules
+            .iter()
+            .zip(&specs)
+            .map(|(rule, spec)| {
+                let name = RouteName::Shared(Arc::clone(&rule.name));
+                self.prepare(parts, spec, name, &rule.key, &rule.resolve)
+            })
+            .collect();
+        let permits = self.decide_all(&mut pending).unwrap_or_default();
+        Some((Decided::Many(pending.into_iter().map(|p| p.outcome).collect()), permits))
+    }
+}
+
+/// A `[[rules]]` entry as the runtime sees a route.
+fn rule_spec(rule: &RuleConfig) -> RouteSpec<'_> {
+    RouteSpec {
+        name: &rule.name,
+        id: rule_route_id(&rule.name),
+        cost: rule.cost,
+        bytes_per_unit: rule.bytes_per_unit,
+        shadow: rule.shadow,
+        wants_claims: rule.resolve.wants_claims(),
+        wants_service: rule.resolve.wants_service(),
+        series: None,
+        profiles: &[],
+    }
+}
+
+/// What the rules of a request decided: one limit (the common case, no
+/// allocation) or a stack of them.
+#[derive(Debug)]
+pub(crate) enum Decided {
+    One(Outcome),
+    Many(Vec<Outcome>),
+}
+
+impl Decided {
+    /// The outcomes, in the order the limits were declared.
+    pub(crate) fn outcomes(&self) -> &[Outcome] {
+        match self {
+            Decided::One(o) => std::slice::from_ref(o),
+            Decided::Many(v) => v,
+        }
+    }
+
+    pub(crate) fn outcomes_mut(&mut self) -> &mut [Outcome] {
+        match self {
+            Decided::One(o) => std::slice::from_mut(o),
+            Decided::Many(v) => v,
+        }
+    }
+}
