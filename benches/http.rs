@@ -13,7 +13,7 @@
 //! Wall-clock ratios move with code layout between two builds (the
 //! unannotated handler itself moves by 5-10%). To compare two builds, count
 //! instructions per request instead: `scripts/instructions` runs one app at
-//! a time (`HTTP_BENCH_PROFILE=plain|headers|state|app_state|layer`,
+//! a time (`HTTP_BENCH_PROFILE=plain|headers|state|app_state|in_flight|layer`,
 //! `HTTP_BENCH_N` requests) under callgrind and prints the count
 //! (repeatable to about 1%). A profiled run also prints that app's heap
 //! allocations per request.
@@ -494,7 +494,7 @@ fn summary() {
 criterion_group!(benches, bench);
 
 fn main() {
-    // `HTTP_BENCH_PROFILE=plain|headers|state|app_state|layer`: run one app only (for
+    // `HTTP_BENCH_PROFILE=plain|headers|state|app_state|in_flight|layer`: run one app only (for
     // valgrind's callgrind or dhat; `HTTP_BENCH_N` requests).
     if let Ok(which) = std::env::var("HTTP_BENCH_PROFILE") {
         let mut a = apps();
@@ -507,6 +507,7 @@ fn main() {
             "state" => &mut a.state,
             "headers" => &mut a.headers,
             "app_state" => &mut a.app_state,
+            "in_flight" => &mut a.in_flight,
             _ => &mut a.attribute,
         };
         assert_eq!(call(&a.rt, app).status(), 200, "{which}: not served");

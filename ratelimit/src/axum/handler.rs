@@ -269,9 +269,8 @@ macro_rules! stacked {
                     $(rt.inner.prepare(parts, specs.next().expect("one spec per rule"), RouteName::Static($rule::NAME), $rule::key(), $rule::chain())),*
                 ];
                 let admitted = rt.inner.decide_all(&mut pending);
-                let outcomes = pending.map(|p| p.outcome);
+                let mut outcomes = pending.map(|p| p.outcome);
                 if let Some(permits) = admitted {
-                    let mut outcomes = outcomes;
                     return Ok(Admitted::new::<Self>(&mut outcomes, permits, parts, rt, charged_at));
                 }
                 // The hook of the limit the refusal reports.
