@@ -13,7 +13,7 @@
 //! Wall-clock ratios move with code layout between two builds (the
 //! unannotated handler itself moves by 5-10%). To compare two builds, count
 //! instructions per request instead: `scripts/instructions` runs one app at
-//! a time (`HTTP_BENCH_PROFILE=plain|headers|state|app_state|in_flight|layer`,
+//! a time (`HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|in_flight|layer`,
 //! `HTTP_BENCH_N` requests) under callgrind and prints the count
 //! (repeatable to about 1%). A profiled run also prints that app's heap
 //! allocations per request.
@@ -98,6 +98,30 @@ async fn headers_only() -> HeadersOnly {
 }
 
 struct HeadersOnly(&'static str);
+
+/// An extractor that decides nothing: what axum itself charges a handler
+/// for one extractor (the request split into its parts and put back
+/// together, a larger handler future), the part of the decision's share
+/// that no limiter written as an extractor can avoid.
+struct NoDecision;
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for NoDecision {
+    type Rejection = Infallible;
+
+    fn from_request_parts(
+        _parts: &mut http::request::Parts,
+        _state: &S,
+    ) -> impl std::future::Future<Output = Result<Self, Self::Rejection>> + Send {
+        std::future::ready(Ok(NoDecision))
+    }
+}
+
+/// `headers_only` behind [`NoDecision`], with the runtime as the router's
+/// state as the `state` app has it: the attribute's route minus its
+/// decision.
+async fn extractor_only(_: NoDecision) -> HeadersOnly {
+    HeadersOnly("hello")
+}
 
 impl axum::response::IntoResponse for HeadersOnly {
     fn into_response(self) -> axum::response::Response {
@@ -189,6 +213,7 @@ struct Apps {
     rt: tokio::runtime::Runtime,
     plain: App,
     headers: App,
+    extract: App,
     attribute: App,
     governor: App,
     governor_headers: App,
@@ -238,6 +263,10 @@ fn apps() -> Apps {
     };
     let plain = Router::new().route("/hello", get(unannotated)).into_service();
     let headers = Router::new().route("/hello", get(headers_only)).into_service();
+    let extract = Router::new()
+        .route("/hello", get(extractor_only))
+        .with_state(limiter.clone())
+        .into_service();
     let attribute = Router::new()
         .route("/hello", get(annotated))
         .layer(limiter.layer())
@@ -280,6 +309,7 @@ fn apps() -> Apps {
         rt,
         plain,
         headers,
+        extract,
         attribute,
         governor,
         governor_headers,
@@ -386,6 +416,7 @@ fn summary() {
         ("jwt_claim(sub), forged token", &mut a.jwt_forged, forged),
         ("unannotated + the 3 headers, no decision", &mut a.headers, None),
         ("#[rate_limit], state, concurrency = 64", &mut a.in_flight, None),
+        ("+ the 3 headers, an extractor, no decision", &mut a.extract, None),
     ];
     let mut times = vec![Vec::new(); apps.len()];
     let mut ratios = vec![Vec::new(); apps.len()];
@@ -473,6 +504,13 @@ fn summary() {
         (1.2 - floor).max(0.0),
         ratio - floor
     );
+    let extractor = median(&mut ratios[10]);
+    println!(
+        "an extractor that decides nothing, same state, the 3 headers: {extractor:.2}x unannotated: axum's part of \
+         the decision's share {:.2}x, the limiter's {:.2}x (scripts/instructions counts both)",
+        extractor - floor,
+        ratio - extractor
+    );
     let in_flight = median(&mut ratios[9]);
     println!(
         "target (concurrency, issue 30): at most +0.05x over the same route without it: {} ({in_flight:.2}x \
@@ -494,7 +532,7 @@ fn summary() {
 criterion_group!(benches, bench);
 
 fn main() {
-    // `HTTP_BENCH_PROFILE=plain|headers|state|app_state|in_flight|layer`: run one app only (for
+    // `HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|in_flight|layer`: run one app only (for
     // valgrind's callgrind or dhat; `HTTP_BENCH_N` requests).
     if let Ok(which) = std::env::var("HTTP_BENCH_PROFILE") {
         let mut a = apps();
@@ -506,6 +544,7 @@ fn main() {
             "plain" => &mut a.plain,
             "state" => &mut a.state,
             "headers" => &mut a.headers,
+            "extract" => &mut a.extract,
             "app_state" => &mut a.app_state,
             "in_flight" => &mut a.in_flight,
             _ => &mut a.attribute,
