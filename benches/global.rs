@@ -208,7 +208,7 @@ fn ab() {
     }
 }
 
-/// The `lean floor` column: a table of one-line slots, sized as the
+/// The `+ one add` column: a table of one-line slots, sized as the
 /// gate's (twice `max_keys`, a power of two), placed by the fleet id's high
 /// half as the gate places keys, where a request adds one unit with one
 /// atomic add. What a gate that counted each admitted unit off the local
