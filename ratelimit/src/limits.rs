@@ -3,7 +3,8 @@
 //! through [`LimitTable`] without knowing the configuration (which sits above
 //! them).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use crate::Quota;
@@ -12,14 +13,37 @@ use crate::Quota;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Profile {
-    /// The profile's name, shared (cloning it does not allocate), so a
-    /// resolution can report it on the request path for free.
-    pub name: std::sync::Arc<str>,
+    /// The profile's name, kept for the process's life ([`intern`]), so
+    /// a resolution reports it on the request path by copying a reference:
+    /// no allocation, and no reference count written by every request from
+    /// every core.
+    pub name: &'static str,
     /// The profile's quota (its burst defaults to the rate's count).
     pub quota: Quota,
     /// Requests of one client that may be in flight at once on a route
     /// (`concurrency = N`); `None`: not limited.
     pub concurrency: Option<u32>,
+}
+
+/// `name` kept for the process's life, one copy per distinct name: what a
+/// configuration's profile and rule names are, so the request path carries
+/// them as `&'static str`. A shared `Arc<str>` cost two locked instructions
+/// per request (its count up and down), on a cache line every core writes.
+/// Only configuration names are interned (never a client's value: a token's
+/// tier or a limit service's answer is looked up, not kept), so the set is
+/// bounded by the distinct names of the configurations the process builds.
+pub(crate) fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(&kept) = names.get(name) {
+        return kept;
+    }
+    let kept: &'static str = Box::leak(Box::from(name));
+    names.insert(kept);
+    kept
 }
 
 /// Per-route settings, by stable route name (`#[rate_limit(name = ...)]`).
@@ -150,5 +174,25 @@ impl<T: LimitTable + ?Sized> LimitTable for std::sync::Arc<T> {
 impl LimitTable for LimitParts<'_> {
     fn limits(&self) -> LimitParts<'_> {
         *self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::intern;
+
+    /// Two configurations naming the same profile share one copy of the
+    /// name (what the metrics' tier lookup compares by address first), and
+    /// different names stay apart.
+    #[test]
+    fn a_name_is_kept_once() {
+        let a = crate::config::Config::from_toml_str("[profiles.interned_once]\nrate = \"1/s\"\n").unwrap();
+        let b = crate::config::Config::from_toml_str("[profiles.interned_once]\nrate = \"2/s\"\n").unwrap();
+        let name = |c: &crate::config::Config| c.profile("interned_once").unwrap().name;
+        let (x, y) = (name(&a), name(&b));
+        assert!(std::ptr::eq(x, y), "one copy of a name");
+        assert!(std::ptr::eq(intern(&String::from("interned_once")), x));
+        assert_eq!(intern("interned_other"), "interned_other");
+        assert!(!std::ptr::eq(intern("interned_other"), x));
     }
 }

@@ -31,8 +31,6 @@
 //! assert_eq!(chain.resolve_final(&premium).quota.count(), 600);
 //! ```
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
 use crate::claims::VerifiedClaims;
@@ -47,7 +45,7 @@ pub struct Resolved {
     /// The quota to check against.
     pub quota: Quota,
     /// The profile's name, or `None` for numbers carried by a token.
-    pub profile: Option<Arc<str>>,
+    pub profile: Option<&'static str>,
     /// Requests of one client that may be in flight at once
     /// (`[profiles.NAME] concurrency`); `None`: not limited.
     pub concurrency: Option<u32>,
@@ -67,7 +65,7 @@ impl Resolved {
     fn of(p: &crate::limits::Profile) -> Self {
         Resolved {
             quota: p.quota,
-            profile: Some(Arc::clone(&p.name)),
+            profile: Some(p.name),
             concurrency: p.concurrency,
         }
     }
@@ -267,7 +265,7 @@ impl Resolver for JwtTier {
 #[cfg(feature = "service")]
 #[cfg_attr(docsrs, doc(cfg(feature = "service")))]
 #[derive(Debug)]
-pub struct Service<S>(pub Arc<crate::service::ServiceCache<S>>);
+pub struct Service<S>(pub std::sync::Arc<crate::service::ServiceCache<S>>);
 
 #[cfg(feature = "service")]
 impl<S: crate::service::LimitService> Resolver for Service<S> {

@@ -148,7 +148,7 @@ impl Runtime {
             match self.in_flight_table().try_acquire(p.cell, limit) {
                 Ok(permit) => {
                     let remaining = permit.remaining();
-                    let gauge = self.observer.in_flight_gauge(&p.route, p.outcome.profile.as_ref());
+                    let gauge = self.observer.in_flight_gauge(&p.route, p.outcome.profile);
                     gauge.increment(1.0);
                     permits.push(HeldPermit { _permit: permit, gauge });
                     p.outcome.in_flight = Some(InFlight {

@@ -112,7 +112,7 @@ impl Series {
 /// between runtimes is right. Tiers beyond the slots use the runtime's map.
 #[derive(Debug)]
 pub struct RouteSeries {
-    slots: [OnceLock<(Option<Arc<str>>, Series)>; 4],
+    slots: [OnceLock<(Option<&'static str>, Series)>; 4],
     /// The configuration (by address) this route was last checked against.
     checked: std::sync::atomic::AtomicUsize,
 }
@@ -139,18 +139,18 @@ impl RouteSeries {
         fallback: &Metrics,
         route_id: u32,
         route: &str,
-        tier: Option<&Arc<str>>,
+        tier: Option<&'static str>,
         f: impl FnOnce(&Series),
     ) {
         for slot in &self.slots {
             let (t, s) = match slot.get() {
                 Some(entry) => entry,
                 None => slot.get_or_init(|| {
-                    let label = tier.map_or_else(|| "custom".to_owned(), |t| t.to_string());
-                    (tier.cloned(), Series::register(route, label))
+                    let label = tier.unwrap_or("custom").to_owned();
+                    (tier, Series::register(route, label))
                 }),
             };
-            if same_tier(t.as_ref(), tier) {
+            if same_tier(*t, tier) {
                 f(s);
                 return;
             }
@@ -159,7 +159,7 @@ impl RouteSeries {
     }
 }
 
-type Tiers = Vec<(Option<Arc<str>>, Arc<Series>)>;
+type Tiers = Vec<(Option<&'static str>, Arc<Series>)>;
 
 /// Registered handles by route id, then tier, so the request path looks a
 /// handle up instead of building labels (which allocates). Handles are
@@ -201,21 +201,23 @@ impl std::hash::Hasher for RouteIdHash {
     }
 }
 
-fn same_tier(a: Option<&Arc<str>>, b: Option<&Arc<str>>) -> bool {
+/// Interned names (`limits::intern`) are equal when their addresses are;
+/// the text is compared only when they differ.
+fn same_tier(a: Option<&'static str>, b: Option<&'static str>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+        (Some(a), Some(b)) => std::ptr::eq(a, b) || a == b,
         _ => false,
     }
 }
 
 impl Metrics {
     /// Runs `f` with the series of (route, tier), registering it on first use.
-    pub(crate) fn with(&self, route_id: u32, route: &str, tier: Option<&Arc<str>>, f: impl FnOnce(&Series)) {
+    pub(crate) fn with(&self, route_id: u32, route: &str, tier: Option<&'static str>, f: impl FnOnce(&Series)) {
         {
             let map = self.series.load();
             if let Some(tiers) = map.get(&route_id) {
-                if let Some((_, s)) = tiers.iter().find(|(t, _)| same_tier(t.as_ref(), tier)) {
+                if let Some((_, s)) = tiers.iter().find(|(t, _)| same_tier(*t, tier)) {
                     f(s);
                     return;
                 }
@@ -236,15 +238,15 @@ impl Metrics {
             let tier_label = if full {
                 "other".to_owned()
             } else {
-                tier.map_or_else(|| "custom".to_owned(), |t| t.to_string())
+                tier.unwrap_or("custom").to_owned()
             };
             let s = Arc::new(Series::register(route, tier_label));
             if full {
                 let _ = self.full.set(Series::register("other", "other".to_owned()));
             } else {
                 let tiers = map.entry(route_id).or_default();
-                if !tiers.iter().any(|(t, _)| same_tier(t.as_ref(), tier)) {
-                    tiers.push((tier.cloned(), Arc::clone(&s)));
+                if !tiers.iter().any(|(t, _)| same_tier(*t, tier)) {
+                    tiers.push((tier, Arc::clone(&s)));
                 }
             }
             created = Some(s);

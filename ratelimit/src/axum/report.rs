@@ -83,7 +83,7 @@ impl Observer {
     }
 
     /// Runs `f` with the metric series of (route, tier).
-    fn series(&self, route: &RouteSpec<'_>, tier: Option<&std::sync::Arc<str>>, f: impl FnOnce(&Series)) {
+    fn series(&self, route: &RouteSpec<'_>, tier: Option<&'static str>, f: impl FnOnce(&Series)) {
         match route.series {
             Some(cache) => cache.with(&self.metrics, route.id, route.name, tier, f),
             None => self.metrics.with(route.id, route.name, tier, f),
@@ -91,7 +91,7 @@ impl Observer {
     }
 
     /// The in-flight gauge of (route, tier): a handle a permit holds.
-    pub(crate) fn in_flight_gauge(&self, route: &RouteSpec<'_>, tier: Option<&std::sync::Arc<str>>) -> metrics::Gauge {
+    pub(crate) fn in_flight_gauge(&self, route: &RouteSpec<'_>, tier: Option<&'static str>) -> metrics::Gauge {
         let mut gauge = None;
         self.series(route, tier, |s| gauge = Some(s.in_flight.clone()));
         gauge.unwrap_or_else(metrics::Gauge::noop)
@@ -113,7 +113,7 @@ impl Observer {
                 s.retry_after.record(outcome.retry_after_secs() as f64);
             }
         };
-        self.series(route, outcome.profile.as_ref(), record);
+        self.series(route, outcome.profile, record);
         if d.is_allowed() && !in_flight {
             return;
         }
@@ -125,7 +125,7 @@ impl Observer {
                     tracing::error!(
                         target: "ratelimit",
                         route = route.name,
-                        tier = outcome.profile.as_deref().unwrap_or("custom"),
+                        tier = outcome.profile.unwrap_or("custom"),
                         burst = d.limit(),
                         suppressed,
                         "the route's cost is above the burst of the limit that applies: every request is refused; \
@@ -138,7 +138,7 @@ impl Observer {
                     tracing::info!(
                         target: "ratelimit",
                         route = route.name,
-                        tier = outcome.profile.as_deref().unwrap_or("custom"),
+                        tier = outcome.profile.unwrap_or("custom"),
                         shadow = outcome.shadow,
                         store_full = d.denial() == Some(Denial::StoreFull),
                         fleet = d.denial() == Some(Denial::FleetLimited),

@@ -7,7 +7,7 @@
 //! one member per limit that applied to the request, matched by name.
 
 use std::fmt::Write as _;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -40,12 +40,13 @@ const MAX_RETRY_SECS: u64 = 86_400;
 /// The largest Integer a structured field can carry (RFC 9651, 3.3.1).
 const SF_MAX_INTEGER: u64 = 999_999_999_999_999;
 
-/// The route a decision was made for: an attribute's name is static, a
-/// rule's is shared with the configuration (no allocation either way).
-#[derive(Debug, Clone)]
+/// The route a decision was made for: an attribute's name, or a
+/// `[[rules]]` entry's (interned with the configuration: no allocation and
+/// no reference count either way).
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum RouteName {
     Static(&'static str),
-    Shared(Arc<str>),
+    Rule(&'static str),
 }
 
 /// The result of one limited request, carried from the decision to the
@@ -59,7 +60,7 @@ pub struct Outcome {
     /// unit reserved before the handler ran).
     pub(crate) bytes_per_unit: Option<u32>,
     pub(crate) quota: Quota,
-    pub(crate) profile: Option<Arc<str>>,
+    pub(crate) profile: Option<&'static str>,
     pub(crate) route: RouteName,
     pub(crate) shadow: bool,
     pub(crate) style: HeaderStyle,
@@ -122,15 +123,15 @@ impl Outcome {
     /// The profile the limit came from (`None` for numbers carried by a
     /// token or the limit service).
     pub fn profile(&self) -> Option<&str> {
-        self.profile.as_deref()
+        self.profile
     }
 
     /// The route's name: the attribute's `name` (or the handler's path), or
     /// the `[[rules]]` entry's.
     pub fn route(&self) -> &str {
-        match &self.route {
+        match self.route {
             RouteName::Static(route) => route,
-            RouteName::Shared(rule) => rule,
+            RouteName::Rule(rule) => rule,
         }
     }
 
@@ -163,15 +164,15 @@ impl Outcome {
     /// structured-field String without escapes, and different (route,
     /// profile) pairs never share a name.
     pub fn policy_name(&self) -> String {
-        match &self.route {
-            RouteName::Static(route) => policy_name(route, self.profile.as_deref()),
+        match self.route {
+            RouteName::Static(route) => policy_name(route, self.profile),
             // A `[[rules]]` entry may share its name with an attribute
             // route (they are different buckets): `@`, which route names
             // cannot contain, keeps their policies apart.
-            RouteName::Shared(rule) => {
+            RouteName::Rule(rule) => {
                 let mut name = String::with_capacity(rule.len() + 16);
                 name.push('@');
-                name.push_str(&policy_name(rule, self.profile.as_deref()));
+                name.push_str(&policy_name(rule, self.profile));
                 name
             }
         }

@@ -1,8 +1,6 @@
 //! The layer's `[[rules]]`: which entries of the configuration apply to a
 //! request, their decision (one limit, or a stack of them) and their probe.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use http::request::Parts;
 
@@ -28,15 +26,7 @@ impl Runtime {
         let mut pending: Vec<Pending<'_>> = rules
             .iter()
             .zip(&specs)
-            .map(|(rule, spec)| {
-                self.prepare(
-                    parts,
-                    spec,
-                    RouteName::Shared(Arc::clone(&rule.name)),
-                    &rule.key,
-                    &rule.resolve,
-                )
-            })
+            .map(|(rule, spec)| self.prepare(parts, spec, RouteName::Rule(rule.name), &rule.key, &rule.resolve))
             .collect();
         self.peek_permits(&mut pending);
         let admitted = self.peek_all(&mut pending);
@@ -73,7 +63,7 @@ impl Runtime {
             if first.bytes_per_unit.is_some() {
                 *charged_at = self.now();
             }
-            let name = RouteName::Shared(Arc::clone(&first.name));
+            let name = RouteName::Rule(first.name);
             let spec = rule_spec(first);
             return Some(
                 self.decide_then(parts, &spec, name, &first.key, &first.resolve, |outcome, permits, _| {
@@ -90,7 +80,7 @@ impl Runtime {
             .iter()
             .zip(&specs)
             .map(|(rule, spec)| {
-                let name = RouteName::Shared(Arc::clone(&rule.name));
+                let name = RouteName::Rule(rule.name);
                 self.prepare(parts, spec, name, &rule.key, &rule.resolve)
             })
             .collect();
@@ -102,8 +92,8 @@ impl Runtime {
 /// A `[[rules]]` entry as the runtime sees a route.
 fn rule_spec(rule: &RuleConfig) -> RouteSpec<'_> {
     RouteSpec {
-        name: &rule.name,
-        id: rule_route_id(&rule.name),
+        name: rule.name,
+        id: rule_route_id(rule.name),
         cost: rule.cost,
         bytes_per_unit: rule.bytes_per_unit,
         shadow: rule.shadow,

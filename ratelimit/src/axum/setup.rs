@@ -71,7 +71,7 @@ fn bind_keys(config: &mut Config, keys: &BTreeMap<String, Arc<dyn KeySource>>) -
                         "key \"custom:{name}\" of rule {rule:?}: no key extractor is registered under {name:?} \
                          (RateLimit::builder(config).key({name:?}, ...); {registered})",
                         name = key.name(),
-                        rule = &*rule.name,
+                        rule = rule.name,
                     ),
                 ));
             }

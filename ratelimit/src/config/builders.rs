@@ -16,7 +16,6 @@
 //! ```
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::{FleetSecret, GlobalConfig, OnOutage, ResponseConfig, ServiceConfig, ServiceSecret, StoreConfig};
@@ -119,7 +118,7 @@ impl Profile {
     /// A profile named `name` with this quota.
     pub fn new(name: &str, quota: Quota) -> Profile {
         Profile {
-            name: Arc::from(name),
+            name: crate::limits::intern(name),
             quota,
             concurrency: None,
         }

@@ -182,16 +182,12 @@ impl Config {
             c.rules.iter().map(|r| (r.name.to_string(), r.clone())).collect()
         };
         map_changes("rule", &rules(old), &rules(self), rule, &mut applied);
-        let order = |c: &Config| c.rules.iter().map(|r| r.name.clone()).collect::<Vec<_>>();
+        let order = |c: &Config| c.rules.iter().map(|r| r.name).collect::<Vec<_>>();
         let (before, after) = (order(old), order(self));
-        let kept = |a: &[std::sync::Arc<str>], b: &[std::sync::Arc<str>]| {
-            a.iter().filter(|n| b.contains(n)).cloned().collect::<Vec<_>>()
-        };
+        let kept =
+            |a: &[&'static str], b: &[&'static str]| a.iter().filter(|n| b.contains(n)).copied().collect::<Vec<_>>();
         if kept(&before, &after) != kept(&after, &before) {
-            applied.push(format!(
-                "rules reordered: {}",
-                after.iter().map(|n| n.as_ref()).collect::<Vec<_>>().join(", ")
-            ));
+            applied.push(format!("rules reordered: {}", after.join(", ")));
         }
         let mut section = |changed: bool, name: &str| {
             if changed {

@@ -14,8 +14,9 @@ use crate::resolve::AnyChain;
 #[non_exhaustive]
 pub struct RuleConfig {
     /// The stable route name (for `[routes."name"]` overrides, metrics and
-    /// the `RateLimit-Policy` name).
-    pub name: Arc<str>,
+    /// the `RateLimit-Policy` name), kept for the process's life like a
+    /// profile's ([`Profile::name`](crate::config::Profile::name)).
+    pub name: &'static str,
     /// Which paths the rule applies to.
     pub path: PathPattern,
     /// Which methods; empty means every method.
@@ -282,7 +283,7 @@ impl RuleConfig {
         };
         let steps: Vec<String> = steps.iter().map(|s| (*s).to_owned()).collect();
         Ok(RuleConfig {
-            name: Arc::from(name),
+            name: crate::limits::intern(name),
             path: PathPattern::parse_text("/{*rest}")?,
             methods: Vec::new(),
             key: key_kind,

@@ -6,7 +6,6 @@
 
 use std::fmt::{self, Write as _};
 use std::net::IpAddr;
-use std::sync::Arc;
 
 use http::HeaderValue;
 
@@ -48,7 +47,7 @@ pub struct Explanation {
 /// ```
 #[derive(Debug, Clone)]
 pub struct AppliedRule {
-    name: Arc<str>,
+    name: &'static str,
     verified: Option<Applied>,
     anonymous: Applied,
 }
@@ -56,7 +55,7 @@ pub struct AppliedRule {
 impl AppliedRule {
     /// The rule's name.
     pub fn name(&self) -> &str {
-        &self.name
+        self.name
     }
 
     /// What this rule applies to a request whose token (if any) does not
@@ -174,7 +173,7 @@ pub(crate) fn explain_with(config: &Config, request: &Request, attributes: &[(St
         out,
         "rule: #{} {:?} ({} {}; first match wins{}{})",
         index + 1,
-        &*first.name,
+        first.name,
         methods_label(first),
         first.path.as_str(),
         if index == 0 {
@@ -221,7 +220,7 @@ pub(crate) fn explain_with(config: &Config, request: &Request, attributes: &[(St
                 "rule: #{} {:?} ({} {}; stacked under #{}: one decision, admitted only if every rule of the stack \
                  admits, none charged otherwise{})",
                 index + 1,
-                &*rule.name,
+                rule.name,
                 methods_label(rule),
                 rule.path.as_str(),
                 rules[n - 1].0 + 1,
@@ -282,8 +281,8 @@ fn explain_rule(
 ) -> AppliedRule {
     key(config, rule, request, claims, address, out);
 
-    let verified_ctx = claims.map(|c| ResolveContext::new(config, &rule.name, Some(c)));
-    let anonymous_ctx = ResolveContext::new(config, &rule.name, None);
+    let verified_ctx = claims.map(|c| ResolveContext::new(config, rule.name, Some(c)));
+    let anonymous_ctx = ResolveContext::new(config, rule.name, None);
     let _ = writeln!(
         out,
         "resolve: {} (tried in order, the first answer wins)",
@@ -294,7 +293,7 @@ fn explain_rule(
     let applied = |ctx: &ResolveContext<'_>| {
         let r: Resolved = rule.resolve.resolve_final(ctx);
         Applied {
-            profile: r.profile.as_deref().map(str::to_owned),
+            profile: r.profile.map(str::to_owned),
             quota: r.quota,
             cost: rule_cost(config, rule).0,
             shadow: rule_shadow(config, rule).0,
@@ -320,7 +319,7 @@ fn explain_rule(
         );
     }
     AppliedRule {
-        name: Arc::clone(&rule.name),
+        name: rule.name,
         verified,
         anonymous,
     }
@@ -565,8 +564,8 @@ fn describe(config: &Config, rule: &RuleConfig, step: &AnyStep, ctx: &ResolveCon
         ),
         (AnyStep::Profile(_), Some(r)) => (format!("{} (always answers)", answered(r)), true),
         (AnyStep::Default(_), Some(r)) => {
-            let whence = match config.route(&rule.name).and_then(|r| r.profile.as_deref()) {
-                Some(p) => format!("[routes.{:?}] profile = {p:?}", &*rule.name),
+            let whence = match config.route(rule.name).and_then(|r| r.profile.as_deref()) {
+                Some(p) => format!("[routes.{:?}] profile = {p:?}", rule.name),
                 None => format!("default_profile = {:?}", config.default_profile()),
             };
             (format!("{} ({whence}; always answers)", answered(r)), true)

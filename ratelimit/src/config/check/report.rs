@@ -88,7 +88,7 @@ pub(super) fn methods_label(rule: &RuleConfig) -> String {
 
 /// The cost in force for a rule: its `[routes."<name>"] cost`, else its own.
 pub(super) fn rule_cost(config: &Config, rule: &RuleConfig) -> (u32, bool) {
-    match config.route(&rule.name).and_then(|r| r.cost) {
+    match config.route(rule.name).and_then(|r| r.cost) {
         Some(c) => (c, true),
         None => (rule.cost, false),
     }
@@ -96,7 +96,7 @@ pub(super) fn rule_cost(config: &Config, rule: &RuleConfig) -> (u32, bool) {
 
 /// The shadow setting in force for a rule.
 pub(super) fn rule_shadow(config: &Config, rule: &RuleConfig) -> (bool, bool) {
-    match config.route(&rule.name).and_then(|r| r.shadow) {
+    match config.route(rule.name).and_then(|r| r.shadow) {
         Some(s) => (s, true),
         None => (rule.shadow, false),
     }
@@ -165,7 +165,7 @@ pub(super) fn notes(config: &Config) -> Vec<String> {
             notes.push(format!(
                 "rules: {:?} keys by \"custom:{}\": startup refuses it unless the application registers that key \
                  (RateLimitBuilder::key)",
-                &*rule.name,
+                rule.name,
                 key.name()
             ));
         }
@@ -226,7 +226,7 @@ impl CheckReport {
                 .routes()
                 .iter()
                 .map(|(name, r)| {
-                    let applies = if config.rules.iter().any(|rule| &*rule.name == name) {
+                    let applies = if config.rules.iter().any(|rule| rule.name == name) {
                         format!("rule {name}")
                     } else {
                         "an attribute route (not checked here)".to_owned()

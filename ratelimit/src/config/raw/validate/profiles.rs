@@ -1,7 +1,6 @@
 //! `[profiles]`, `default_profile` and `[routes]`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use super::super::schema::{RawProfile, RawRoute};
 use super::super::spans::field;
@@ -52,7 +51,7 @@ pub(super) fn profiles(
                 ));
             }
             let profile = Profile {
-                name: Arc::from(name.as_str()),
+                name: crate::limits::intern(&name),
                 quota,
                 concurrency: p.concurrency,
             };

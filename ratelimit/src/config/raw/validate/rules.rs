@@ -118,7 +118,7 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
             }
         }
         rules.push(RuleConfig {
-            name: Arc::from(r.name.as_str()),
+            name: crate::limits::intern(&r.name),
             path,
             methods,
             key,
