@@ -115,7 +115,9 @@ with!(ResponseConfig {
 });
 
 impl Profile {
-    /// A profile named `name` with this quota.
+    /// A profile named `name` with this quota. The name is kept once for
+    /// the process's life (a decision reports it without a shared count):
+    /// name profiles from your configuration, not from clients' values.
     pub fn new(name: &str, quota: Quota) -> Profile {
         Profile {
             name: crate::limits::intern(name),
