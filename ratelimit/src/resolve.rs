@@ -24,7 +24,7 @@
 //! let chain = Chain(JwtTier, Chain(NamedProfile::new("standard"), DefaultProfile));
 //!
 //! let anonymous = ResolveContext::new(&config, "users.get", None);
-//! assert_eq!(chain.resolve_final(&anonymous).profile.as_deref(), Some("standard"));
+//! assert_eq!(chain.resolve_final(&anonymous).profile, Some("standard"));
 //!
 //! let claims = VerifiedClaims::from_json(r#"{"sub": "u1", "ratelimit_tier": "premium"}"#).unwrap();
 //! let premium = ResolveContext::new(&config, "users.get", Some(&claims));
@@ -76,6 +76,9 @@ impl Resolved {
 pub struct ResolveContext<'a> {
     limits: LimitParts<'a>,
     route: &'a str,
+    /// The route's `[routes."name"]` settings, looked up once a request:
+    /// [`DefaultProfile`] reads its profile, the runtime its cost and shadow.
+    overrides: Option<&'a crate::limits::RouteConfig>,
     claims: Option<&'a VerifiedClaims>,
     client: Option<u64>,
     #[cfg(feature = "service")]
@@ -86,8 +89,10 @@ impl<'a> ResolveContext<'a> {
     /// The context of one request on `route`, with its verified claims,
     /// resolved against `limits` (the running [`Config`](crate::config::Config)).
     pub fn new(limits: &'a impl LimitTable, route: &'a str, claims: Option<&'a VerifiedClaims>) -> Self {
+        let limits = limits.limits();
         ResolveContext {
-            limits: limits.limits(),
+            overrides: limits.routes.get(route),
+            limits,
             route,
             claims,
             client: None,
@@ -120,6 +125,27 @@ impl<'a> ResolveContext<'a> {
     pub fn with_client(mut self, id: u64) -> Self {
         self.client = Some(id);
         self
+    }
+
+    /// The route's settings under `[routes."name"]`, if it has any (looked
+    /// up once, when the context is made).
+    ///
+    /// ```
+    /// use ratelimit::config::Config;
+    /// use ratelimit::resolve::ResolveContext;
+    ///
+    /// let config = Config::from_toml_str(r#"
+    ///     [profiles.standard]
+    ///     rate = "60/min"
+    ///     [routes."users.export"]
+    ///     cost = 5
+    /// "#).unwrap();
+    /// let export = ResolveContext::new(&config, "users.export", None);
+    /// assert_eq!(export.overrides().and_then(|r| r.cost), Some(5));
+    /// assert!(ResolveContext::new(&config, "users.get", None).overrides().is_none());
+    /// ```
+    pub fn overrides(&self) -> Option<&'a crate::limits::RouteConfig> {
+        self.overrides
     }
 
     /// The verified claims, if any.
@@ -173,7 +199,7 @@ pub struct DefaultProfile;
 
 impl FinalResolver for DefaultProfile {
     fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
-        let route_profile = ctx.limits.routes.get(ctx.route).and_then(|r| r.profile.as_deref());
+        let route_profile = ctx.overrides.and_then(|r| r.profile.as_deref());
         route_profile
             .and_then(|name| ctx.profile(name))
             .unwrap_or_else(|| Resolved::of(ctx.limits.default))
@@ -420,10 +446,10 @@ mod tests {
     fn tiers_numbers_caps_and_fallthrough() {
         let config = Config::from_toml_str(CONFIG).unwrap();
         let r = jwt_then_default(&config, "get", Some(&claims(r#"{"plan": {"tier": "premium"}}"#)));
-        assert_eq!((r.quota.count(), r.profile.as_deref()), (600, Some("premium")));
+        assert_eq!((r.quota.count(), r.profile), (600, Some("premium")));
         // Unknown tier, no numbers: falls through to the default.
         let r = jwt_then_default(&config, "get", Some(&claims(r#"{"plan": {"tier": "platinum"}}"#)));
-        assert_eq!(r.profile.as_deref(), Some("standard"));
+        assert_eq!(r.profile, Some("standard"));
         // Direct numbers, within the cap.
         let r = jwt_then_default(
             &config,
@@ -446,7 +472,7 @@ mod tests {
         )
         .unwrap();
         let r = jwt_then_default(&tiers_only, "get", Some(&claims(r#"{"ratelimit_rpm": 300}"#)));
-        assert_eq!(r.profile.as_deref(), Some("standard"));
+        assert_eq!(r.profile, Some("standard"));
         // Garbage numbers are ignored.
         for bad in [
             r#"{"ratelimit_rpm": 0}"#,
@@ -455,17 +481,11 @@ mod tests {
             r#"{"ratelimit_rpm": 1.5}"#,
         ] {
             let r = jwt_then_default(&config, "get", Some(&claims(bad)));
-            assert_eq!(r.profile.as_deref(), Some("standard"), "{bad}");
+            assert_eq!(r.profile, Some("standard"), "{bad}");
         }
         // No claims (anonymous): the default; the route override applies.
-        assert_eq!(
-            jwt_then_default(&config, "get", None).profile.as_deref(),
-            Some("standard")
-        );
-        assert_eq!(
-            jwt_then_default(&config, "export", None).profile.as_deref(),
-            Some("internal")
-        );
+        assert_eq!(jwt_then_default(&config, "get", None).profile, Some("standard"));
+        assert_eq!(jwt_then_default(&config, "export", None).profile, Some("internal"));
     }
 
     #[test]
@@ -487,6 +507,6 @@ mod tests {
         let ctx = ResolveContext::new(&config, "get", None);
         assert_eq!(NamedProfile::new("gone").resolve(&ctx), None);
         let r = Chain(NamedProfile::new("gone"), DefaultProfile).resolve_final(&ctx);
-        assert_eq!(r.profile.as_deref(), Some("standard"));
+        assert_eq!(r.profile, Some("standard"));
     }
 }

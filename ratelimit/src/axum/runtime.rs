@@ -252,7 +252,7 @@ impl Runtime {
         let ctx = ResolveContext::new(config, route.name, cx.found_claims());
         let ctx = self.service.resolve_with(ctx, route.wants_service, key, &cx, &client);
         let resolved = chain.resolve_final(&ctx);
-        let overrides = config.route(route.name);
+        let overrides = ctx.overrides();
         let cost = overrides.and_then(|r| r.cost).unwrap_or(route.cost);
         // A `[routes]` cost is a number of units: it replaces the metering.
         let bytes_per_unit = match overrides.and_then(|r| r.cost) {
