@@ -13,10 +13,10 @@ use crate::Quota;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Profile {
-    /// The profile's name, kept for the process's life ([`intern`]), so
-    /// a resolution reports it on the request path by copying a reference:
-    /// no allocation, and no reference count written by every request from
-    /// every core.
+    /// The profile's name, kept for the process's life (interned: one copy
+    /// per name), so a resolution reports it on the request path by
+    /// copying a reference: no allocation, and no reference count written
+    /// by every request from every core.
     pub name: &'static str,
     /// The profile's quota (its burst defaults to the rate's count).
     pub quota: Quota,
