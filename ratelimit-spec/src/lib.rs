@@ -47,5 +47,5 @@ pub use costs::{cost, cost_text, response_bytes, unknown_cost, Cost, COST_KINDS,
 pub use error::{expected_keys, expected_steps, Error, Surface};
 pub use keys::{key, key_takes_argument, key_text};
 pub use names::{claim_path, custom_name, header_name, route_name};
-pub use steps::{check_chain, check_partial_chain, empty_chain, step, step_takes_argument, step_text};
+pub use steps::{check_chain, check_partial_chain, empty_chain, reachable, step, step_takes_argument, step_text};
 pub use vocabulary::{KeyKind, Step, KEY_KINDS, MAX_CUSTOM_NAME, MAX_HEADER_NAME, STEPS};

@@ -66,6 +66,26 @@ pub fn check_partial_chain(steps: &[Option<&Step>]) -> Vec<(usize, Error)> {
     problems
 }
 
+/// The steps of a chain that can answer a request: every step up to and
+/// including the first that always answers. `default` always answers, and
+/// so does `profile("name")` once the configuration defines the profile
+/// (startup and every reload refuse a chain that names a missing one):
+/// nothing after either is ever reached. `jwt` and `service` may pass.
+///
+/// ```
+/// use ratelimit_spec::{reachable, step_text, Step};
+///
+/// let chain = ["jwt", "profile:c", "default"].map(|s| step_text(s).unwrap());
+/// assert_eq!(reachable(&chain), &chain[..2], "default is never reached");
+/// assert_eq!(reachable(&[Step::Service, Step::Default]).len(), 2);
+/// ```
+pub fn reachable(steps: &[Step]) -> &[Step] {
+    match steps.iter().position(|s| matches!(s, Step::Profile(_) | Step::Default)) {
+        Some(last) => &steps[..=last],
+        None => steps,
+    }
+}
+
 /// An empty step list (for surfaces that parse steps one by one and find
 /// none usable).
 pub fn empty_chain() -> Error {

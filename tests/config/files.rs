@@ -201,6 +201,32 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[global]\nwindow = \"10s\"\n", Some(3), "global", "missing field `redis_url`"),
 ];
 
+/// A `[[rules]]` cost is checked against the profile its chain reaches:
+/// nothing after a `profile(..)` step (it always answers), so a small
+/// default is no reason to refuse; before it, a `jwt` step may pass on.
+#[test]
+fn a_rule_cost_is_checked_against_the_profile_its_chain_reaches() {
+    let rule = |resolve: &str, c_burst: u32| {
+        format!(
+            "default_profile = \"a\"\n[profiles.a]\nrate = \"10/s\"\nburst = 3\n[profiles.c]\nrate = \"10/s\"\n\
+             burst = {c_burst}\n[jwt]\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"ip\"\nresolve = {resolve}\ncost = 5\n"
+        )
+    };
+    Config::from_toml_str(&rule(r#"["profile:c", "default"]"#, 10)).expect("default is never reached");
+    Config::from_toml_str(&rule(r#"["jwt", "profile:c", "default"]"#, 10)).expect("c ends the chain");
+    let refused = Config::from_toml_str(&rule(r#"["profile:c", "default"]"#, 3)).unwrap_err();
+    assert_eq!(refused.field(), Some("rules[0].cost"), "{refused}");
+    assert!(
+        refused.to_string().contains("above the burst 3 of profile \"c\""),
+        "{refused}"
+    );
+    let refused = Config::from_toml_str(&rule(r#"["jwt", "default"]"#, 10)).unwrap_err();
+    assert!(
+        refused.to_string().contains("above the burst 3 of profile \"a\""),
+        "{refused}"
+    );
+}
+
 /// A `[jwt]` section that only names the tier claim loads: caps are for
 /// numbers carried by tokens, which it does not read.
 #[test]

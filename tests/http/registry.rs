@@ -41,6 +41,28 @@ mod clash {
     }
 }
 
+/// Chains whose later steps are never reached, each in a module of its own
+/// (checked only by the test that asks for it).
+mod reach {
+    use ratelimit::rate_limit;
+
+    /// `profile("c")` always answers: `default` is never reached.
+    #[rate_limit(key = ip, resolve = [profile("c"), default], cost = 5, name = "registry.reach")]
+    pub(in super::super) async fn named_first() -> &'static str {
+        "c"
+    }
+
+    pub(in super::super) mod token {
+        use ratelimit::rate_limit;
+
+        /// `jwt` may pass: `default` is reached.
+        #[rate_limit(key = ip, resolve = [jwt, default], cost = 5, name = "registry.reach.jwt")]
+        pub(in super::super::super) async fn jwt_then_default() -> &'static str {
+            "jwt"
+        }
+    }
+}
+
 /// This module's routes, not the submodule's.
 const HERE: &str = concat!(module_path!(), "::gold");
 
@@ -101,6 +123,70 @@ async fn startup_refuses_a_cost_above_the_burst_the_chain_reaches() {
     // A `[routes]` override of the cost counts, not the attribute's.
     let lowered = format!("{small}[routes.\"registry.bulk\"]\ncost = 2\n");
     build(&lowered, prefix).await.unwrap();
+}
+
+/// Startup counts only the profiles a chain can reach: nothing after a
+/// `profile(..)` step (it always answers once startup has checked that the
+/// profile exists), nor after `default`; a `jwt` step may pass on.
+#[tokio::test]
+async fn startup_checks_the_cost_against_the_profiles_the_chain_reaches() {
+    let config = |c_burst: u32| {
+        format!(
+            "default_profile = \"a\"\n[profiles.a]\nrate = \"60/min\"\nburst = 3\n\
+             [profiles.c]\nrate = \"60/min\"\nburst = {c_burst}\n[jwt]\n"
+        )
+    };
+    let named = concat!(module_path!(), "::reach::named_first");
+    // c's burst admits the cost; the default's 3 would not, but is never
+    // reached: started, and a request is charged 5 of c's 10.
+    let rl = build(&config(10), named).await.unwrap();
+    let app: App = Router::new()
+        .route("/reach", get(reach::named_first))
+        .with_state(rl)
+        .into_service();
+    let response = send(&app, Method::GET, "/reach", "192.0.2.1:1").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(header(&response, "ratelimit-limit"), "10");
+    assert_eq!(header(&response, "ratelimit-remaining"), "5");
+    // c's burst below the cost: refused, naming c, not the default.
+    let refused = build(&config(3), named).await.unwrap_err();
+    assert!(
+        refused.contains("cost 5 is above the burst 3 of profile \"c\": every request would be refused"),
+        "{refused}"
+    );
+    assert!(!refused.contains("profile \"a\""), "{refused}");
+    // A `[routes]` profile for the route is reached only through `default`:
+    // a small one is never reached here.
+    let routed = format!(
+        "{}[profiles.tiny]\nrate = \"60/min\"\nburst = 1\n[routes.\"registry.reach\"]\nprofile = \"tiny\"\n",
+        config(10)
+    );
+    build(&routed, named).await.unwrap();
+    // After a `jwt` step, `default` is reached (a request without a token):
+    // the default's burst 3 refuses the cost 5.
+    let refused = build(&config(10), concat!(module_path!(), "::reach::token"))
+        .await
+        .unwrap_err();
+    assert!(
+        refused.contains("cost 5 is above the burst 3 of profile \"a\""),
+        "{refused}"
+    );
+}
+
+/// A refusal over every route of the program (no `routes_in`) says how to
+/// serve only this application's.
+#[tokio::test]
+async fn a_refusal_over_every_linked_route_names_routes_in() {
+    let refused = build("[profiles.standard]\nrate = \"60/min\"\nburst = 1\n", "")
+        .await
+        .unwrap_err();
+    assert!(refused.contains("RateLimitBuilder::routes_in"), "{refused}");
+    assert!(refused.contains("routes_in(module_path!())"), "{refused}");
+    // Selected, the refusal is this application's alone: no such hint.
+    let refused = build("[profiles.standard]\nrate = \"60/min\"\n", HERE)
+        .await
+        .unwrap_err();
+    assert!(!refused.contains("routes_in"), "{refused}");
 }
 
 #[tokio::test]

@@ -129,6 +129,15 @@ impl AttributeRoute {
         self.stacked
     }
 
+    /// Its resolve chain in the rule language (the expansion registers
+    /// only steps the spec accepted).
+    pub(crate) fn steps(&self) -> Vec<ratelimit_spec::Step> {
+        self.rule_steps
+            .iter()
+            .filter_map(|s| ratelimit_spec::step_text(s).ok())
+            .collect()
+    }
+
     /// Where the attribute is written: the source file and line.
     pub fn location(&self) -> (&'static str, u32) {
         (self.file, self.line)
@@ -180,8 +189,9 @@ pub(crate) fn routes_under(prefix: &str) -> Vec<&'static AttributeRoute> {
 
 /// What is wrong with `routes` under `config`, one line per problem naming
 /// the route, its handler and where it is written: a profile the chain
-/// names that the configuration lacks, a cost above the burst of a profile
-/// the chain can reach (every request would be refused), and two handlers
+/// names that the configuration lacks, a cost above the burst of the
+/// profile every request of the route can reach (every request would be
+/// refused; see [`crate::limits::final_profile`]), and two handlers
 /// registering one route name.
 pub(crate) fn check(routes: &[&'static AttributeRoute], config: &Config) -> Vec<String> {
     let mut problems = Vec::new();
@@ -215,14 +225,13 @@ pub(crate) fn check(routes: &[&'static AttributeRoute], config: &Config) -> Vec<
             }
         }
         // The cost in force: a `[routes."<name>"] cost` replaces the
-        // attribute's. Every profile the chain can name must admit it.
+        // attribute's. The profile every request can reach must admit it.
         let overrides = config.route(route.name);
         let cost = overrides.and_then(|o| o.cost).unwrap_or(route.cost);
-        let default = overrides
-            .and_then(|o| o.profile.as_deref())
-            .unwrap_or(config.default_profile());
-        for name in route.profiles.iter().copied().chain([default]) {
-            if let Some(p) = config.profile(name).filter(|p| cost > p.quota.burst()) {
+        let steps = route.steps();
+        let reached = crate::limits::final_profile(&steps, overrides, config.default_profile());
+        if let Some((name, p)) = reached.and_then(|n| config.profile(n).map(|p| (n, p))) {
+            if cost > p.quota.burst() {
                 problems.push(format!(
                     "{}: cost {cost} is above the burst {} of profile {name:?}: every request would be refused",
                     at(),

@@ -58,16 +58,18 @@ impl Observer {
                 "the route's `service` step needs a [service] section: it never answers"
             );
         }
-        // A cost above the burst of a profile the chain can name refuses
-        // every request that resolves to it (config rules are refused at
+        // A cost above the burst of the profile every request can reach
+        // refuses every request that resolves to it (config rules are refused at
         // load for this; an attribute's cost is only known here).
         let overrides = config.route(route.name);
         let cost = overrides.and_then(|r| r.cost).unwrap_or(route.cost);
         let default = overrides
             .and_then(|r| r.profile.as_deref())
             .unwrap_or(config.default_profile());
-        let named = route.profiles.iter().copied().chain(std::iter::once(default));
-        for (name, profile) in named.filter_map(|n| config.profile(n).map(|p| (n, p))) {
+        // The first `profile(..)` step always answers, so `default` is
+        // reached only without one (`limits::final_profile`).
+        let reached = route.profiles.first().copied().unwrap_or(default);
+        if let Some((name, profile)) = config.profile(reached).map(|p| (reached, p)) {
             if cost > profile.quota.burst() {
                 tracing::error!(
                     target: "ratelimit",
@@ -75,7 +77,7 @@ impl Observer {
                     profile = name,
                     cost,
                     burst = profile.quota.burst(),
-                    "the route's cost is above the burst of a profile its chain can name: every request that \
+                    "the route's cost is above the burst of the profile its chain settles on: every request that \
                      resolves to it is refused (429, Retry-After one day); lower the cost or raise the burst"
                 );
             }

@@ -33,10 +33,27 @@ fn attribute_routes(prefix: &str, config: &Config) -> Result<Vec<&'static super:
     let routes = super::registry::routes_under(prefix);
     let problems = super::registry::check(&routes, config);
     if problems.is_empty() {
-        Ok(routes)
-    } else {
-        Err(problems.join("\n"))
+        return Ok(routes);
     }
+    let mut refused = problems.join("\n");
+    if prefix.is_empty() {
+        // Every route of the program was checked: a binary that links
+        // several applications' routes (a test binary, a workspace of
+        // services) may have refused another's.
+        let mut crates: Vec<&str> = routes
+            .iter()
+            .map(|r| r.handler().split("::").next().unwrap_or_default())
+            .collect();
+        crates.sort_unstable();
+        crates.dedup();
+        refused.push_str(&format!(
+            "\n(this runtime checks every #[rate_limit] route linked into the program, here of {}: if a refused \
+             route belongs to another application, serve only this one's with \
+             RateLimit::builder(config).routes_in(module_path!()), see RateLimitBuilder::routes_in)",
+            crates.join(", ")
+        ));
+    }
+    Err(refused)
 }
 
 /// The configuration needs no cargo feature this build lacks (`[jwt]`

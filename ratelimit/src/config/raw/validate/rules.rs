@@ -95,19 +95,16 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
             .cost
             .unwrap_or(ratelimit_spec::Cost::Units(ratelimit_spec::DEFAULT_COST));
         let cost = route.and_then(|rc| rc.cost).unwrap_or(own.reserved());
-        // Every profile the chain can name must admit the cost, or every
-        // request would be refused (token and service limits are checked
-        // when they arrive, and logged).
-        let route_profile = route
-            .and_then(|rc| rc.profile.clone())
-            .unwrap_or_else(|| known.default_profile.to_owned());
-        let named = resolve.steps().iter().filter_map(|step| match step {
-            AnyStep::Profile(p) => Some(p.name().to_owned()),
-            AnyStep::Default(_) => Some(route_profile.clone()),
-            _ => None,
-        });
-        for name in named {
-            if let Some(p) = known.profiles.get(&name).filter(|p| cost > p.quota.burst()) {
+        // The profile every request can reach must admit the cost, or every
+        // request would be refused (steps after it are never reached; token
+        // and service limits are checked when they arrive, and logged).
+        let steps: Vec<ratelimit_spec::Step> = r
+            .resolve
+            .iter()
+            .filter_map(|s| ratelimit_spec::step_text(s).ok())
+            .collect();
+        if let Some(name) = crate::limits::final_profile(&steps, route, known.default_profile) {
+            if let Some(p) = known.profiles.get(name).filter(|p| cost > p.quota.burst()) {
                 return Err(at(
                     "cost",
                     format!(
