@@ -85,9 +85,9 @@ struct ExportRequest {
     ms: Option<u64>,
 }
 
-/// A slow download: a line every 100 ms for `ms` milliseconds. It holds one
-/// of the client's 3 permits until the last byte is sent, or the client
-/// hangs up.
+/// A slow download: a line every 100 ms for `ms` milliseconds, with a
+/// `Content-Length`. It holds one of the client's 3 permits until the last
+/// byte is sent, or the client hangs up.
 #[rate_limit(key = ip, resolve = [profile("exports"), default])]
 async fn export(Query(q): Query<ExportRequest>) -> axum::body::Body {
     let ticks = q.ms.unwrap_or(2_000).min(60_000).div_ceil(100);
@@ -119,6 +119,12 @@ impl http_body::Body for Slow {
         let next = tokio::time::Instant::now() + std::time::Duration::from_millis(100);
         self.sleep.as_mut().reset(next);
         std::task::Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from_static(b"row\n")))))
+    }
+
+    /// Its length is known (the server sends a `Content-Length`), as a
+    /// proxied upstream's is: that says nothing of how slowly it streams.
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.ticks_left * 4)
     }
 }
 

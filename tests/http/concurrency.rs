@@ -91,6 +91,11 @@ async fn small() -> &'static str {
     "a small body in memory"
 }
 
+#[rate_limit(key = ip, resolve = [profile("one"), default], name = "empty")]
+async fn empty() -> http::StatusCode {
+    http::StatusCode::OK
+}
+
 #[rate_limit(key = ip, resolve = [profile("one"), default], name = "watched")]
 async fn watched() -> Body {
     streamed()
@@ -132,6 +137,7 @@ async fn app() -> App {
     Router::new()
         .route("/export", get(export))
         .route("/small", get(small))
+        .route("/empty", get(empty))
         .route("/spent", get(spent))
         .route("/watched", get(watched))
         .route("/pair", get(pair))
@@ -227,16 +233,28 @@ async fn a_refusal_by_the_rate_gives_its_permit_back() {
     assert_eq!(concurrency(&probe).2, 2, "none held");
 }
 
+/// A body of known length holds its permit until it has been sent too: a
+/// length says nothing of how slowly a body streams (a proxied upstream's).
+/// Only an empty body gives it back when the handler returns.
 #[tokio::test]
-async fn a_small_body_in_memory_gives_its_permit_back_when_the_handler_returns() {
+async fn a_body_of_known_length_holds_its_permit_until_sent() {
     let app = app().await;
     let peer = "192.0.2.2:1";
     let first = send(&app, Method::GET, "/small", peer).await;
     assert_eq!(first.status(), StatusCode::OK);
     assert_eq!(concurrency(&first), (1, "concurrent-requests".to_owned(), 0));
-    // Its response is made: the permit is back though the body is unread.
-    let second = send(&app, Method::GET, "/small", peer).await;
-    assert_eq!(second.status(), StatusCode::OK);
+    // Its body is unread: the permit is still held.
+    let refused = send(&app, Method::GET, "/small", peer).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(body(first).await.as_ref(), b"a small body in memory");
+    let again = send(&app, Method::GET, "/small", peer).await;
+    assert_eq!(again.status(), StatusCode::OK, "sent: the permit is back");
+    // An empty body holds nothing once the handler has returned.
+    let peer = "192.0.2.9:1";
+    let empty = send(&app, Method::GET, "/empty", peer).await;
+    assert_eq!(empty.status(), StatusCode::OK);
+    assert_eq!(send(&app, Method::GET, "/empty", peer).await.status(), StatusCode::OK);
+    drop(empty);
 }
 
 #[tokio::test]

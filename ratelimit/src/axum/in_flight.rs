@@ -2,13 +2,16 @@
 //! request admitted by its rate also takes one of its key's permits, held
 //! until its response body has been sent, fails, or is dropped (a client
 //! hang-up, a handler panic, a cancelled future all drop it). A request
-//! over its key's concurrency is refused before the handler runs, and is
-//! not charged to the rate.
+//! over its key's concurrency is refused before the handler runs.
 //!
-//! Permits are taken before the rate is checked, so a refusal by either
-//! leaves the other untouched: a request the rate refuses gives its permit
-//! straight back, and one the concurrency refuses is only peeked at by the
-//! rate (for its headers).
+//! The rate is decided first, so that the permit is taken on the cell the
+//! store placed the charge in: the client's own, or the cell a network
+//! shares once it has brought its budget of new keys into the store (or an
+//! overflow cell), so a network limited as one client for its rate is one
+//! for its requests in flight too. A request its rate refuses takes no
+//! permit; one whose permits are all held hands its charge back, so the
+//! refusal costs its rate nothing once it is over (while it is being
+//! decided, a concurrent request of the same client may see the charge).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,16 +24,6 @@ use pin_project_lite::pin_project;
 use super::respond::{append_member, Outcome, RATELIMIT, RATELIMIT_POLICY};
 use super::runtime::{Pending, Runtime};
 use crate::concurrency::{ConcurrencyLimiter, Permit};
-
-/// Keys with requests in flight that get an entry of their own (about
-/// 1 MiB, reserved when the first concurrency limit is used); past them,
-/// keys share overflow counters, limited together.
-pub(crate) const MAX_KEYS_IN_FLIGHT: usize = 16_384;
-
-/// A response whose body is in memory and at most this long gives its
-/// permits back when the handler's response is made: the server sends it
-/// in one write, and wrapping it to wait for that would cost an allocation.
-const SMALL_BODY: u64 = 64 * 1024;
 
 /// A limit's requests in flight, as the response reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,19 +70,18 @@ impl Permits {
         self.first.is_none()
     }
 
-    /// Holds these permits until `body` has been sent: none to hold, or a
-    /// small body in memory, gives them back now (see [`SMALL_BODY`]).
+    /// Holds these permits until `body` has been sent. Only an empty body
+    /// gives them back now: a body's stated length says nothing of how
+    /// fast it is produced (a proxied upstream streams its
+    /// `Content-Length` as slowly as it likes).
     pub(crate) fn hold<B: Body>(self, body: B) -> Holding<B> {
-        let small = body.size_hint().exact().is_some_and(|n| n <= SMALL_BODY);
-        Holding {
-            body,
-            permits: if small { Permits::default() } else { self },
-        }
+        let permits = if body.is_end_stream() { Permits::default() } else { self };
+        Holding { body, permits }
     }
 
     /// Whether holding them for `body` needs a wrapper.
     pub(crate) fn held_by<B: Body>(&self, body: &B) -> bool {
-        !self.is_empty() && body.size_hint().exact().is_none_or(|n| n > SMALL_BODY)
+        !self.is_empty() && !body.is_end_stream()
     }
 }
 
@@ -131,21 +123,49 @@ impl Runtime {
     /// limits reserves nothing for them.
     fn in_flight_table(&self) -> &Arc<ConcurrencyLimiter> {
         self.in_flight
-            .get_or_init(|| Arc::new(ConcurrencyLimiter::new(MAX_KEYS_IN_FLIGHT)))
+            .get_or_init(|| Arc::new(ConcurrencyLimiter::new(self.max_keys_in_flight)))
+    }
+
+    /// After the rates of `pending` were decided (`admitted`: every
+    /// enforcing one admitted and was charged, at `charged_at`): takes a
+    /// permit for each limit with a concurrency limit, on the cell its
+    /// charge was placed in, and returns them. A request its rate refused
+    /// takes none (what each limit has left is reported). When an enforcing
+    /// limit's permits are all held, every charge of the request is handed
+    /// back and its rates report the room they have: `None`.
+    #[inline]
+    pub(crate) fn hold_in_flight(
+        &self,
+        pending: &mut [Pending<'_>],
+        admitted: bool,
+        charged_at: u64,
+    ) -> Option<Permits> {
+        if !admitted {
+            self.peek_permits(pending);
+            return None;
+        }
+        let taken = self.take_permits(pending);
+        if taken.is_none() {
+            for p in pending.iter_mut() {
+                let (quota, cost) = (p.outcome.quota, p.outcome.cost);
+                if p.outcome.decision.is_allowed() {
+                    self.refund(&p.outcome.held, &quota, cost, &p.outcome.decision, charged_at);
+                }
+                p.outcome.decision = self.rate_now(&p.outcome, cost);
+            }
+        }
+        taken
     }
 
     /// Takes a permit for every limit of `pending` with a concurrency
     /// limit, recording what each reports. `None` when an enforcing limit
     /// is full (it is marked refused; nothing is held). A full shadow limit
     /// is reported, holds nothing and refuses nothing.
-    // A hint: most routes have no concurrency limit, and inlined, the loop
-    // over their limits takes nothing in a few instructions.
-    #[inline]
-    pub(crate) fn take_permits(&self, pending: &mut [Pending<'_>]) -> Option<Permits> {
+    fn take_permits(&self, pending: &mut [Pending<'_>]) -> Option<Permits> {
         let mut permits = Permits::default();
         for p in pending.iter_mut() {
             let Some(limit) = p.concurrency else { continue };
-            match self.in_flight_table().try_acquire(p.cell, limit) {
+            match self.in_flight_table().try_acquire(in_flight_key(p), limit) {
                 Ok(permit) => {
                     let remaining = permit.remaining();
                     let gauge = self.observer.in_flight_gauge(&p.route, p.outcome.profile);
@@ -172,11 +192,12 @@ impl Runtime {
         Some(permits)
     }
 
-    /// What a probe reports of each concurrency limit, holding nothing.
+    /// What a probe (or a request its rate refused) reports of each
+    /// concurrency limit, holding nothing.
     pub(crate) fn peek_permits(&self, pending: &mut [Pending<'_>]) {
         for p in pending.iter_mut() {
             let Some(limit) = p.concurrency else { continue };
-            let held = self.in_flight_table().in_flight(p.cell);
+            let held = self.in_flight_table().in_flight(in_flight_key(p));
             p.outcome.in_flight = Some(InFlight {
                 limit,
                 remaining: limit.saturating_sub(held),
@@ -186,14 +207,10 @@ impl Runtime {
     }
 }
 
-/// Reports the permits of a refused request as given back (they are
-/// dropped with it): one more left for each limit that had taken one.
-pub(crate) fn given_back(pending: &mut [Pending<'_>]) {
-    for c in pending.iter_mut().filter_map(|p| p.outcome.in_flight.as_mut()) {
-        if !c.refused {
-            c.remaining = c.remaining.saturating_add(1).min(c.limit);
-        }
-    }
+/// The key a limit's permits are counted on: the cell its rate's charge
+/// was placed in (the client's own, or a cell it shares).
+fn in_flight_key(p: &Pending<'_>) -> crate::CellKey {
+    crate::concurrency::placed_key(p.cell, &p.outcome.decision)
 }
 
 /// `qu` of a concurrency policy (draft-ietf-httpapi-ratelimit-headers-10,

@@ -52,6 +52,8 @@ pub(crate) struct Runtime {
     /// Requests in flight per key, made when a concurrency limit is first
     /// used.
     pub(crate) in_flight: std::sync::OnceLock<Arc<crate::concurrency::ConcurrencyLimiter>>,
+    /// Its size (`[store] max_keys_in_flight` at startup).
+    pub(super) max_keys_in_flight: usize,
     /// The attribute routes this runtime serves (checked at startup and on
     /// every reload).
     pub(crate) routes: Vec<&'static super::AttributeRoute>,
@@ -191,27 +193,19 @@ impl Runtime {
     ) -> T {
         let mut pending = self.prepare(&parts, route, name, key, chain);
         let (quota, cost) = (pending.outcome.quota, pending.outcome.cost);
-        // Most routes have no concurrency limit: no permit to take (and no
-        // call to make for none).
-        let taken = match pending.concurrency {
-            None => Some(Permits::default()),
-            Some(_) => self.take_permits(std::slice::from_mut(&mut pending)),
-        };
-        let permits = match taken {
-            Some(taken) => {
-                pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
-                if pending.outcome.rejects() {
-                    // Refused by its rate: the permit goes back here.
-                    super::in_flight::given_back(std::slice::from_mut(&mut pending));
-                    Permits::default()
-                } else {
-                    taken
-                }
-            }
-            // Refused by its requests in flight: the rate is not charged.
+        let permits = match pending.concurrency {
+            // Most routes have no concurrency limit: no permit to take (and
+            // no call to make for none).
             None => {
-                pending.outcome.decision = self.rate_now(&pending.outcome, cost);
+                pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
                 Permits::default()
+            }
+            Some(_) => {
+                let at = self.now();
+                pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
+                let admitted = !pending.outcome.rejects();
+                self.hold_in_flight(std::slice::from_mut(&mut pending), admitted, at)
+                    .unwrap_or_default()
             }
         };
         self.observer
@@ -310,20 +304,7 @@ impl Runtime {
     /// charged when they admit an admitted request. Returns the permits of
     /// an admitted request.
     pub(crate) fn decide_all(&self, pending: &mut [Pending<'_>]) -> Option<Permits> {
-        let Some(permits) = self.take_permits(pending) else {
-            // A limit's requests in flight refused it: nothing is charged,
-            // the rates are only looked at (for the headers).
-            for p in pending.iter_mut() {
-                p.outcome.decision = self.rate_now(&p.outcome, p.outcome.cost);
-            }
-            for p in pending.iter() {
-                if p.outcome.rejects() {
-                    self.observer
-                        .record(&p.route, &p.outcome, || self.limiter.clock().now());
-                }
-            }
-            return None;
-        };
+        let at = self.now();
         // Tuples go to 8 and rules are refused past 7 stacking: never more.
         debug_assert!(pending.len() <= MAX_STACK, "a stack of at most {MAX_STACK} limits");
         let mut checks = [crate::Check::new(crate::CellKey::new(1, 0), crate::Quota::per_second(1), 0); MAX_STACK];
@@ -355,20 +336,17 @@ impl Runtime {
                 self.limiter.peek_cell(cell, &quota, cost)
             };
         }
+        let permits = self.hold_in_flight(pending, admitted, at);
         for p in pending.iter() {
             // A refused request counts its refusing limits as refusals, and
             // nothing for the limits that would have admitted it (they were
-            // not charged).
-            if admitted || p.outcome.decision.is_denied() {
+            // not charged, or were handed their charge back).
+            if permits.is_some() || p.outcome.decision.is_denied() || p.outcome.refused_in_flight() {
                 self.observer
                     .record(&p.route, &p.outcome, || self.limiter.clock().now());
             }
         }
-        if !admitted {
-            // Refused by a rate: the permits go back with `permits`.
-            super::in_flight::given_back(pending);
-        }
-        admitted.then_some(permits)
+        permits
     }
 
     /// Hands back `cost` units of a settled charge (a [`Charge`](super::Charge))
@@ -416,7 +394,7 @@ impl Runtime {
     /// What a request refused by its requests in flight reports of its
     /// rate, charging nothing: the refusal the rate would add, else the room
     /// it has now (not what a charge would leave: nothing was charged).
-    fn rate_now(&self, outcome: &Outcome, cost: u32) -> crate::Decision {
+    pub(super) fn rate_now(&self, outcome: &Outcome, cost: u32) -> crate::Decision {
         let would = self.fleet.peek(&self.limiter, &outcome.held, &outcome.quota, cost);
         if would.is_denied() {
             return would;

@@ -129,6 +129,7 @@ impl Runtime {
             limiter.spawn_sweeper(config.store.sweep_interval.max(Duration::from_millis(10)));
         }
         let has_rules = std::sync::atomic::AtomicBool::new(!config.rules.is_empty());
+        let max_keys_in_flight = config.store.max_keys_in_flight;
         Ok(Runtime {
             config: ConfigHandle::new(config),
             limiter,
@@ -145,6 +146,7 @@ impl Runtime {
             published: crate::metrics::Published::default(),
             fleet,
             in_flight: std::sync::OnceLock::new(),
+            max_keys_in_flight,
             routes,
         })
     }

@@ -29,6 +29,7 @@ with!(StoreConfig {
     with_sweep_interval => sweep_interval: Duration,
     with_overflow => overflow: OverflowPolicy,
     with_new_keys_per_network => new_keys_per_network: Option<Quota>,
+    with_max_keys_in_flight => max_keys_in_flight: usize,
 });
 
 impl ServiceConfig {

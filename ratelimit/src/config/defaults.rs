@@ -18,6 +18,9 @@ impl StoreConfig {
     /// New keys one client network may bring into the store per minute
     /// (also its burst), by default.
     pub const DEFAULT_NEW_KEYS_PER_NETWORK: u32 = crate::defaults::NEW_KEYS_PER_NETWORK;
+    /// Keys with requests in flight that get a count of their own, by
+    /// default.
+    pub const DEFAULT_MAX_KEYS_IN_FLIGHT: usize = 16_384;
 }
 
 impl Default for StoreConfig {
@@ -28,6 +31,7 @@ impl Default for StoreConfig {
             sweep_interval: StoreConfig::DEFAULT_SWEEP_INTERVAL,
             overflow: OverflowPolicy::default(),
             new_keys_per_network: Some(crate::Quota::per_minute(StoreConfig::DEFAULT_NEW_KEYS_PER_NETWORK)),
+            max_keys_in_flight: StoreConfig::DEFAULT_MAX_KEYS_IN_FLIGHT,
         }
     }
 }

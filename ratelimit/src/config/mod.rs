@@ -115,6 +115,11 @@ pub struct StoreConfig {
     /// count is also the burst; past it, the network's new clients share one
     /// bucket per route. `None`: unbounded.
     pub new_keys_per_network: Option<crate::Quota>,
+    /// Most keys with requests in flight that get a count of their own
+    /// (`concurrency` limits; about 40 bytes each, reserved when the first
+    /// concurrency limit is used); past it, keys share counters by network
+    /// and route, limited together.
+    pub max_keys_in_flight: usize,
 }
 
 /// Settings of the external limit service.

@@ -172,10 +172,44 @@ struct OverflowCell(AtomicU64);
 /// A bijective 64-bit mix (the splitmix64 finalizer): derived cell keys and
 /// overflow indices do not correlate with the bits that pick shards.
 #[inline]
-const fn mix(mut z: u64) -> u64 {
+pub(crate) const fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// The overflow cell of `key`: by its group and route, else its route's.
+fn overflow_index(key: CellKey) -> usize {
+    if key.group() != 0 {
+        // The top bits of the mix: OVERFLOW_CELLS is a power of two.
+        // The route too: a network's overflow on one route must not
+        // be charged, with that route's quota, to its others.
+        (mix(key.group() ^ u64::from(key.route()).rotate_left(32)) >> (64 - OVERFLOW_CELLS.trailing_zeros())) as usize
+    } else {
+        key.route() as usize % OVERFLOW_CELLS
+    }
+}
+
+/// Tags the key of an overflow cell (see [`placed_cell`]).
+const OVERFLOW_TAG: u64 = 0x6f76_6572_666c_2d31; // "overfl-1"
+
+/// The cell a charge of `key` was placed in, as a key of its own: the key's
+/// cell, its group's shared cell on its route ([`Placement::Group`]), or
+/// the overflow cell it shares ([`Placement::Overflow`]). What else is
+/// counted per client (requests in flight) is counted there too, so a
+/// client the store limits as one is one for that as well. The group stays
+/// on the key (what is spread by network stays spread).
+pub(crate) fn placed_cell(key: CellKey, placement: Placement) -> CellKey {
+    let cell = match placement {
+        Placement::Own => return key,
+        Placement::Group if key.group() != 0 => group_cell(key.group(), key.route()),
+        Placement::Group => return key,
+        Placement::Overflow => CellKey::new(
+            mix(OVERFLOW_TAG ^ overflow_index(key) as u64) ^ u64::from(key.route()),
+            key.route(),
+        ),
+    };
+    cell.in_group(key.group())
 }
 
 /// The embedded, in-process [`Store`]: bounded, lock-free on the hit path.
@@ -298,16 +332,7 @@ impl MemoryStore {
     /// what it cannot mint cheaply (networks), so spreading by group gives
     /// a flood only as many cells as it has networks.
     fn overflow_cell(&self, key: CellKey) -> &AtomicU64 {
-        let i = if key.group() != 0 {
-            // The top bits of the mix: OVERFLOW_CELLS is a power of two.
-            // The route too: a network's overflow on one route must not
-            // be charged, with that route's quota, to its others.
-            (mix(key.group() ^ u64::from(key.route()).rotate_left(32)) >> (64 - OVERFLOW_CELLS.trailing_zeros()))
-                as usize
-        } else {
-            key.route() as usize % OVERFLOW_CELLS
-        };
-        &self.overflow[i].0
+        &self.overflow[overflow_index(key)].0
     }
 
     fn update_overflow<T, F>(&self, key: CellKey, mut f: F) -> (T, Placement)

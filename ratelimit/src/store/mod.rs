@@ -3,6 +3,7 @@
 mod memory;
 mod shard;
 
+pub(crate) use memory::{mix, placed_cell};
 pub use memory::{MemoryStore, MemoryStoreBuilder, OverflowPolicy, StoreConfigError, StoreStats};
 
 /// The identity of one rate-limit cell: a keyed 64-bit hash of (route, key),

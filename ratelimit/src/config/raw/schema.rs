@@ -87,6 +87,8 @@ pub(super) struct RawStore {
     pub(super) overflow: OverflowPolicy,
     #[serde(deserialize_with = "new_keys_budget")]
     pub(super) new_keys_per_network: Option<Quota>,
+    #[serde(deserialize_with = "max_keys")]
+    pub(super) max_keys_in_flight: usize,
 }
 
 impl Default for RawStore {
@@ -97,6 +99,7 @@ impl Default for RawStore {
             sweep_interval: d.sweep_interval,
             overflow: d.overflow,
             new_keys_per_network: d.new_keys_per_network,
+            max_keys_in_flight: d.max_keys_in_flight,
         }
     }
 }

@@ -14,6 +14,7 @@ pub(in crate::config::raw) fn store(raw: RawStore) -> StoreConfig {
         sweep_interval: raw.sweep_interval,
         overflow: raw.overflow,
         new_keys_per_network: raw.new_keys_per_network,
+        max_keys_in_flight: raw.max_keys_in_flight,
     }
 }
 
