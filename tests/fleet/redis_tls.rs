@@ -31,7 +31,23 @@ struct TlsServer {
 }
 
 impl TlsServer {
+    /// A server on a free port. The port is free when picked, but another
+    /// process (a parallel test's server or client) may take it before
+    /// `redis-server` binds it: then the server exits, and another port is
+    /// tried. The server that answers must be this one (its `INFO` names
+    /// the child's pid), not another test's that took the port.
     fn start(pki: &Pki, cert: &(PathBuf, PathBuf), cluster: bool) -> TlsServer {
+        let mut tried = Vec::new();
+        for _ in 0..5 {
+            match Self::try_start(pki, cert, cluster) {
+                Ok(server) => return server,
+                Err(e) => tried.push(e),
+            }
+        }
+        panic!("redis-server with TLS did not start (built without TLS?): {tried:?}");
+    }
+
+    fn try_start(pki: &Pki, cert: &(PathBuf, PathBuf), cluster: bool) -> Result<TlsServer, String> {
         let port = redis_support::free_port();
         let dir = pki.dir.join(format!("node-{port}"));
         std::fs::create_dir_all(&dir).expect("node dir");
@@ -61,21 +77,24 @@ impl TlsServer {
         let child = cmd
             .spawn()
             .expect("start redis-server (scripts/test installs it; the test fails rather than skip)");
-        let server = TlsServer {
+        let ours = format!("process_id:{}", child.id());
+        let mut server = TlsServer {
             port,
             child,
             dir,
             ca: pki.ca.clone(),
         };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while server.cli(&["PING"]).trim() != "PONG" {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server with TLS on port {port} did not answer PING (built without TLS?)"
-            );
+        while !server.cli(&["INFO", "server"]).lines().any(|l| l.trim() == ours) {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                return Err(format!("redis-server with TLS on port {port} exited ({status})"));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("redis-server with TLS on port {port} did not answer"));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        server
+        Ok(server)
     }
 
     /// `redis-cli` over TLS, trusting the test CA.
