@@ -16,6 +16,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "clock",
             "concurrency",
             "decision",
+            "errors",
             "gcra",
             "limiter",
             "quota",

@@ -400,6 +400,7 @@ pub mod config;
 mod decision;
 #[cfg(feature = "config")]
 mod defaults;
+mod errors;
 mod gcra;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]

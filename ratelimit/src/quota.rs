@@ -342,11 +342,13 @@ impl FromStr for Quota {
 ///
 /// The message names the input and what was expected, so it can be shown to
 /// an operator as is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct QuotaError {
     kind: ErrorKind,
     input: Option<String>,
 }
+
+crate::errors::debug_as_display!(QuotaError);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ErrorKind {

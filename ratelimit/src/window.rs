@@ -99,10 +99,12 @@ pub struct SlidingWindow {
 }
 
 /// Why a window cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct WindowError {
     kind: WindowErrorKind,
 }
+
+crate::errors::debug_as_display!(WindowError);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum WindowErrorKind {

@@ -227,6 +227,42 @@ fn a_rule_cost_is_checked_against_the_profile_its_chain_reaches() {
     );
 }
 
+/// An error a `main` returns prints through `Debug` (`fn main() ->
+/// Result<(), Box<dyn Error>>`, `.unwrap()`): the same readable line as
+/// `Display`, never a struct dump.
+#[test]
+fn errors_print_the_same_line_through_debug() {
+    let dir = std::env::temp_dir().join(format!("ratelimit-debug-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("limits.toml");
+    std::fs::write(
+        &path,
+        "default_profile = \"write\"\n[profiles.write]\nrate = \"10/s\"\nbrust = 3\n",
+    )
+    .unwrap();
+    let e = Config::from_file(&path).unwrap_err();
+    let debug = format!("{e:?}");
+    assert_eq!(debug, e.to_string());
+    assert!(
+        debug.starts_with(&format!(
+            "{}:4:1: profiles.write.brust: unknown field `brust`",
+            path.display()
+        )),
+        "{debug}"
+    );
+    // What `main` prints for it.
+    let boxed: Box<dyn std::error::Error> = Box::new(e);
+    assert_eq!(format!("Error: {boxed:?}"), format!("Error: {debug}"));
+    // The engine's and the builder's errors too.
+    let quota = "0/s".parse::<ratelimit::Quota>().unwrap_err();
+    assert_eq!(format!("{quota:?}"), quota.to_string());
+    let store = ratelimit::MemoryStore::builder()
+        .max_keys(1 << 33)
+        .validate()
+        .unwrap_err();
+    assert_eq!(format!("{store:?}"), store.to_string());
+}
+
 /// A `[jwt]` section that only names the tier claim loads: caps are for
 /// numbers carried by tokens, which it does not read.
 #[test]

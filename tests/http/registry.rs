@@ -82,7 +82,12 @@ async fn build(config: &str, routes_in: &'static str) -> Result<RateLimit, Strin
         .routes_in(routes_in)
         .build()
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| {
+            // What `main` prints of it (`?` into `Box<dyn Error>`, or
+            // `.unwrap()`) is the same readable text.
+            assert_eq!(format!("{e:?}"), e.to_string());
+            e.to_string()
+        })
 }
 
 fn app(rl: RateLimit) -> App {
@@ -187,6 +192,44 @@ async fn a_refusal_over_every_linked_route_names_routes_in() {
         .await
         .unwrap_err();
     assert!(!refused.contains("routes_in"), "{refused}");
+}
+
+/// A `[routes."name"]` section that names no route (a typo, a renamed
+/// handler) is refused at startup and at reload, with the closest names; a
+/// section for a `[[rules]]` entry or another application's attribute
+/// route is not a typo.
+#[tokio::test]
+async fn a_routes_section_that_names_no_route_is_refused_with_the_closest_names() {
+    let typo = format!("{GOLD}[routes.\"registry.gol\"]\ncost = 2\n");
+    let refused = build(&typo, HERE).await.unwrap_err();
+    assert!(
+        refused.contains("[routes.\"registry.gol\"] names no route"),
+        "{refused}"
+    );
+    assert!(refused.contains("did you mean \"registry.gold\""), "{refused}");
+    assert!(!refused.contains("routes_in"), "{refused}");
+    // Far from every name: the routes are listed instead.
+    let unrelated = format!("{GOLD}[routes.\"billing\"]\ncost = 2\n");
+    let refused = build(&unrelated, HERE).await.unwrap_err();
+    assert!(refused.contains("its routes: "), "{refused}");
+    // A [[rules]] entry's name, and an attribute route this runtime does
+    // not serve (another application's, linked into this binary), are
+    // routes.
+    let known = format!(
+        "{GOLD}[[rules]]\nname = \"proxy\"\npath = \"/proxy\"\nkey = \"ip\"\nresolve = [\"default\"]\n\
+         [routes.proxy]\ncost = 2\n[routes.\"registry.bulk\"]\nshadow = true\n"
+    );
+    let rl = build(&known, HERE).await.unwrap();
+    // A reload with the typo is refused, and the running one kept.
+    let refused = rl
+        .reload(Config::from_toml_str(&typo).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("[routes.\"registry.gol\"] names no route"),
+        "{refused}"
+    );
+    assert!(refused.contains("the running configuration stays"), "{refused}");
 }
 
 #[tokio::test]

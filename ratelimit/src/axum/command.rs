@@ -167,7 +167,11 @@ where
             let report = check::check_file(config_file);
             let routes = super::registry::routes_under("");
             let problems = match report.config() {
-                Some(config) => super::registry::check(&routes, config),
+                Some(config) => {
+                    let mut problems = super::registry::check(&routes, config);
+                    problems.extend(super::registry::orphan_overrides(config));
+                    problems
+                }
                 None => Vec::new(),
             };
             let code = print_check(report, &file, &problems);

@@ -6,12 +6,14 @@ use std::sync::Arc;
 /// Why a [`RateLimit`](super::RateLimit) could not be built: which section of
 /// the configuration, what is wrong, and the underlying error as
 /// [`source`](std::error::Error::source) where there is one.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SetupError {
     section: &'static str,
     message: String,
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
+
+crate::errors::debug_as_display!(SetupError);
 
 impl SetupError {
     /// An error of `section` (`"store"`, `"jwt"`, ...) with its whole message.

@@ -243,7 +243,89 @@ pub(crate) fn check(routes: &[&'static AttributeRoute], config: &Config) -> Vec<
     problems
 }
 
+/// The `[routes."name"]` sections of `config` that name no route this
+/// program has: neither a `#[rate_limit]` route linked into it (any
+/// application's: a section for another's route is not a typo) nor a
+/// `[[rules]]` entry. A typo there would start the server with the override
+/// applying to nothing, and renaming a handler would orphan its section:
+/// one line each, with the closest route names.
+pub(crate) fn orphan_overrides(config: &Config) -> Vec<String> {
+    let mut known: Vec<&str> = routes_under("").iter().map(|r| r.name()).collect();
+    known.extend(config.rules.iter().map(|r| r.name));
+    known.sort_unstable();
+    known.dedup();
+    config
+        .routes()
+        .keys()
+        .filter(|name| known.binary_search(&name.as_str()).is_err())
+        .map(|name| {
+            let close = closest(name, &known);
+            let hint = match close.as_slice() {
+                [] if known.is_empty() => "this program has no route yet".to_owned(),
+                [] => format!("its routes: {}", quoted(&known, 12)),
+                close => format!("did you mean {}?", quoted(close, 3)),
+            };
+            format!(
+                "[routes.{name:?}] names no route: no #[rate_limit] route and no [[rules]] entry is called {name:?} \
+                 (the override would apply to nothing); {hint}"
+            )
+        })
+        .collect()
+}
+
+/// The names within a small edit distance of `name`, closest first.
+fn closest<'a>(name: &str, known: &[&'a str]) -> Vec<&'a str> {
+    let most = (name.chars().count() / 3).clamp(1, 4);
+    let mut near: Vec<(usize, &str)> = known
+        .iter()
+        .map(|k| (edit_distance(name, k), *k))
+        .filter(|(d, _)| *d <= most)
+        .collect();
+    near.sort_unstable();
+    near.into_iter().map(|(_, k)| k).collect()
+}
+
+/// Levenshtein distance, by characters (route names are short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+fn quoted(names: &[&str], at_most: usize) -> String {
+    let mut out: Vec<String> = names.iter().take(at_most).map(|n| format!("{n:?}")).collect();
+    if names.len() > at_most {
+        out.push(format!("and {} more", names.len() - at_most));
+    }
+    out.join(", ")
+}
+
 fn known_profiles(config: &Config) -> String {
     let names: Vec<String> = config.profiles().keys().map(|n| format!("{n:?}")).collect();
     names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_find_their_route() {
+        assert_eq!(edit_distance("todos.craete", "todos.create"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
+        let known = ["todos.create", "todos.list", "users.get"];
+        assert_eq!(closest("todos.craete", &known), ["todos.create"]);
+        assert_eq!(closest("todos.lists", &known), ["todos.list"]);
+        assert!(closest("billing", &known).is_empty());
+    }
 }

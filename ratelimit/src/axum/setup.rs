@@ -31,7 +31,14 @@ pub(crate) struct Extras {
 /// line) when `config` cannot serve them.
 fn attribute_routes(prefix: &str, config: &Config) -> Result<Vec<&'static super::AttributeRoute>, String> {
     let routes = super::registry::routes_under(prefix);
-    let problems = super::registry::check(&routes, config);
+    let mut problems = super::registry::check(&routes, config);
+    let orphans = super::registry::orphan_overrides(config);
+    if !orphans.is_empty() && problems.is_empty() {
+        // Only [routes] sections are wrong: no hint about other
+        // applications' routes (every linked route counts as known).
+        return Err(orphans.join("\n"));
+    }
+    problems.extend(orphans);
     if problems.is_empty() {
         return Ok(routes);
     }
@@ -168,7 +175,8 @@ impl Runtime {
             ConfigError::new(source, format!("{e}; the running configuration stays"))
                 .with_field("responses.probe_methods")
         })?;
-        let problems = super::registry::check(&self.routes, &config);
+        let mut problems = super::registry::check(&self.routes, &config);
+        problems.extend(super::registry::orphan_overrides(&config));
         if let Some(first) = problems.first() {
             return Err(
                 ConfigError::new(source, format!("{first}; the running configuration stays")).with_field("routes"),

@@ -16,7 +16,7 @@ use std::sync::Arc;
 /// assert_eq!(err.field(), Some("profiles.a.rate"));
 /// assert!(err.to_string().starts_with("<config>:3:8: profiles.a.rate: invalid rate \"0/s\""), "{err}");
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ConfigError {
     source_name: String,
     line: Option<usize>,
@@ -26,6 +26,8 @@ pub struct ConfigError {
     /// The I/O error that made the file unreadable, as `source()`.
     cause: Option<IoCause>,
 }
+
+crate::errors::debug_as_display!(ConfigError);
 
 /// An I/O error shared by the clones of a `ConfigError`; two are equal when
 /// they are of the same kind and say the same.

@@ -107,8 +107,10 @@ enum Segment {
 }
 
 /// Why a path pattern was refused: its text, and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct PathPatternError(String);
+
+crate::errors::debug_as_display!(PathPatternError);
 
 impl std::fmt::Display for PathPatternError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -90,10 +90,12 @@ crate::setters::with!(GateSettings {
 });
 
 /// Why a gate could not be built.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct GateError {
     message: String,
 }
+
+crate::errors::debug_as_display!(GateError);
 
 impl GateError {
     pub(super) fn new(message: impl Into<String>) -> GateError {

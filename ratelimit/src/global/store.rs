@@ -93,12 +93,14 @@ pub enum OpResult {
 }
 
 /// Why a sync round or one of its operations failed.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct GlobalError {
     message: Arc<str>,
     unsent: bool,
     timed_out: bool,
 }
+
+crate::errors::debug_as_display!(GlobalError);
 
 impl GlobalError {
     /// A failure after which the work may have been applied (a timeout, an

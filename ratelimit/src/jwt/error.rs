@@ -4,11 +4,13 @@
 /// a JWKS URL that could not be fetched. Opaque: its message, and the
 /// underlying error as [`source`](std::error::Error::source) where there is
 /// one (an I/O error reading a key file).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct JwtConfigError {
     message: String,
     source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
 }
+
+crate::errors::debug_as_display!(JwtConfigError);
 
 impl std::fmt::Display for JwtConfigError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

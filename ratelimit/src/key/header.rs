@@ -47,11 +47,13 @@ impl Default for HeaderCardinality {
 /// Why a [`HeaderKey`] cannot be built: an invalid header name, or
 /// cardinality settings the engine refuses (the engine's error is the
 /// [`source`](std::error::Error::source)).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct HeaderKeyError {
     message: String,
     source: Option<HeaderKeySource>,
 }
+
+crate::errors::debug_as_display!(HeaderKeyError);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum HeaderKeySource {

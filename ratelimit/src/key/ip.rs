@@ -92,12 +92,14 @@ impl Default for ClientIpConfig {
 }
 
 /// An invalid [`ClientIpConfig`] value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct PrefixError {
     family: &'static str,
     prefix: u8,
     max: u8,
 }
+
+crate::errors::debug_as_display!(PrefixError);
 
 impl std::fmt::Display for PrefixError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -67,12 +67,14 @@ pub enum ServiceAnswer {
 /// A failed lookup (the cache treats it as "no answer"), or a service or
 /// cache that cannot be built. Opaque: its message, and the underlying error
 /// as [`source`](std::error::Error::source) where there is one.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServiceError {
     kind: ServiceErrorKind,
     message: String,
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
+
+crate::errors::debug_as_display!(ServiceError);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ServiceErrorKind {

@@ -20,8 +20,10 @@ pub struct Request {
 }
 
 /// Why a header line was refused: the line, and what HTTP refuses in it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct HeaderLineError(String);
+
+crate::errors::debug_as_display!(HeaderLineError);
 
 impl fmt::Display for HeaderLineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -155,10 +155,12 @@ impl MemoryStoreBuilder {
 }
 
 /// A [`MemoryStore`] configuration that cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct StoreConfigError {
     max_keys: usize,
 }
+
+crate::errors::debug_as_display!(StoreConfigError);
 
 impl fmt::Display for StoreConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
