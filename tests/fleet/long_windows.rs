@@ -229,7 +229,6 @@ mod fleet {
     use super::*;
     use ratelimit::config::FleetSecret;
     use redis_support::RedisServer;
-    use std::sync::{Arc, Mutex};
     use std::time::Instant;
 
     const SECRET: &[u8] = b"long windows fleet secret, 32 b.";
@@ -286,40 +285,9 @@ mod fleet {
         out
     }
 
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().expect("log buffer").extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Captured {
-        fn lines_with(&self, needle: &str) -> Vec<String> {
-            String::from_utf8_lossy(&self.0.lock().expect("log buffer"))
-                .lines()
-                .filter(|l| l.contains(needle))
-                .map(str::to_owned)
-                .collect()
-        }
-    }
-
     #[tokio::test(flavor = "current_thread")]
     async fn a_daily_burst_is_granted_per_instance_while_a_per_minute_limit_holds_fleet_wide() {
-        use tracing_subscriber::util::SubscriberInitExt;
-        let log = Captured::default();
-        let writer = log.clone();
-        let _log = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .with_env_filter("ratelimit=warn")
-            .finish()
-            .set_default();
+        let (log, _log) = crate::support::log::Captured::on_this_thread("ratelimit=warn");
 
         let server = RedisServer::start();
         let clock = ManualClock::new();

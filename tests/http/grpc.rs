@@ -562,6 +562,7 @@ async fn a_hooks_grpc_refusal_is_sent_trailers_only_with_matching_details() {
     let call = || {
         http::Request::post("/pkg.Service/Method")
             .header("content-type", "application/grpc")
+            .extension(ratelimit::key::PeerAddr("192.0.2.1:1".parse().unwrap()))
             .body(axum::body::Body::empty())
             .unwrap()
     };

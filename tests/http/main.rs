@@ -21,3 +21,4 @@ mod registry;
 mod response_bytes;
 mod routes;
 mod stacked;
+mod wiring;

@@ -4,6 +4,7 @@
 // Each suite uses only part of it.
 #![allow(dead_code, unused_imports)]
 
+pub(crate) mod log;
 pub(crate) mod pki;
 pub(crate) mod quickstart;
 pub(crate) mod redis;

@@ -405,15 +405,7 @@ async fn a_jwks_certificate_for_another_name_is_refused_at_startup() {
 /// was replaced) keeps the keys in force and logs why.
 #[tokio::test(flavor = "current_thread")]
 async fn a_jwks_refresh_refused_for_its_certificate_keeps_the_keys_and_says_why() {
-    use tracing_subscriber::util::SubscriberInitExt;
-    let log = Captured::default();
-    let writer = log.clone();
-    let _log = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_env_filter("ratelimit=warn")
-        .finish()
-        .set_default();
+    let (log, _log) = crate::support::log::Captured::on_this_thread("ratelimit=warn");
     let pki = Pki::new("https-refresh");
     let stranger = Pki::new("https-refresh-other");
     let stub = HttpsStub::start(&pki.server("idp", &["localhost"])).await;
@@ -482,42 +474,14 @@ async fn a_limit_service_over_https_gives_its_tier() {
     no_process_provider();
 }
 
-/// A `Write` into a shared buffer, for capturing log lines.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log buffer").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("log buffer")).into_owned()
-    }
-}
-
 /// A limit service whose certificate fails verification does not stop
 /// startup (lookups are lazy, off the request path); each lookup fails
 /// (no answer, counted, logged with the URL and the reason) and the route
 /// falls through to its next step.
 #[tokio::test(flavor = "current_thread")]
 async fn a_limit_service_with_a_bad_certificate_fails_its_lookups_not_startup() {
-    use tracing_subscriber::util::SubscriberInitExt;
     // Current-thread runtime: the background lookups log on this thread.
-    let log = Captured::default();
-    let writer = log.clone();
-    let _log = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_env_filter("ratelimit=warn")
-        .finish()
-        .set_default();
+    let (log, _log) = crate::support::log::Captured::on_this_thread("ratelimit=warn");
 
     let pki = Pki::new("https-service-bad");
     let stranger = Pki::new("https-service-bad-other");

@@ -19,15 +19,17 @@ pub(crate) struct Observer {
 
 impl Observer {
     /// Warns once that a request came without a peer address.
-    pub(crate) fn no_peer(&self, route: &str) {
+    pub(crate) fn no_peer(&self, route: &str, shadow: bool) {
         if self.log_no_peer.first() {
-            tracing::warn!(
+            tracing::error!(
                 target: "ratelimit",
                 route,
-                "no peer address on the request: every client shares one bucket. Serve with \
+                answer = if shadow { "served (a shadow route), one bucket for every client" } else { "500" },
+                "a request's key needs the client's address and the server gives no peer address. Serve with \
                  `into_make_service_with_connect_info::<SocketAddr>()` or insert `ratelimit::key::PeerAddr`; \
                  for tonic, enable ratelimit's `tonic` feature (plain TCP), and behind tonic's TLS map \
-                 `TlsConnectInfo` to a `PeerAddr` (docs/http.md, gRPC)"
+                 `TlsConnectInfo` to a `PeerAddr` (docs/http.md, gRPC). [ip] without_peer = \"shared\" limits \
+                 every such request as one client instead"
             );
         }
     }

@@ -73,6 +73,9 @@ pub struct Outcome {
     pub(crate) held: Held,
     /// The limit's requests in flight, when it has a concurrency limit.
     pub(crate) in_flight: Option<super::in_flight::InFlight>,
+    /// The key needed the client's address and the server gave none (it was
+    /// not served with connect info): answered 500, nothing decided.
+    pub(crate) no_peer: bool,
 }
 
 /// The bucket a decision charged: its cell, route and fleet id.
@@ -112,6 +115,7 @@ impl Outcome {
                 group_id: 0,
             },
             in_flight: None,
+            no_peer: false,
         }
     }
 
@@ -179,9 +183,10 @@ impl Outcome {
     }
 
     /// Whether the request is turned away (denied by the rate or the
-    /// concurrency, and not a shadow route).
+    /// concurrency, and not a shadow route; or not decided at all, its key
+    /// needing a client address the server did not give).
     pub fn rejects(&self) -> bool {
-        (self.decision.is_denied() || self.refused_in_flight()) && !self.shadow
+        self.no_peer || ((self.decision.is_denied() || self.refused_in_flight()) && !self.shadow)
     }
 
     /// The limit on this client's requests in flight, when the profile sets

@@ -103,6 +103,9 @@ impl Runtime {
         outer: Option<OuterWait>,
         route_hook: fn(&Rejection<'_>) -> Option<Response>,
     ) -> Response {
+        if let Some(o) = outcomes.iter().find(|o| o.no_peer) {
+            return no_peer_response(o.route()).map(axum::body::Body::from);
+        }
         let config = self.config.load();
         let rejection = match outcomes {
             [one] => Rejection::new(one, parts, &config.responses, outer),
@@ -138,6 +141,9 @@ impl Runtime {
         parts: &Parts,
         outer: Option<OuterWait>,
     ) -> http::Response<Bytes> {
+        if let Some(o) = outcomes.iter().find(|o| o.no_peer) {
+            return no_peer_response(o.route());
+        }
         let config = self.config.load();
         let rejection = match outcomes {
             [one] => Rejection::new(one, parts, &config.responses, outer),
@@ -164,11 +170,10 @@ impl Runtime {
         }
     }
 
-    /// The client's address key, warning once when the server gives no
-    /// peer address.
-    fn address(&self, config: &Config, parts: &Parts, route: &str) -> ClientKey {
+    /// The client's address key ([`ClientKey::UnknownPeer`] when the server
+    /// gives no peer address).
+    fn address(&self, config: &Config, parts: &Parts) -> ClientKey {
         let Some(peer) = crate::key::peer(parts) else {
-            self.observer.no_peer(route);
             return ClientKey::UnknownPeer;
         };
         ClientKey::Ip(config.ip.client_key(peer.ip(), &parts.headers))
@@ -192,6 +197,10 @@ impl Runtime {
         then: impl FnOnce(&mut Outcome, Permits, P) -> T,
     ) -> T {
         let mut pending = self.prepare(&parts, route, name, key, chain);
+        if pending.outcome.no_peer {
+            // Nothing to decide: answered 500 (see `reject_route`).
+            return then(&mut pending.outcome, Permits::default(), parts);
+        }
         let (quota, cost) = (pending.outcome.quota, pending.outcome.cost);
         let permits = match pending.concurrency {
             // Most routes have no concurrency limit: no permit to take (and
@@ -232,7 +241,7 @@ impl Runtime {
                 self.observer.check_route(config, route, self.service.is_on());
             }
         }
-        let address = self.address(config, parts, route.name);
+        let address = self.address(config, parts);
         let cx = self
             .tokens
             .attach(KeyContext::with_address(parts, address, &self.key_hasher));
@@ -254,6 +263,14 @@ impl Runtime {
             None => route.bytes_per_unit,
         };
         let shadow = overrides.and_then(|r| r.shadow).unwrap_or(route.shadow);
+        // The key fell back to the address, and there is none: a wiring
+        // mistake, answered 500 (a shadow route never refuses: it shares
+        // the one bucket), unless the configuration asks for that bucket.
+        let no_peer = client == ClientKey::UnknownPeer && !config.ip.shares_bucket_without_peer();
+        if no_peer {
+            self.observer.no_peer(route.name, shadow);
+        }
+        let no_peer = no_peer && !shadow;
 
         // Address and header keys belong to the client's network, which
         // brings a bounded number of new keys into the store; a verified
@@ -293,6 +310,7 @@ impl Runtime {
                     group_id,
                 },
                 in_flight: None,
+                no_peer,
             },
         }
     }
@@ -304,6 +322,10 @@ impl Runtime {
     /// charged when they admit an admitted request. Returns the permits of
     /// an admitted request.
     pub(crate) fn decide_all(&self, pending: &mut [Pending<'_>]) -> Option<Permits> {
+        if pending.iter().any(|p| p.outcome.no_peer) {
+            // Nothing to decide: answered 500 (see `reject_route`).
+            return None;
+        }
         let at = self.now();
         // Tuples go to 8 and rules are refused past 7 stacking: never more.
         debug_assert!(pending.len() <= MAX_STACK, "a stack of at most {MAX_STACK} limits");
@@ -442,6 +464,29 @@ impl Runtime {
         probe_answer(&outcomes, &mut response);
         response
     }
+}
+
+/// The answer to a request whose key needs the client's address when the
+/// server gave none: 500, naming the fix (axum's `ConnectInfo` extractor
+/// answers the same way), never a bucket shared by every client.
+fn no_peer_response(route: &str) -> http::Response<Bytes> {
+    let body = serde_json::json!({
+        "type": "about:blank",
+        "title": "Client address unavailable",
+        "status": 500,
+        "detail": format!(
+            "route {route:?} is rate limited by client address, but the server gives no peer address: serve the \
+             router with `into_make_service_with_connect_info::<SocketAddr>()` (or insert \
+             `ratelimit::key::PeerAddr`); [ip] without_peer = \"shared\" limits every such request as one client"
+        ),
+    });
+    let mut response = http::Response::new(Bytes::from(body.to_string()));
+    *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/problem+json"),
+    );
+    response
 }
 
 /// A probe that would be admitted: 204 with the headers the request would

@@ -73,6 +73,9 @@ pub struct ClientIpConfig {
     ipv4_prefix: u8,
     ipv6_network: u8,
     ipv4_network: u8,
+    /// A request without a peer address shares one bucket with every other
+    /// such request, rather than being answered 500.
+    shared_without_peer: bool,
 }
 
 impl Default for ClientIpConfig {
@@ -87,6 +90,7 @@ impl Default for ClientIpConfig {
             ipv4_prefix: 32,
             ipv6_network: 48,
             ipv4_network: 24,
+            shared_without_peer: false,
         }
     }
 }
@@ -127,6 +131,30 @@ impl ClientIpConfig {
     pub fn forwarded_header(mut self, header: ForwardedHeader) -> Self {
         self.header = header;
         self
+    }
+
+    /// What a request whose key needs the client's address gets when the
+    /// server gave it none (served without connect info): `false` (the
+    /// default), a 500 whose body names the fix, as axum's `ConnectInfo`
+    /// extractor answers; `true`, one bucket shared by every such request
+    /// (a test setup that wants it says so: `[ip] without_peer = "shared"`).
+    ///
+    /// ```
+    /// use ratelimit::key::ClientIpConfig;
+    ///
+    /// assert!(!ClientIpConfig::default().shares_bucket_without_peer());
+    /// assert!(ClientIpConfig::default().share_bucket_without_peer(true).shares_bucket_without_peer());
+    /// ```
+    #[must_use]
+    pub fn share_bucket_without_peer(mut self, shared: bool) -> Self {
+        self.shared_without_peer = shared;
+        self
+    }
+
+    /// Whether requests without a peer address share one bucket (see
+    /// [`share_bucket_without_peer`](Self::share_bucket_without_peer)).
+    pub fn shares_bucket_without_peer(&self) -> bool {
+        self.shared_without_peer
     }
 
     /// Aggregates IPv6 clients to this prefix length (1 to 128; default 64).

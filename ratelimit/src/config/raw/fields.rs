@@ -188,6 +188,19 @@ pub(super) fn forwarded_header<'de, D: Deserializer<'de>>(d: D) -> Result<Forwar
     }
 }
 
+/// `[ip] without_peer`: `"error"` (a 500 naming the fix) or `"shared"` (one
+/// bucket for every request without a peer address): `true` for shared.
+pub(super) fn without_peer<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match String::deserialize(d)?.as_str() {
+        "error" => Ok(false),
+        "shared" => Ok(true),
+        other => Err(fresh(format!(
+            "unknown value {other:?}: expected \"error\" (answer 500, naming the missing connect info) or \
+             \"shared\" (one bucket for every request without a peer address)"
+        ))),
+    }
+}
+
 pub(super) fn header_style<'de, D: Deserializer<'de>>(d: D) -> Result<HeaderStyle, D::Error> {
     match String::deserialize(d)?.as_str() {
         "draft-06" => Ok(HeaderStyle::Draft06),

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use super::fields::{
     cidrs, claim_name, duration, forwarded_header, header_style, max_keys, new_keys_budget, opt_algorithm,
     opt_claim_name, opt_cost, opt_http_url, opt_positive_u32, opt_prefix, opt_quota, overflow, positive_u32, quota,
+    without_peer,
 };
 use crate::config::{
     GlobalConfig, HeaderStyle, JwtLimits, JwtVerification, ResponseConfig, ServiceConfig, StoreConfig,
@@ -119,6 +120,8 @@ pub(super) struct RawIp {
     pub(super) ipv6_network_prefix: Option<u8>,
     #[serde(default, deserialize_with = "opt_prefix::<32, _>")]
     pub(super) ipv4_network_prefix: Option<u8>,
+    #[serde(default, deserialize_with = "without_peer")]
+    pub(super) without_peer: bool,
 }
 
 #[derive(Deserialize, Default)]

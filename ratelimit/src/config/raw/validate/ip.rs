@@ -46,7 +46,8 @@ pub(super) fn client_ip(raw: RawIp, ctx: &Ctx<'_>) -> Result<ClientIpConfig, Con
     }
     let mut ip = ClientIpConfig::default()
         .trust_proxies(raw.trusted_proxies)
-        .forwarded_header(raw.forwarded_header);
+        .forwarded_header(raw.forwarded_header)
+        .share_bucket_without_peer(raw.without_peer);
     if let Some(p) = raw.ipv6_prefix {
         ip = ip
             .ipv6_prefix(p)
