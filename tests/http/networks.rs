@@ -216,3 +216,43 @@ async fn networks_are_configurable_and_the_bound_can_be_switched_off() {
     }
     assert_eq!(ok, 100, "unbounded: every /64 is its own client");
 }
+
+/// `ratelimit_store_keys` as `docs/operations.md` predicts it: per route, a
+/// client's own cell, its network's budget of new keys and its subnet's
+/// share of it (an IPv4 address is its own subnet).
+#[tokio::test]
+async fn the_store_holds_the_cells_the_operations_guide_counts() {
+    let rl = RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
+        .routes_in(module_path!())
+        .clock(ManualClock::new())
+        .build()
+        .await
+        .unwrap();
+    let app = Router::new()
+        .route("/keyed", get(|| async { "ok" }))
+        .route("/{*rest}", get(|| async { "ok" }))
+        .layer(rl.layer());
+    let cells = || rl.limiter().store().len();
+    assert_eq!(cells(), 0);
+    // One client on two routes (an address-keyed one and a header-keyed one).
+    // Each client its own API key (a header key is keyed by its value).
+    let keyed = |client: &str| {
+        let mut r = via_proxy("/keyed", client);
+        r.headers_mut().insert("x-api-key", format!("key-of-{client}").parse().unwrap());
+        r
+    };
+    assert_eq!(status(&app, via_proxy("/api", "198.51.100.7")).await, StatusCode::OK);
+    assert_eq!(status(&app, keyed("198.51.100.7")).await, StatusCode::OK);
+    assert_eq!(cells(), 6, "3 per route");
+    // Its next requests make none.
+    assert_eq!(status(&app, via_proxy("/api", "198.51.100.7")).await, StatusCode::OK);
+    assert_eq!(cells(), 6);
+    // Another address of its /24: its own cell and share per route.
+    assert_eq!(status(&app, via_proxy("/api", "198.51.100.8")).await, StatusCode::OK);
+    assert_eq!(status(&app, keyed("198.51.100.8")).await, StatusCode::OK);
+    assert_eq!(cells(), 10);
+    // A client of another network: 3 per route again.
+    assert_eq!(status(&app, via_proxy("/api", "203.0.113.1")).await, StatusCode::OK);
+    assert_eq!(status(&app, keyed("203.0.113.1")).await, StatusCode::OK);
+    assert_eq!(cells(), 16);
+}
