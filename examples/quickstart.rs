@@ -239,43 +239,6 @@ fn load_config(opts: &Options) -> Result<Config, ratelimit::config::ConfigError>
     Ok(config)
 }
 
-/// Reloads the config file on every SIGHUP, logging what changed or why the
-/// new file was refused.
-#[cfg(unix)]
-fn reload_on_sighup(rate_limit: RateLimit, opts: Options) -> std::io::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangups = signal(SignalKind::hangup())?;
-    tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            let path = opts.config.display();
-            match load_config(&opts).and_then(|c| rate_limit.reload(c)) {
-                Ok(changes) if changes.is_empty() => {
-                    tracing::info!(config = %path, "SIGHUP: config reloaded, no changes");
-                }
-                Ok(changes) => {
-                    tracing::info!(config = %path, "SIGHUP: config reloaded: {changes}");
-                    if !changes.at_restart().is_empty() {
-                        tracing::warn!(
-                            config = %path,
-                            sections = %changes.at_restart().join(", "),
-                            "SIGHUP: these sections changed but keep their running settings until a restart"
-                        );
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(config = %path, "SIGHUP: config refused, the running configuration stays: {e}")
-                }
-            }
-        }
-    });
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn reload_on_sighup(_: RateLimit, _: Options) -> std::io::Result<()> {
-    Ok(())
-}
-
 #[derive(Clone)]
 struct Options {
     addr: SocketAddr,
@@ -387,7 +350,13 @@ async fn run(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
-    reload_on_sighup(rate_limit.clone(), opts.clone())?;
+    // `kill -HUP <pid>` reloads the file: the log says what changed, or why
+    // the new file was refused (the running configuration stays).
+    #[cfg(unix)]
+    rate_limit.reload_on_sighup({
+        let opts = opts.clone();
+        move || load_config(&opts)
+    })?;
 
     let app = router(App { rate_limit, prometheus }, key_source.is_none());
 

@@ -238,7 +238,8 @@ async fn the_store_holds_the_cells_the_operations_guide_counts() {
     // Each client its own API key (a header key is keyed by its value).
     let keyed = |client: &str| {
         let mut r = via_proxy("/keyed", client);
-        r.headers_mut().insert("x-api-key", format!("key-of-{client}").parse().unwrap());
+        r.headers_mut()
+            .insert("x-api-key", format!("key-of-{client}").parse().unwrap());
         r
     };
     assert_eq!(status(&app, via_proxy("/api", "198.51.100.7")).await, StatusCode::OK);

@@ -160,6 +160,7 @@ pub(crate) mod observe;
 mod optional;
 mod registry;
 pub(crate) mod reject;
+mod reload;
 mod report;
 mod respond;
 pub(crate) mod route;
@@ -298,6 +299,34 @@ impl RateLimit {
     pub fn reload_file(&self, path: impl AsRef<std::path::Path>) -> Result<crate::config::ConfigChanges, ConfigError> {
         let path = path.as_ref();
         self.inner.reload(Config::from_file(path)?, &path.display().to_string())
+    }
+
+    /// Reloads on every `SIGHUP` (`kill -HUP <pid>`, `systemctl reload`):
+    /// `load` reads the configuration (`|| Config::from_file("limits.toml")`),
+    /// and it is swapped in as [`reload`](Self::reload) does. Each reload
+    /// logs under the `ratelimit` target what changed, the sections that
+    /// wait for a restart, or why the file was refused (the running
+    /// configuration then stays). The task runs until the runtime's last
+    /// clone is dropped; it needs a tokio runtime. Unix only: elsewhere the
+    /// error says it is unsupported (wire a file watch to
+    /// [`reload_file`](Self::reload_file) there).
+    ///
+    /// ```no_run
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use ratelimit::axum::RateLimit;
+    /// use ratelimit::config::Config;
+    ///
+    /// let rate_limit = RateLimit::from_config(Config::from_file("limits.toml")?).await?;
+    /// rate_limit.reload_on_sighup(|| Config::from_file("limits.toml"))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reload_on_sighup<F>(&self, load: F) -> std::io::Result<tokio::task::JoinHandle<()>>
+    where
+        F: Fn() -> Result<Config, ConfigError> + Send + 'static,
+    {
+        reload::on_sighup(Arc::downgrade(&self.inner), load)
     }
 
     /// Every `#[rate_limit]` route this runtime serves, by route name: each
