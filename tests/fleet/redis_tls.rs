@@ -321,6 +321,7 @@ fn an_application_provider_is_kept() {
         );
         return;
     }
+    #[allow(deprecated)] // *ring*, as the library (rustls 0.23.48 deprecates it)
     let installed = rustls::crypto::ring::default_provider().install_default();
     assert!(installed.is_ok(), "a provider was installed before the application's");
     let before = CryptoProvider::get_default().map(std::sync::Arc::as_ptr);

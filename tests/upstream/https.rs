@@ -87,8 +87,11 @@ impl HttpsStub {
             .collect::<Result<_, _>>()
             .expect("certificate PEM");
         let key = PrivateKeyDer::from_pem_file(&cert.1).expect("key PEM");
-        // An explicit provider: the test installs no process default either.
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        // An explicit provider: the test installs no process default either
+        // (*ring*, as the library; deprecated in rustls 0.23.48).
+        #[allow(deprecated)]
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .expect("protocol versions")
             .with_no_client_auth()

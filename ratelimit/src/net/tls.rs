@@ -44,15 +44,29 @@ pub(crate) fn client_config(ca_file: Option<&Path>) -> Result<ClientTls, String>
         }
         None => store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
     }
-    let provider = CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    let provider = CryptoProvider::get_default().cloned().unwrap_or_else(ring_provider);
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?
         .with_root_certificates(store)
         .with_no_client_auth();
     Ok(ClientTls { config, roots })
+}
+
+/// The provider of every outbound TLS connection unless the application
+/// installed its own process-wide (`CryptoProvider::install_default`, which
+/// this library never calls): *ring*, chosen deliberately. rustls 0.23.48
+/// deprecated `ring::default_provider` because *ring* has no post-quantum
+/// key exchange (X25519MLKEM768 needs aws-lc-rs); aws-lc-rs needs cmake and
+/// a C toolchain at build time and adds minutes to a cold build, for
+/// connections (a JWKS URL, a limit service, Redis) that carry no client
+/// secrets worth a harvest-now-decrypt-later attack. A service that wants
+/// post-quantum key exchange installs the aws-lc-rs provider at startup and
+/// these connections use it (`docs/security.md`, TLS). `scripts/test` builds
+/// against a fresh resolve, so the next deprecation is seen before users.
+#[allow(deprecated)]
+fn ring_provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
 }
 
 /// What the roots of a client trusting `ca_file` are, for error messages.
