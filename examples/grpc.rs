@@ -1,6 +1,7 @@
 //! A tonic gRPC server behind `RateLimitLayer`: the standard health service
-//! (`grpc.health.v1.Health`, shipped by tonic-health), limited per client
-//! address by a `[[rules]]` entry, three calls at once, then one every 10 s.
+//! (`grpc.health.v1.Health`, shipped by tonic-health), its `Check` method
+//! limited per client address by a `[[rules]]` entry with a profile of its
+//! own: three calls at once, then one every 10 s.
 //!
 //! ```text
 //! cargo run --example grpc [-- 127.0.0.1:50051]
@@ -16,26 +17,35 @@
 //! ```
 //!
 //! The first three answer `SERVING` with `ratelimit-*` response headers; the
-//! fourth is `ResourceExhausted` with `retry-after` and a
-//! `google.rpc.RetryInfo` detail (see docs/http.md, gRPC).
+//! fourth is `RESOURCE_EXHAUSTED` (not an HTTP 429: a gRPC client reads the
+//! status in the trailers) with `retry-after` and a `google.rpc.RetryInfo`
+//! detail (see docs/http.md, gRPC). `tests/processes/grpc_example.rs` runs
+//! it so, with a tonic client.
 
 use std::net::SocketAddr;
 
 use ratelimit::axum::RateLimit;
 use ratelimit::config::Config;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::pb::health_server::HealthServer;
+use tonic_health::server::HealthService;
 
 const CONFIG: &str = r#"
 default_profile = "standard"
 
 [profiles.standard]
+rate = "60/min"
+
+# Health checks: 3 at once per address, then one every 10 s.
+[profiles.health]
 rate = "6/min"
 burst = 3
 
 [[rules]]
-name = "health"
-path = "/grpc.health.v1.Health/{*method}"
+name = "health.check"
+path = "/grpc.health.v1.Health/Check"
 key = "ip"
-resolve = ["default"]
+resolve = ["profile:health", "default"]
 "#;
 
 #[tokio::main]
@@ -45,13 +55,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .as_deref()
         .unwrap_or("127.0.0.1:50051")
         .parse()?;
-    let rate_limit = RateLimit::from_config(Config::from_toml_str(CONFIG)?).await?;
+    // The limiter's own lines (the rules in force, refusals) under the
+    // `ratelimit` target; RUST_LOG filters them.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "ratelimit=info".into()),
+        )
+        .init();
+    let rate_limit = RateLimit::builder(Config::from_toml_str(CONFIG)?)
+        // The services this server serves: a rule whose path names none
+        // (`/Health/Check`, the package missing) is refused at startup.
+        .grpc_service::<HealthServer<HealthService>>()
+        .build()
+        .await?;
     let (_reporter, health) = tonic_health::server::health_reporter();
-    println!("gRPC health service on {addr}, 3 calls at once then one every 10 s per address");
+    let incoming = TcpIncoming::bind(addr)?;
+    println!(
+        "gRPC health service on {}: Check limited to 3 calls at once, then one every 10 s per address",
+        incoming.local_addr()?
+    );
     tonic::transport::Server::builder()
         .layer(rate_limit.layer())
         .add_service(health)
-        .serve(addr)
+        .serve_with_incoming(incoming)
         .await?;
     Ok(())
 }

@@ -643,3 +643,50 @@ async fn a_streaming_call_holds_its_permit_until_the_stream_ends() {
     }
     assert!(served, "the dropped stream gave its permit back");
 }
+
+/// A gRPC-shaped `[[rules]]` path that names none of the services the
+/// server serves (the package left out) never matches a call: with the
+/// services named on the builder, startup and reloads refuse it, saying
+/// which path was meant (`tests/processes/grpc_example.rs` reads the
+/// startup log of the rules in force).
+#[tokio::test]
+async fn a_grpc_rule_that_names_no_served_service_is_refused() {
+    use tonic_health::pb::health_server::HealthServer;
+    use tonic_health::server::HealthService;
+    let rules = |path: &str| {
+        format!(
+            "[profiles.standard]\nrate = \"10/s\"\n[[rules]]\nname = \"check\"\npath = \"{path}\"\nkey = \"ip\"\n\
+             resolve = [\"default\"]\n[[rules]]\nname = \"rest\"\npath = \"/api/{{id}}\"\nkey = \"ip\"\n\
+             resolve = [\"default\"]\n"
+        )
+    };
+    let build = |path: &str| {
+        RateLimit::builder(Config::from_toml_str(&rules(path)).unwrap())
+            .routes_in(module_path!())
+            .grpc_service::<HealthServer<HealthService>>()
+            .build()
+    };
+    let refused = build("/Health/Check").await.unwrap_err().to_string();
+    assert!(
+        refused.contains("path \"/Health/Check\" names the gRPC service \"Health\", which this server does not serve"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("did you mean \"/grpc.health.v1.Health/Check\"?"),
+        "{refused}"
+    );
+    // The served service (the REST rule beside it is not gRPC-shaped).
+    let rl = build("/grpc.health.v1.Health/Check").await.unwrap();
+    // A reload that brings the mistake back is refused.
+    let reload = rl
+        .reload(Config::from_toml_str(&rules("/Health/{*method}")).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(reload.contains("the running configuration stays"), "{reload}");
+    // Without the services named, nothing is known to check against.
+    RateLimit::builder(Config::from_toml_str(&rules("/Health/Check")).unwrap())
+        .routes_in(module_path!())
+        .build()
+        .await
+        .unwrap();
+}

@@ -11,6 +11,7 @@ mod busy_fleet;
 mod commands;
 mod concurrency;
 mod fleet;
+mod grpc_example;
 mod networks;
 mod operations;
 mod outage;

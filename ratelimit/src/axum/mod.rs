@@ -531,6 +531,49 @@ impl RateLimitBuilder {
         self
     }
 
+    /// Names a gRPC service the server serves (tonic's generated
+    /// `FooServer<T>`, through its `NamedService::NAME`, `"pkg.Foo"`).
+    /// Once any is named, startup and every reload refuse a `[[rules]]`
+    /// entry whose path is shaped as a gRPC method's
+    /// ([`PathPattern::grpc_service`](crate::config::PathPattern::grpc_service))
+    /// but names no served service: it would never match a call, and every
+    /// call would pass unlimited (`/RouteGuide/GetFeature` for
+    /// `/routeguide.RouteGuide/GetFeature`: the refusal says which was
+    /// meant).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ratelimit::axum::RateLimit;
+    /// use ratelimit::config::Config;
+    ///
+    /// // What tonic generates for `package routeguide; service RouteGuide`.
+    /// struct RouteGuideServer;
+    /// impl tonic::server::NamedService for RouteGuideServer {
+    ///     const NAME: &'static str = "routeguide.RouteGuide";
+    /// }
+    ///
+    /// let config = Config::from_toml_str(r#"
+    ///     [profiles.standard]
+    ///     rate = "10/s"
+    ///     [[rules]]
+    ///     name = "features"
+    ///     path = "/RouteGuide/GetFeature"
+    ///     key = "ip"
+    ///     resolve = ["default"]
+    /// "#).unwrap();
+    /// let refused = RateLimit::builder(config).grpc_service::<RouteGuideServer>().build().await.unwrap_err();
+    /// assert!(refused.to_string().contains("did you mean \"/routeguide.RouteGuide/GetFeature\"?"), "{refused}");
+    /// # }
+    /// ```
+    #[cfg(feature = "tonic")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tonic")))]
+    #[must_use]
+    pub fn grpc_service<S: tonic::server::NamedService>(mut self) -> Self {
+        self.extras.grpc_services.push(S::NAME);
+        self
+    }
+
     /// Builds the runtime (needs a tokio runtime). Refuses a configuration
     /// that cannot serve an attribute route (see [`RateLimit::routes`]),
     /// naming the route, its handler and where it is written.

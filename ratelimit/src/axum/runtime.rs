@@ -54,6 +54,9 @@ pub(crate) struct Runtime {
     pub(crate) in_flight: std::sync::OnceLock<Arc<crate::concurrency::ConcurrencyLimiter>>,
     /// Its size (`[store] max_keys_in_flight` at startup).
     pub(super) max_keys_in_flight: usize,
+    /// The gRPC services the application named (checked against gRPC-shaped
+    /// `[[rules]]` at startup and on every reload).
+    pub(super) grpc_services: Vec<&'static str>,
     /// The attribute routes this runtime serves (checked at startup and on
     /// every reload).
     pub(crate) routes: Vec<&'static super::AttributeRoute>,

@@ -25,6 +25,9 @@ pub(crate) struct Extras {
     /// Which attribute routes this runtime serves: those whose handler's
     /// path starts with it (all of them by default).
     pub(crate) routes_in: &'static str,
+    /// The gRPC services the application serves (`pkg.Service`), when it
+    /// named them: a gRPC-shaped `[[rules]]` path must name one.
+    pub(crate) grpc_services: Vec<&'static str>,
 }
 
 /// The attribute routes under `prefix`, refused (every problem, one per
@@ -61,6 +64,62 @@ fn attribute_routes(prefix: &str, config: &Config) -> Result<Vec<&'static super:
         ));
     }
     Err(refused)
+}
+
+/// The `[[rules]]` entries whose path is shaped as a gRPC method's but names
+/// none of `served` (when the application named its services): such a rule
+/// never matches a call (`/RouteGuide/GetFeature` for
+/// `/routeguide.RouteGuide/GetFeature`), and every call would pass
+/// unlimited. One line each, with the service it probably meant.
+fn unserved_grpc_rules(config: &Config, served: &[&str]) -> Result<(), String> {
+    if served.is_empty() {
+        return Ok(());
+    }
+    let problems: Vec<String> = config
+        .rules
+        .iter()
+        .filter_map(|rule| {
+            let service = rule.path.grpc_service()?;
+            if served.contains(&service) {
+                return None;
+            }
+            // `RouteGuide` for `routeguide.RouteGuide`: the package missing.
+            let last = |s: &str| s.rsplit('.').next().unwrap_or(s).to_owned();
+            let hint = match served.iter().find(|s| last(s) == last(service)) {
+                Some(meant) => format!("; did you mean {:?}?", rule.path.as_str().replacen(service, meant, 1)),
+                None => String::new(),
+            };
+            let names: Vec<String> = served.iter().map(|s| format!("{s:?}")).collect();
+            Some(format!(
+                "[[rules]] entry {:?}: path {:?} names the gRPC service {service:?}, which this server does not \
+                 serve (it serves {}): the rule would never match a call{hint}",
+                rule.name,
+                rule.path.as_str(),
+                names.join(", ")
+            ))
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+/// Logs the `[[rules]]` in force, one line each: a rule that never matches
+/// is otherwise invisible.
+fn log_rules(config: &Config, when: &str) {
+    for rule in &config.rules {
+        let methods: Vec<&str> = rule.methods.iter().map(http::Method::as_str).collect();
+        tracing::info!(
+            target: "ratelimit",
+            rule = rule.name,
+            path = rule.path.as_str(),
+            methods = %if methods.is_empty() { "any".to_owned() } else { methods.join(",") },
+            key = &*rule.key_text,
+            "{when}: [[rules]] entry in force"
+        );
+    }
 }
 
 /// The configuration needs no cargo feature this build lacks (`[jwt]`
@@ -116,6 +175,7 @@ impl Runtime {
             reject: reject_hook,
             mut given,
             routes_in,
+            grpc_services,
         } = extras;
         let routes = attribute_routes(routes_in, &config).map_err(|message| SetupError::new("routes", message))?;
         let probes = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods)
@@ -123,6 +183,8 @@ impl Runtime {
         features(&config).map_err(|(section, _, message)| SetupError::new(section, message))?;
         bind_keys(&mut config, &keys)
             .map_err(|(i, message)| SetupError::new("rules", format!("[[rules]] entry {}: {message}", i + 1)))?;
+        unserved_grpc_rules(&config, &grpc_services).map_err(|message| SetupError::new("rules", message))?;
+        log_rules(&config, "startup");
         let store = config
             .build_store()
             .map_err(|e| SetupError::caused_by("store", "[store]: ", e))?;
@@ -154,6 +216,7 @@ impl Runtime {
             fleet,
             in_flight: std::sync::OnceLock::new(),
             max_keys_in_flight,
+            grpc_services,
             routes,
         })
     }
@@ -174,6 +237,9 @@ impl Runtime {
         let probes = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods).map_err(|e| {
             ConfigError::new(source, format!("{e}; the running configuration stays"))
                 .with_field("responses.probe_methods")
+        })?;
+        unserved_grpc_rules(&config, &self.grpc_services).map_err(|message| {
+            ConfigError::new(source, format!("{message}; the running configuration stays")).with_field("rules")
         })?;
         let mut problems = super::registry::check(&self.routes, &config);
         problems.extend(super::registry::orphan_overrides(&config));

@@ -184,6 +184,34 @@ impl PathPattern {
         &self.text
     }
 
+    /// The gRPC service the pattern names, when it is shaped as a gRPC
+    /// method path (`/<service>/<Method>`, or a parameter or `{*rest}` for
+    /// the method): a literal first segment with a package (`pkg.Service`)
+    /// or a capital (`RouteGuide`), and a method that is a parameter or
+    /// starts with a capital. REST paths (`/api/{id}`) are not.
+    ///
+    /// ```
+    /// use ratelimit::config::PathPattern;
+    ///
+    /// let grpc = |p: &str| PathPattern::parse(p).unwrap().grpc_service().map(str::to_owned);
+    /// assert_eq!(grpc("/routeguide.RouteGuide/GetFeature").as_deref(), Some("routeguide.RouteGuide"));
+    /// assert_eq!(grpc("/RouteGuide/{*method}").as_deref(), Some("RouteGuide"));
+    /// assert_eq!(grpc("/api/{id}"), None);
+    /// assert_eq!(grpc("/users/list"), None);
+    /// ```
+    pub fn grpc_service(&self) -> Option<&str> {
+        let [Segment::Literal(service), method] = self.segments.as_slice() else {
+            return None;
+        };
+        let capital = |s: &str| s.starts_with(|c: char| c.is_ascii_uppercase());
+        let service_shaped = service.contains('.') || capital(service);
+        let method_shaped = match method {
+            Segment::Literal(m) => capital(m),
+            Segment::Param | Segment::Rest => true,
+        };
+        (service_shaped && method_shaped).then_some(service.as_str())
+    }
+
     /// Whether `path` (without the query) matches. The rule must limit at
     /// least every path the router dispatches to the route it describes:
     /// a parameter matches any non-empty segment as sent (`.`, `..`,
