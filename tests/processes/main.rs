@@ -16,3 +16,4 @@ mod networks;
 mod operations;
 mod outage;
 mod shared_cells;
+mod wiring;
