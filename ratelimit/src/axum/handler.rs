@@ -397,8 +397,8 @@ impl<R: Rules, M> Admit<R, M> {
                     axum::body::Body::new(permits.hold(metered))
                 }
             }),
-            // Held while the body streams; a small body in memory gives
-            // them back here (no wrapper, no allocation).
+            // Held until the body has been sent; an empty body gives them
+            // back here (no wrapper, no allocation).
             None if permits.held_by(response.body()) => response.map(|body| axum::body::Body::new(permits.hold(body))),
             None => response,
         })

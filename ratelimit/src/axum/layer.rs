@@ -204,7 +204,7 @@ where
                     Some(Decided::Many(stack)) => super::respond::write_stack(&stack, response.headers_mut(), true),
                     None => {}
                 }
-                // Held while the body streams; a small body in memory gives
+                // Held until the body has been sent; an empty body gives
                 // them back here.
                 let permits = std::mem::take(permits);
                 let hold = permits.held_by(response.body());
