@@ -67,6 +67,10 @@ use crate::CellKey;
 pub const OVERFLOW_SLOTS: usize = 4096;
 const _: () = assert!(OVERFLOW_SLOTS.is_power_of_two() && OVERFLOW_SLOTS <= 1 << 16);
 
+/// The most keys a table reserves room for (2^24: about 670 MB). A larger
+/// `max_keys` is clamped to it.
+pub const MAX_KEYS: usize = 1 << 24;
+
 /// Shards of the key table (a power of two).
 const SHARDS: usize = 64;
 
@@ -140,10 +144,10 @@ impl Busy {
 
 impl ConcurrencyLimiter {
     /// A limiter for at most `max_keys` keys in flight at once (at least
-    /// 64; at most `u32::MAX`), with its memory reserved now (about 40 bytes
-    /// a key).
+    /// 64; at most [`MAX_KEYS`]), with its memory reserved now (about 40
+    /// bytes a key).
     pub fn new(max_keys: usize) -> Self {
-        let max_keys = max_keys.clamp(SHARDS, u32::MAX as usize);
+        let max_keys = max_keys.clamp(SHARDS, MAX_KEYS);
         let shard_cap = (max_keys / SHARDS).saturating_mul(2);
         let shards = (0..SHARDS)
             .map(|_| Shard {
@@ -261,12 +265,20 @@ impl ConcurrencyLimiter {
     }
 
     /// Permits `key` holds now: its own entry's, else its overflow
-    /// counter's (which other keys of its network and route may share).
+    /// counter's (which other keys of its network and route may share)
+    /// when the table is full.
+    /// A key without an entry, while the table has room, holds none: its
+    /// next take would get an entry of its own.
     pub fn in_flight(&self, key: CellKey) -> u32 {
         let hash = key.hash();
-        if let Some(&n) = lock(&self.shard(hash).held).get(&hash) {
+        let held = lock(&self.shard(hash).held);
+        if let Some(&n) = held.get(&hash) {
             return n;
         }
+        if held.len() < self.shard_cap && self.entries.load(Ordering::Relaxed) < self.max_keys {
+            return 0;
+        }
+        drop(held);
         self.overflow[Self::slot(key)].load(Ordering::Acquire)
     }
 
@@ -446,6 +458,8 @@ mod tests {
         let mut newcomers = Vec::new();
         for k in 0..1000u64 {
             let newcomer = key(spread(k + (1 << 50))).in_group(1000 + k);
+            // What a probe reports: none held (its take gets an entry).
+            assert_eq!(limiter.in_flight(newcomer), 0);
             if let Ok(p) = limiter.try_acquire(newcomer, 3) {
                 admitted += 1;
                 assert!(!p.overflowed(), "its own entry");

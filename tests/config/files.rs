@@ -177,6 +177,8 @@ const MISTAKES: &[(&str, Option<usize>, &str, &str)] = &[
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"0.0.0.0/1\", \"::ffff:128.0.0.0/97\"]\n", Some(4), "ip.trusted_proxies", "trust every IPv4 address"),
     ("[profiles.a]\nrate = \"1/s\"\n[ip]\ntrusted_proxies = [\"::/1\", \"8000::/1\"]\n", Some(4), "ip.trusted_proxies", "trust every IPv6 address"),
     ("[profiles.a]\nrate = \"10/s\"\nburst = 3\n[routes.x]\ncost = 4\n", Some(5), "routes.x.cost", "above the burst 3"),
+    // Reserved when the first concurrency limit is used: bounded at load.
+    ("[profiles.a]\nrate = \"1/s\"\n[store]\nmax_keys_in_flight = 100000000\n", Some(4), "store.max_keys_in_flight", "from 1 to 16777216"),
     // [[rules]] for the config-driven layer
     ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"/x\"\nkey = \"cookie:x\"\nresolve = [\"default\"]\n", Some(6), "rules[0].key", "unknown key \"cookie\""),
     ("[profiles.a]\nrate = \"1/s\"\n[[rules]]\nname = \"r\"\npath = \"x\"\nkey = \"ip\"\nresolve = [\"default\"]\n", Some(5), "rules[0].path", "must start with '/'"),

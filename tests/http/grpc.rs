@@ -679,7 +679,7 @@ async fn a_grpc_rule_that_names_no_served_service_is_refused() {
     let rl = build("/grpc.health.v1.Health/Check").await.unwrap();
     // A reload that brings the mistake back is refused.
     let reload = rl
-        .reload(Config::from_toml_str(&rules("/Health/{*method}")).unwrap())
+        .reload(Config::from_toml_str(&rules("/Health/Watch")).unwrap())
         .unwrap_err()
         .to_string();
     assert!(reload.contains("the running configuration stays"), "{reload}");

@@ -146,6 +146,12 @@ impl Runtime {
         }
         let taken = self.take_permits(pending);
         if taken.is_none() {
+            for c in pending.iter_mut().filter_map(|p| p.outcome.in_flight.as_mut()) {
+                // The permits taken before the refusing one go back with it.
+                if !c.refused {
+                    c.remaining = c.remaining.saturating_add(1).min(c.limit);
+                }
+            }
             for p in pending.iter_mut() {
                 let (quota, cost) = (p.outcome.quota, p.outcome.cost);
                 if p.outcome.decision.is_allowed() {

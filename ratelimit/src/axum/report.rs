@@ -15,12 +15,20 @@ pub(crate) struct Observer {
     log_rejected: LogGate,
     log_misconfigured: LogGate,
     log_no_peer: Once,
+    log_no_peer_shadow: Once,
 }
 
 impl Observer {
     /// Warns once that a request came without a peer address.
     pub(crate) fn no_peer(&self, route: &str, shadow: bool) {
-        if self.log_no_peer.first() {
+        // Once for the 500s and once for shadow routes: a shadow route
+        // first must not silence the 500s.
+        let once = if shadow {
+            &self.log_no_peer_shadow
+        } else {
+            &self.log_no_peer
+        };
+        if once.first() {
             tracing::error!(
                 target: "ratelimit",
                 route,

@@ -185,31 +185,36 @@ impl PathPattern {
     }
 
     /// The gRPC service the pattern names, when it is shaped as a gRPC
-    /// method path (`/<service>/<Method>`, or a parameter or `{*rest}` for
-    /// the method): a literal first segment with a package (`pkg.Service`)
-    /// or a capital (`RouteGuide`), and a method that is a parameter or
-    /// starts with a capital. REST paths (`/api/{id}`) are not.
+    /// method path: `/<service>/<Method>`, the service's last dotted part
+    /// capitalised (`pkg.Service`, `RouteGuide`), and either a package
+    /// with a method that is a capitalised literal or a parameter
+    /// (`/pkg.Service/{*method}`), or no package and a capitalised literal
+    /// method (`/RouteGuide/GetFeature`). REST paths (`/api/{id}`,
+    /// `/v1.2/{id}`, `/Users/{id}`) are not.
     ///
     /// ```
     /// use ratelimit::config::PathPattern;
     ///
     /// let grpc = |p: &str| PathPattern::parse(p).unwrap().grpc_service().map(str::to_owned);
     /// assert_eq!(grpc("/routeguide.RouteGuide/GetFeature").as_deref(), Some("routeguide.RouteGuide"));
-    /// assert_eq!(grpc("/RouteGuide/{*method}").as_deref(), Some("RouteGuide"));
-    /// assert_eq!(grpc("/api/{id}"), None);
-    /// assert_eq!(grpc("/users/list"), None);
+    /// assert_eq!(grpc("/routeguide.RouteGuide/{*method}").as_deref(), Some("routeguide.RouteGuide"));
+    /// assert_eq!(grpc("/RouteGuide/GetFeature").as_deref(), Some("RouteGuide"));
+    /// for rest in ["/api/{id}", "/users/list", "/v1.2/{id}", "/assets.v2/{*rest}", "/Users/{id}"] {
+    ///     assert_eq!(grpc(rest), None, "{rest}");
+    /// }
     /// ```
     pub fn grpc_service(&self) -> Option<&str> {
         let [Segment::Literal(service), method] = self.segments.as_slice() else {
             return None;
         };
         let capital = |s: &str| s.starts_with(|c: char| c.is_ascii_uppercase());
-        let service_shaped = service.contains('.') || capital(service);
-        let method_shaped = match method {
-            Segment::Literal(m) => capital(m),
-            Segment::Param | Segment::Rest => true,
-        };
-        (service_shaped && method_shaped).then_some(service.as_str())
+        let name = service.rsplit('.').next().unwrap_or(service);
+        let shaped = capital(name)
+            && match method {
+                Segment::Literal(m) => capital(m),
+                Segment::Param | Segment::Rest => service.contains('.'),
+            };
+        shaped.then_some(service.as_str())
     }
 
     /// Whether `path` (without the query) matches. The rule must limit at

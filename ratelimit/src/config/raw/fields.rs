@@ -107,6 +107,13 @@ pub(super) fn opt_positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option
     positive_u32(d).map(Some)
 }
 
+/// `[store] max_keys_in_flight`: at most 2^24 keys (about 670 MB, reserved
+/// when the first concurrency limit is used: a typo of a few digits must
+/// fail at load, not abort the process at its first request).
+pub(super) fn max_keys_in_flight<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    ranged(d, 1 << 24, "a whole number").map(|n| n as usize)
+}
+
 pub(super) fn max_keys<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     ranged(d, 1 << 32, "a whole number").map(|n| n as usize)
 }

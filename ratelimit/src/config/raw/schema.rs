@@ -12,9 +12,9 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use super::fields::{
-    cidrs, claim_name, duration, forwarded_header, header_style, max_keys, new_keys_budget, opt_algorithm,
-    opt_claim_name, opt_cost, opt_http_url, opt_positive_u32, opt_prefix, opt_quota, overflow, positive_u32, quota,
-    without_peer,
+    cidrs, claim_name, duration, forwarded_header, header_style, max_keys, max_keys_in_flight, new_keys_budget,
+    opt_algorithm, opt_claim_name, opt_cost, opt_http_url, opt_positive_u32, opt_prefix, opt_quota, overflow,
+    positive_u32, quota, without_peer,
 };
 use crate::config::{
     GlobalConfig, HeaderStyle, JwtLimits, JwtVerification, ResponseConfig, ServiceConfig, StoreConfig,
@@ -88,7 +88,7 @@ pub(super) struct RawStore {
     pub(super) overflow: OverflowPolicy,
     #[serde(deserialize_with = "new_keys_budget")]
     pub(super) new_keys_per_network: Option<Quota>,
-    #[serde(deserialize_with = "max_keys")]
+    #[serde(deserialize_with = "max_keys_in_flight")]
     pub(super) max_keys_in_flight: usize,
 }
 
