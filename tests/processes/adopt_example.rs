@@ -154,14 +154,19 @@ fn the_service_example_limits_tenants_users_and_its_global_route() {
         "{:?}",
         first.headers
     );
+    // The rest of the burst, then a refusal. The tenant's rate gives a unit
+    // back every 100 ms, which a loaded machine can take between two
+    // requests: a refusal must come, after at least the burst's 19 more.
     let mut statuses = Vec::new();
-    for _ in 0..20 {
-        statuses.push(get(addr, "/orders", &[("x-api-key", "key-acme")]).status);
-    }
-    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 19, "{statuses:?}");
-    assert_eq!(*statuses.last().unwrap(), 429, "{statuses:?}");
-    let refused = get(addr, "/orders", &[("x-api-key", "key-acme")]);
-    assert_eq!(refused.status, 429);
+    let refused = loop {
+        let r = get(addr, "/orders", &[("x-api-key", "key-acme")]);
+        statuses.push(r.status);
+        if r.status == 429 {
+            break r;
+        }
+        assert!(statuses.len() <= 40, "never refused: {statuses:?}");
+    };
+    assert!(statuses.len() >= 20, "refused inside the burst: {statuses:?}");
     assert_eq!(refused.headers["content-type"], "application/json");
     assert!(
         refused.body.contains("\"code\":\"rate_limited\"")
