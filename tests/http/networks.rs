@@ -47,16 +47,22 @@ resolve = ["default"]
 "#;
 
 async fn app(toml: &str, clock: &ManualClock) -> Router {
+    app_and_runtime(toml, clock).await.0
+}
+
+/// The router, and the runtime behind its layer.
+async fn app_and_runtime(toml: &str, clock: &ManualClock) -> (Router, RateLimit) {
     let rl = RateLimit::builder(Config::from_toml_str(toml).unwrap())
         .routes_in(module_path!())
         .clock(clock.clone())
         .build()
         .await
         .unwrap();
-    Router::new()
+    let app = Router::new()
         .route("/keyed", get(|| async { "ok" }))
         .route("/{*rest}", get(|| async { "ok" }))
-        .layer(rl.layer())
+        .layer(rl.layer());
+    (app, rl)
 }
 
 fn via_proxy(path: &str, client: &str) -> Request<Body> {
@@ -222,16 +228,7 @@ async fn networks_are_configurable_and_the_bound_can_be_switched_off() {
 /// share of it (an IPv4 address is its own subnet).
 #[tokio::test]
 async fn the_store_holds_the_cells_the_operations_guide_counts() {
-    let rl = RateLimit::builder(Config::from_toml_str(CONFIG).unwrap())
-        .routes_in(module_path!())
-        .clock(ManualClock::new())
-        .build()
-        .await
-        .unwrap();
-    let app = Router::new()
-        .route("/keyed", get(|| async { "ok" }))
-        .route("/{*rest}", get(|| async { "ok" }))
-        .layer(rl.layer());
+    let (app, rl) = app_and_runtime(CONFIG, &ManualClock::new()).await;
     let cells = || rl.limiter().store().len();
     assert_eq!(cells(), 0);
     // One client on two routes (an address-keyed one and a header-keyed one).

@@ -287,6 +287,36 @@ fn a_client_that_hangs_up_mid_stream_gives_its_permit_back() {
     assert_eq!(get(addr, "/metrics").status, 200);
 }
 
+/// The quickstart's config (both header styles) with one more `[store]`
+/// setting.
+fn config_with_store(name: &str, setting: &str) -> std::path::PathBuf {
+    let path = config(name);
+    let base = std::fs::read_to_string(&path).unwrap();
+    let text = base.replacen("[store]\n", &format!("[store]\n{setting}\n"), 1);
+    assert_ne!(text, base, "examples/quickstart.toml's [store] moved");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// An export from each of `clients` (loopback addresses), all started at
+/// once.
+fn parallel(addr: SocketAddr, clients: Vec<[u8; 4]>, ms: u64) -> Vec<Export> {
+    let barrier = Arc::new(Barrier::new(clients.len()));
+    clients
+        .into_iter()
+        .map(|from| {
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                start_from(from, addr, ms)
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .collect()
+}
+
 /// One network's addresses are one client for requests in flight once the
 /// network has brought its budget of new keys into the store: 196
 /// addresses of one /24, each opening one slow export at once, with
@@ -296,26 +326,9 @@ fn a_client_that_hangs_up_mid_stream_gives_its_permit_back() {
 /// A client of another network is not affected.
 #[test]
 fn one_networks_addresses_share_its_permits_past_its_new_key_budget() {
-    let base = std::fs::read_to_string(config("network")).unwrap();
-    let text = base.replacen("[store]\n", "[store]\nnew_keys_per_network = \"4/min\"\n", 1);
-    assert_ne!(text, base, "examples/quickstart.toml's [store] moved");
-    let path = std::env::temp_dir().join(format!("ratelimit-inflight-network-{}.toml", std::process::id()));
-    std::fs::write(&path, text).unwrap();
-    let q = Quickstart::start(&path);
+    let q = Quickstart::start(&config_with_store("network", "new_keys_per_network = \"4/min\""));
     let addr = q.addr;
-    let barrier = Arc::new(Barrier::new(196));
-    let exports: Vec<Export> = (1..=196u8)
-        .map(|host| {
-            let barrier = Arc::clone(&barrier);
-            std::thread::spawn(move || {
-                barrier.wait();
-                start_from([127, 0, 9, host], addr, 10_000)
-            })
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|h| h.join().unwrap())
-        .collect();
+    let exports = parallel(addr, (1..=196u8).map(|host| [127, 0, 9, host]).collect(), 10_000);
     let running = exports.iter().filter(|e| e.status == 200).count();
     let refused = exports.iter().filter(|e| e.status == 429).count();
     eprintln!("{running} of 196 exports of one /24 run at once");
@@ -339,34 +352,14 @@ fn one_networks_addresses_share_its_permits_past_its_new_key_budget() {
 /// were refused with the table empty).
 #[test]
 fn once_a_full_in_flight_table_has_room_newcomers_run() {
-    let base = std::fs::read_to_string(config("table")).unwrap();
-    let text = base.replacen("[store]\n", "[store]\nmax_keys_in_flight = 64\n", 1);
-    assert_ne!(text, base, "examples/quickstart.toml's [store] moved");
-    let path = std::env::temp_dir().join(format!("ratelimit-inflight-table-{}.toml", std::process::id()));
-    std::fs::write(&path, text).unwrap();
-    let q = Quickstart::start(&path);
+    let q = Quickstart::start(&config_with_store("table", "max_keys_in_flight = 64"));
     let addr = q.addr;
-    let parallel = |clients: Vec<[u8; 4]>, ms: u64| -> Vec<Export> {
-        let barrier = Arc::new(Barrier::new(clients.len()));
-        clients
-            .into_iter()
-            .map(|from| {
-                let barrier = Arc::clone(&barrier);
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    start_from(from, addr, ms)
-                })
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .collect()
-    };
     // The table: one export from each of 100 networks (127.1.N.1).
-    let table = parallel((0..100u8).map(|n| [127, 1, n, 1]).collect(), 30_000);
+    let table = parallel(addr, (0..100u8).map(|n| [127, 1, n, 1]).collect(), 30_000);
     assert!(table.iter().all(|e| e.status == 200), "one export per client runs");
     // The flood: 64 more networks, 4 exports each (3 run, in overflow).
     let flood = parallel(
+        addr,
         (0..64u8).flat_map(|n| (1..=4u8).map(move |h| [127, 2, n, h])).collect(),
         30_000,
     );
@@ -381,7 +374,7 @@ fn once_a_full_in_flight_table_has_room_newcomers_run() {
         "the table's permits are back"
     );
     // Newcomers of 100 other networks, the flood's overflow still held.
-    let newcomers = parallel((0..100u8).map(|n| [127, 3, n, 1]).collect(), 100);
+    let newcomers = parallel(addr, (0..100u8).map(|n| [127, 3, n, 1]).collect(), 100);
     let running = newcomers.iter().filter(|e| e.status == 200).count();
     eprintln!("{running} of 100 newcomers ran");
     assert!(running >= 99, "{running} of 100 newcomers ran");

@@ -419,18 +419,11 @@ fn missing_limiter(route: &'static str) -> Response {
              (answering 500 rather than serving it unlimited)"
         );
     }
-    let body = serde_json::json!({
-        "type": "about:blank",
-        "title": "Rate limiter not installed",
-        "status": 500,
-        "detail": format!("route {route:?} is rate limited, but no rate limiter is installed on this router"),
-    });
-    (
-        http::StatusCode::INTERNAL_SERVER_ERROR,
-        [(http::header::CONTENT_TYPE, "application/problem+json")],
-        body.to_string(),
+    super::respond::wiring_problem(
+        "Rate limiter not installed",
+        &format!("route {route:?} is rate limited, but no rate limiter is installed on this router"),
     )
-        .into_response()
+    .map(axum::body::Body::from)
 }
 
 impl<R: Rules, S: RouterState> FromRequestParts<S> for Admit<R, InState<S>> {

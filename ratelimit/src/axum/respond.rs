@@ -548,6 +548,23 @@ impl<O: super::handler::Report> Headers<O> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OuterWait(pub(crate) u64);
 
+/// A wiring mistake's answer: 500 with a problem+json body saying what to
+/// fix (a limited route is never served unlimited).
+pub(crate) fn wiring_problem(title: &str, detail: &str) -> Response<Bytes> {
+    let body = serde_json::json!({
+        "type": "about:blank",
+        "title": title,
+        "status": 500,
+        "detail": detail,
+    });
+    let mut response = Response::new(Bytes::from(body.to_string()));
+    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    response
+}
+
 /// Whole seconds, rounded up (`Duration::MAX`, a wait that never ends,
 /// saturates rather than wrapping to zero).
 pub(crate) fn ceil_secs(d: Duration) -> u64 {

@@ -205,18 +205,16 @@ impl Runtime {
             return then(&mut pending.outcome, Permits::default(), parts);
         }
         let (quota, cost) = (pending.outcome.quota, pending.outcome.cost);
+        // A charge a concurrency refusal hands back is dated before it.
+        let charged_at = if pending.concurrency.is_some() { self.now() } else { 0 };
+        pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
+        // Most routes have no concurrency limit: no permit to take (and no
+        // call to make for none).
         let permits = match pending.concurrency {
-            // Most routes have no concurrency limit: no permit to take (and
-            // no call to make for none).
-            None => {
-                pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
-                Permits::default()
-            }
+            None => Permits::default(),
             Some(_) => {
-                let at = self.now();
-                pending.outcome.decision = self.fleet.check(&self.limiter, &pending.outcome.held, &quota, cost);
                 let admitted = !pending.outcome.rejects();
-                self.hold_in_flight(std::slice::from_mut(&mut pending), admitted, at)
+                self.hold_in_flight(std::slice::from_mut(&mut pending), admitted, charged_at)
                     .unwrap_or_default()
             }
         };
@@ -473,23 +471,14 @@ impl Runtime {
 /// server gave none: 500, naming the fix (axum's `ConnectInfo` extractor
 /// answers the same way), never a bucket shared by every client.
 fn no_peer_response(route: &str) -> http::Response<Bytes> {
-    let body = serde_json::json!({
-        "type": "about:blank",
-        "title": "Client address unavailable",
-        "status": 500,
-        "detail": format!(
+    super::respond::wiring_problem(
+        "Client address unavailable",
+        &format!(
             "route {route:?} is rate limited by client address, but the server gives no peer address: serve the \
              router with `into_make_service_with_connect_info::<SocketAddr>()` (or insert \
              `ratelimit::key::PeerAddr`); [ip] without_peer = \"shared\" limits every such request as one client"
         ),
-    });
-    let mut response = http::Response::new(Bytes::from(body.to_string()));
-    *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/problem+json"),
-    );
-    response
+    )
 }
 
 /// A probe that would be admitted: 204 with the headers the request would
