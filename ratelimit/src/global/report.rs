@@ -1,5 +1,7 @@
 //! What one sync round did, as the round reports it ([`SyncReport`]).
 
+use std::time::Duration;
+
 /// What one sync round did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SyncReport {
@@ -26,4 +28,8 @@ pub struct SyncReport {
     /// Active keys decided locally, held to their share of the budget:
     /// neither pushed nor read.
     pub cold_keys: usize,
+    /// How long the store took to answer, leaving out the round's own work
+    /// done while the reply was on the wire: what rations the next round's
+    /// reads when it passes half the sync interval.
+    pub store_time: Duration,
 }

@@ -282,6 +282,7 @@ impl FleetGate {
         let mut report = SyncReport {
             keys: work.len(),
             operations: ops.len(),
+            store_time: store_took,
             ..SyncReport::default()
         };
         let mut first_error: Option<GlobalError> = None;

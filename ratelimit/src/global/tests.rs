@@ -483,7 +483,11 @@ async fn a_round_long_from_its_own_cold_keys_does_not_ration_reads() {
     let q = Quota::per_minute(600).with_burst(1000);
     let hot: Vec<u64> = (0..600u32).map(|i| g.fleet_id(1, &i)).collect();
     mark_hot(&store, &clock, &[&g], hot).await;
-    for round in 0..4 {
+    // (A loaded machine can stall the store's own part past 20 ms too: a
+    // round after such a one is rationed rightly, and proves nothing here.)
+    let mut store_was_slow = false;
+    let mut proved = 0;
+    for round in 0..6 {
         for i in 0..30_600u32 {
             assert!(g.check(&limiter, 1, &i, &q, 1).is_allowed());
         }
@@ -491,12 +495,21 @@ async fn a_round_long_from_its_own_cold_keys_does_not_ration_reads() {
         let report = g.sync_once(&store, &clock).await.unwrap();
         let took = started.elapsed();
         assert_eq!((report.hot_keys, report.cold_keys), (600, 30_000), "{report:?}");
-        // Long: past half the interval, from the loop's own work.
-        assert!(took > Duration::from_millis(20), "round {round} took only {took:?}");
-        assert_eq!(report.unread_keys, 0, "round {round}: {report:?}");
+        if !store_was_slow {
+            assert_eq!(report.unread_keys, 0, "round {round}: {report:?}");
+        }
+        // Long (past half the interval) from the loop's own work, the
+        // store's part short: the next round must read everything.
+        store_was_slow = report.store_time > Duration::from_millis(20);
+        if took > Duration::from_millis(20) && !store_was_slow {
+            proved += 1;
+        }
         clock.advance(Duration::from_millis(40));
     }
-    assert!(!matches!(g.health(), FleetHealth::Rationed { .. }), "{:?}", g.health());
+    assert!(proved >= 2, "only {proved} of 6 rounds were long from their own work with a fast store");
+    if !store_was_slow {
+        assert!(!matches!(g.health(), FleetHealth::Rationed { .. }), "{:?}", g.health());
+    }
 }
 
 /// A store that must be made ready (connected) before each round's sync,
