@@ -13,7 +13,7 @@
 //! Wall-clock ratios move with code layout between two builds (the
 //! unannotated handler itself moves by 5-10%). To compare two builds, count
 //! instructions per request instead: `scripts/instructions` runs one app at
-//! a time (`HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|named|in_flight|layer`,
+//! a time (`HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|named|in_flight|layer|rules|noop_layer|jwt`,
 //! `HTTP_BENCH_N` requests) under callgrind and prints the count
 //! (repeatable to about 1%). A profiled run also prints that app's heap
 //! allocations per request.
@@ -234,6 +234,11 @@ struct Apps {
     app_state: App,
     in_flight: App,
     named: App,
+    /// The unannotated handler under a `[[rules]]` entry through the layer.
+    rules: App,
+    /// The unannotated handler under a layer that does nothing: what the
+    /// `rules` row is measured against.
+    noop_layer: App,
     jwt: App,
     /// The same app as `jwt` (the same runtime), for the forged-token rows.
     jwt_forged: App,
@@ -276,6 +281,19 @@ fn apps() -> Apps {
         http::HeaderValue::from_str(&format!("Bearer {t}")).expect("header")
     };
     let plain = Router::new().route("/hello", get(unannotated)).into_service();
+    let rules_config =
+        format!("{CONFIG}\n[[rules]]\nname = \"hello\"\npath = \"/hello\"\nkey = \"ip\"\nresolve = [\"default\"]\n");
+    let rules_limiter = rt
+        .block_on(RateLimit::builder(Config::from_toml_str(&rules_config).expect("config")).build())
+        .expect("runtime");
+    let rules = Router::new()
+        .route("/hello", get(unannotated))
+        .layer(rules_limiter.layer())
+        .into_service();
+    let noop_layer = Router::new()
+        .route("/hello", get(unannotated))
+        .layer(tower::util::MapRequestLayer::new(|r: Request<Body>| r))
+        .into_service();
     let headers = Router::new().route("/hello", get(headers_only)).into_service();
     let extract = Router::new()
         .route("/hello", get(extractor_only))
@@ -335,6 +353,8 @@ fn apps() -> Apps {
         app_state,
         in_flight,
         named,
+        rules,
+        noop_layer,
         jwt_forged: jwt.clone(),
         jwt,
         valid,
@@ -562,7 +582,7 @@ fn summary() {
 criterion_group!(benches, bench);
 
 fn main() {
-    // `HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|named|in_flight|layer`: run one app only (for
+    // `HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|named|in_flight|layer|rules|noop_layer|jwt`: run one app only (for
     // valgrind's callgrind or dhat; `HTTP_BENCH_N` requests).
     if let Ok(which) = std::env::var("HTTP_BENCH_PROFILE") {
         let mut a = apps();
@@ -578,12 +598,17 @@ fn main() {
             "app_state" => &mut a.app_state,
             "in_flight" => &mut a.in_flight,
             "named" => &mut a.named,
+            "rules" => &mut a.rules,
+            "noop_layer" => &mut a.noop_layer,
+            "jwt" => &mut a.jwt,
             _ => &mut a.attribute,
         };
-        assert_eq!(call(&a.rt, app).status(), 200, "{which}: not served");
+        // The `jwt` app with a valid token (verified once, then cached).
+        let bearer = (which == "jwt").then_some(&a.valid);
+        assert_eq!(send(&a.rt, app, bearer).status(), 200, "{which}: not served");
         let before = ALLOCATIONS.load(Ordering::Relaxed);
         for _ in 0..n {
-            black_box(call(&a.rt, app));
+            black_box(send(&a.rt, app, bearer));
         }
         let allocs = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / n.max(1) as f64;
         println!("{which}: {n} requests, {allocs:.2} heap allocations per request");

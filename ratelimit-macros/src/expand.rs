@@ -351,18 +351,10 @@ fn rule_items(
                 #stacked,
                 ::core::file!(),
                 ::core::line!(),
+                <#rule as #krate::__private::Rule>::slot,
             )
         }
     };
-    // The chain, folded from the right: Chain<A, Chain<B, DefaultProfile>>.
-    // The last step is `default` (the spec checked it).
-    let (mut chain_ty, mut chain_value) = runtime(Step::Default.runtime());
-    for step in steps.iter().rev().skip(1) {
-        let (ty, value) = runtime(step.runtime());
-        chain_ty = quote!(#krate::__private::Chain<#ty, #chain_ty>);
-        chain_value = quote!(#krate::__private::Chain(#value, #chain_value));
-    }
-
     let requires = requires.iter().map(|r| quote!(#(#cfg_attrs)* #r));
     quote! {
         #(#requires)*
@@ -379,15 +371,11 @@ fn rule_items(
             const COST: ::core::primitive::u32 = #cost;
             const BYTES_PER_UNIT: ::core::option::Option<::core::primitive::u32> = #bytes_per_unit;
             const SHADOW: ::core::primitive::bool = #shadow;
-            const WANTS_CLAIMS: ::core::primitive::bool = #wants_claims;
-            const WANTS_SERVICE: ::core::primitive::bool = #wants_service;
-            const PROFILES: &'static [&'static ::core::primitive::str] = &[#(#profiles),*];
             const WANTS_CHARGE: ::core::primitive::bool = #wants_charge;
             #key_fn
-            type Chain = #chain_ty;
-            fn chain() -> &'static Self::Chain {
-                static CHAIN: #chain_ty = #chain_value;
-                &CHAIN
+            fn slot() -> &'static #krate::__private::RouteSlot {
+                static SLOT: #krate::__private::RouteSlot = #krate::__private::RouteSlot::new();
+                &SLOT
             }
             fn series() -> &'static #krate::__private::RouteSeries {
                 static SERIES: #krate::__private::RouteSeries = #krate::__private::RouteSeries::new();

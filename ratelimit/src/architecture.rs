@@ -36,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("keys", &["key"]),
     ("the limit service", &["service"]),
     ("resolution", &["resolve"]),
+    ("routes compiled", &["plan"]),
     ("configuration", &["config"]),
     ("integrations", &["axum"]),
 ];

@@ -86,6 +86,7 @@
 //!                            handler, layer, respond, reject, report, observe, telemetry, charge, meter, gate, grpc
 //!  configuration  config/    the model (mod.rs), raw/ (TOML to Config: schema, env, spans, validate/*),
 //!                            rules, reload, diff, check/ (the checker and explain)
+//!  routes compiled plan.rs   each route's limit settled once per configuration, read by index
 //!  resolution     resolve.rs (Chain, JwtTier, NamedProfile, AnyChain)
 //!  limit service  service/   the trait and answers, client ids, the HTTP(S) service, the cache
 //!  keys           key/       KeySource, KeyContext, Ip/Header/Claim/AnyKey, the client address, the header budget
@@ -108,9 +109,10 @@
 //! | `key/ip.rs`, `key/header.rs` | the client address behind trusted proxies; the bound on header values per address |
 //! | `claims.rs`, `jwt/` | verified claims; token verification, its caches and failed-check budget, JWKS URLs |
 //! | `limits.rs`, `resolve.rs` | profiles as data; the resolver chain and its steps |
+//! | `plan.rs` | the plan: every route (attribute or `[[rules]]`) compiled against a configuration, once per generation; what requests, startup and `explain` read |
 //! | `config/` | TOML to a validated [`config::Config`]; reload; the checker |
 //! | `axum/setup.rs` | from a configuration to a running runtime (store, verifier, limit service, fleet gate, keys) |
-//! | `axum/runtime.rs` | the one `decide` every route takes: key, chain, check, fleet gate |
+//! | `axum/runtime.rs` | the one `decide` every route takes: key, its plan's limit, check, fleet gate |
 //! | `axum/handler.rs`, `axum/layer.rs` | the attribute's extractor; the `tower::Layer` of `[[rules]]` |
 //! | `axum/respond.rs`, `axum/reject.rs`, `axum/report.rs`, `axum/observe.rs` | headers and 429s; logs, metrics and route warnings |
 //! | `net/`, `service/` | networks, the one rustls client setup and the CA file, the HTTP(S) client; the limit service |
@@ -120,11 +122,12 @@
 //!
 //! **One rule, one path.** A `#[rate_limit(...)]` attribute and a `[[rules]]`
 //! entry are read by the same validator (`ratelimit-spec`; a differential test
-//! feeds both thousands of generated rules) and decided by the same generic
-//! `decide`: the attribute instantiates it with concrete types per route
-//! (`Header`, `Chain<JwtTier, Chain<NamedProfile, DefaultProfile>>`), a config
-//! rule with [`key::AnyKey`] and [`resolve::AnyChain`], which dispatch with a
-//! `match` to the same types. A new key kind is a variant in
+//! feeds both thousands of generated rules), compiled into the same plan
+//! (`plan.rs`: the chain cut to what a request can reach, every profile
+//! resolved, `[routes]` applied) and decided by the same generic `decide`:
+//! the attribute instantiates it with its key's concrete type (`Header`), a
+//! config rule with [`key::AnyKey`], which dispatches with a `match` to the
+//! same types. A new key kind is a variant in
 //! `ratelimit-spec` (its name, argument and the type that runs it) and a
 //! [`key::KeySource`] in `key/source.rs` with its [`key::AnyKey`] arm; the
 //! attribute and the configuration pick it up from there. A key of the
@@ -422,6 +425,8 @@ mod limits;
 pub mod metrics;
 #[cfg(feature = "config")]
 mod net;
+#[cfg(feature = "config")]
+mod plan;
 mod quota;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
@@ -461,23 +466,18 @@ pub use ratelimit_macros::rate_limit;
 pub mod __private {
     pub use crate::axum::handler::{Admit, InState, Limited, Report, RouterState, Rule, Rules, ViaLayer};
     pub use crate::axum::observe::RouteSeries;
+    pub use crate::axum::registry::RouteSlot;
     pub use crate::axum::reject::call_reject;
-    pub use crate::axum::route::{route_id, RouteSpec};
     pub use crate::axum::{AttributeRoute, Rejection};
     pub use ::axum::response::{IntoResponse, Response};
     pub use ::inventory;
-    // Every key source and resolver, by the names the spec gives them
-    // (`KeyKind::runtime`, `Step::runtime`): a new kind needs no edit here.
+    // Every key source, by the names the spec gives them
+    // (`KeyKind::runtime`): a new kind needs no edit here.
     pub use crate::key::*;
-    pub use crate::resolve::*;
     /// `jwt_claim("path")`: the attribute's paths are `&'static str`.
     pub type Claim = crate::key::Claim<&'static str>;
     // What a rule needs of a cargo feature (`requires_jwt! { key }`): empty
     // with the feature, a compile error naming it without.
-    /// Without `service`, a stand-in so that a `service` step's rule
-    /// reports only `requires_service!`'s error (it never compiles).
-    #[cfg(not(feature = "service"))]
-    pub use crate::resolve::DefaultProfile as ConfiguredService;
     pub use crate::{__rate_limit_requires_jwt as requires_jwt, __rate_limit_requires_service as requires_service};
 }
 

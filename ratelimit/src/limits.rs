@@ -61,25 +61,6 @@ pub struct RouteConfig {
     pub cost: Option<u32>,
 }
 
-/// The profile a chain settles on when its `jwt` and `service` steps (if
-/// any) pass: its first `profile("name")` step, else its `default` (the
-/// route's `[routes]` profile, else `default_profile`). The one profile
-/// every request of the route can reach whatever it carries; the steps
-/// after it are never reached ([`ratelimit_spec::reachable`]). `None` for a
-/// chain with neither (the rule language refuses one).
-pub(crate) fn final_profile<'a>(
-    steps: &'a [ratelimit_spec::Step],
-    route: Option<&'a RouteConfig>,
-    default_profile: &'a str,
-) -> Option<&'a str> {
-    use ratelimit_spec::Step;
-    ratelimit_spec::reachable(steps).iter().find_map(|step| match step {
-        Step::Profile(name) => Some(name.as_str()),
-        Step::Default => Some(route.and_then(|r| r.profile.as_deref()).unwrap_or(default_profile)),
-        Step::Jwt | Step::Service => None,
-    })
-}
-
 /// Where the keys that verify tokens come from (exactly one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

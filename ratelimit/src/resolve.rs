@@ -40,7 +40,7 @@ use crate::Quota;
 /// What a resolver answers: the quota, the profile it came from (for
 /// metrics and the `RateLimit-Policy` name), if any, and the profile's
 /// limit on requests in flight, if it has one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resolved {
     /// The quota to check against.
     pub quota: Quota,
@@ -62,7 +62,7 @@ impl Resolved {
         }
     }
 
-    fn of(p: &crate::limits::Profile) -> Self {
+    pub(crate) fn of(p: &crate::limits::Profile) -> Self {
         Resolved {
             quota: p.quota,
             profile: Some(p.name),
@@ -76,9 +76,6 @@ impl Resolved {
 pub struct ResolveContext<'a> {
     limits: LimitParts<'a>,
     route: &'a str,
-    /// The route's `[routes."name"]` settings, looked up once a request:
-    /// [`DefaultProfile`] reads its profile, the runtime its cost and shadow.
-    overrides: Option<&'a crate::limits::RouteConfig>,
     claims: Option<&'a VerifiedClaims>,
     client: Option<u64>,
     #[cfg(feature = "service")]
@@ -91,7 +88,6 @@ impl<'a> ResolveContext<'a> {
     pub fn new(limits: &'a impl LimitTable, route: &'a str, claims: Option<&'a VerifiedClaims>) -> Self {
         let limits = limits.limits();
         ResolveContext {
-            overrides: limits.routes.get(route),
             limits,
             route,
             claims,
@@ -127,8 +123,7 @@ impl<'a> ResolveContext<'a> {
         self
     }
 
-    /// The route's settings under `[routes."name"]`, if it has any (looked
-    /// up once, when the context is made).
+    /// The route's settings under `[routes."name"]`, if it has any.
     ///
     /// ```
     /// use ratelimit::config::Config;
@@ -145,7 +140,7 @@ impl<'a> ResolveContext<'a> {
     /// assert!(ResolveContext::new(&config, "users.get", None).overrides().is_none());
     /// ```
     pub fn overrides(&self) -> Option<&'a crate::limits::RouteConfig> {
-        self.overrides
+        self.limits.routes.get(self.route)
     }
 
     /// The verified claims, if any.
@@ -199,7 +194,7 @@ pub struct DefaultProfile;
 
 impl FinalResolver for DefaultProfile {
     fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
-        let route_profile = ctx.overrides.and_then(|r| r.profile.as_deref());
+        let route_profile = ctx.overrides().and_then(|r| r.profile.as_deref());
         route_profile
             .and_then(|name| ctx.profile(name))
             .unwrap_or_else(|| Resolved::of(ctx.limits.default))

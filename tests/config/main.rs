@@ -6,6 +6,7 @@
 mod checker_agrees;
 mod dashboards;
 mod embedded;
+mod explain_agrees;
 mod files;
 mod path_matcher;
 

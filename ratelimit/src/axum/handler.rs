@@ -14,13 +14,14 @@ use http::request::Parts;
 
 use super::in_flight::Permits;
 use super::observe::{Once, RouteSeries};
+use super::registry::RouteSlot;
 use super::reject::Rejection;
 use super::respond::{Headers, Outcome, RouteName};
-use super::route::RouteSpec;
+use super::runtime::Route;
 use super::RateLimit;
 use crate::claims::VerifiedClaims;
+use crate::config::Config;
 use crate::key::KeySource;
-use crate::resolve::FinalResolver;
 
 tokio::task_local! {
     /// The runtime installed by `RateLimitLayer` for the request being
@@ -34,8 +35,6 @@ tokio::task_local! {
 pub trait Rule: Send + Sync + 'static {
     /// The stable route name (`name = "..."`, or the handler's path).
     const NAME: &'static str;
-    /// The route's cell namespace.
-    const ID: u32 = super::route::route_id(Self::NAME);
     /// `cost = N` (with [`BYTES_PER_UNIT`](Self::BYTES_PER_UNIT), the one
     /// unit reserved before the handler runs).
     const COST: u32;
@@ -44,20 +43,13 @@ pub trait Rule: Send + Sync + 'static {
     const BYTES_PER_UNIT: Option<u32> = None;
     /// `shadow`.
     const SHADOW: bool;
-    /// The chain has a `jwt` step.
-    const WANTS_CLAIMS: bool;
-    /// The chain has a `service` step.
-    const WANTS_SERVICE: bool;
-    /// The profiles the chain names (`profile("..")` steps).
-    const PROFILES: &'static [&'static str];
     /// The key source type.
     type Key: KeySource + 'static;
-    /// The resolver chain type.
-    type Chain: FinalResolver + 'static;
     /// The key source.
     fn key() -> &'static Self::Key;
-    /// The resolver chain.
-    fn chain() -> &'static Self::Chain;
+    /// Where the route's plan is in every configuration's plan (what the
+    /// attribute registers with the route's description).
+    fn slot() -> &'static RouteSlot;
     /// The route's metric handles (a `static` per route).
     fn series() -> &'static RouteSeries;
     /// The handler takes a [`Charge`](super::Charge): keep the reservation
@@ -194,19 +186,25 @@ impl<const N: usize> Report for [Outcome; N] {
     }
 }
 
-/// The route of rule `R`, as the runtime sees it.
-fn spec<R: Rule>() -> RouteSpec<'static> {
-    RouteSpec {
-        name: R::NAME,
-        id: R::ID,
-        cost: R::COST,
-        bytes_per_unit: R::BYTES_PER_UNIT,
-        shadow: R::SHADOW,
-        wants_claims: R::WANTS_CLAIMS,
-        wants_service: R::WANTS_SERVICE,
+/// The route of rule `R` under `config`'s plan; `None` for a rule type
+/// the registry does not list (see [`unregistered`]).
+#[inline(always)]
+fn route<'c, R: Rule>(rt: &RateLimit, config: &'c Config) -> Option<Route<'c>> {
+    Some(Route {
+        plan: rt.inner.plan(config).attribute(R::slot().index())?,
+        name: RouteName::Static(R::NAME),
         series: Some(R::series()),
-        profiles: R::PROFILES,
+    })
+}
+
+/// Every limit's route of a stack, or `None` if one has none.
+fn every<'c, const N: usize>(routes: [Option<Route<'c>>; N]) -> Option<[Route<'c>; N]> {
+    let first = routes.first().copied().flatten()?;
+    let mut all = [first; N];
+    for (slot, route) in all.iter_mut().zip(routes) {
+        *slot = route?;
     }
+    Some(all)
 }
 
 impl<R: Rule> Rules for R {
@@ -217,13 +215,15 @@ impl<R: Rule> Rules for R {
 
     #[inline(always)]
     fn admit(parts: &mut Parts, rt: &RateLimit, charged_at: u64) -> Result<Admitted<Outcome>, Response> {
-        let name = RouteName::Static(R::NAME);
+        let config = super::config_cache::local(&rt.inner.config);
+        let Some(route) = route::<R>(rt, &config) else {
+            return Err(unregistered(R::NAME));
+        };
         rt.inner.decide_then(
+            &config,
             parts,
-            &spec::<R>(),
-            name,
+            route,
             R::key(),
-            R::chain(),
             #[inline(always)]
             |outcome, permits, parts| {
                 if outcome.rejects() {
@@ -235,9 +235,11 @@ impl<R: Rule> Rules for R {
     }
 
     fn probe(parts: &Parts, rt: &RateLimit) -> Response {
-        let mut pending = [rt
-            .inner
-            .prepare(parts, &spec::<R>(), RouteName::Static(R::NAME), R::key(), R::chain())];
+        let config = super::config_cache::local(&rt.inner.config);
+        let Some(route) = route::<R>(rt, &config) else {
+            return unregistered(R::NAME);
+        };
+        let mut pending = [rt.inner.prepare(&config, parts, route, R::key())];
         rt.inner.answer_probe(&mut pending, parts, &[R::reject])
     }
 }
@@ -262,11 +264,14 @@ macro_rules! stacked {
             const METERED: bool = $first::BYTES_PER_UNIT.is_some() $(|| $rule::BYTES_PER_UNIT.is_some())*;
 
             fn admit(parts: &mut Parts, rt: &RateLimit, charged_at: u64) -> Result<Admitted<[Outcome; $n]>, Response> {
-                let specs = [spec::<$first>(), $(spec::<$rule>()),*];
-                let mut specs = specs.iter();
+                let config = super::config_cache::local(&rt.inner.config);
+                let Some(routes) = every([route::<$first>(rt, &config), $(route::<$rule>(rt, &config)),*]) else {
+                    return Err(unregistered($first::NAME));
+                };
+                let mut routes = routes.into_iter();
                 let mut pending = [
-                    rt.inner.prepare(parts, specs.next().expect("one spec per rule"), RouteName::Static($first::NAME), $first::key(), $first::chain()),
-                    $(rt.inner.prepare(parts, specs.next().expect("one spec per rule"), RouteName::Static($rule::NAME), $rule::key(), $rule::chain())),*
+                    rt.inner.prepare(&config, parts, routes.next().expect("one route per rule"), $first::key()),
+                    $(rt.inner.prepare(&config, parts, routes.next().expect("one route per rule"), $rule::key())),*
                 ];
                 let admitted = rt.inner.decide_all(&mut pending);
                 let mut outcomes = pending.map(|p| p.outcome);
@@ -281,11 +286,14 @@ macro_rules! stacked {
             }
 
             fn probe(parts: &Parts, rt: &RateLimit) -> Response {
-                let specs = [spec::<$first>(), $(spec::<$rule>()),*];
-                let mut specs = specs.iter();
+                let config = super::config_cache::local(&rt.inner.config);
+                let Some(routes) = every([route::<$first>(rt, &config), $(route::<$rule>(rt, &config)),*]) else {
+                    return unregistered($first::NAME);
+                };
+                let mut routes = routes.into_iter();
                 let mut pending = [
-                    rt.inner.prepare(parts, specs.next().expect("one spec per rule"), RouteName::Static($first::NAME), $first::key(), $first::chain()),
-                    $(rt.inner.prepare(parts, specs.next().expect("one spec per rule"), RouteName::Static($rule::NAME), $rule::key(), $rule::chain())),*
+                    rt.inner.prepare(&config, parts, routes.next().expect("one route per rule"), $first::key()),
+                    $(rt.inner.prepare(&config, parts, routes.next().expect("one route per rule"), $rule::key())),*
                 ];
                 rt.inner.answer_probe(&mut pending, parts, &[$first::reject, $($rule::reject),*])
             }
@@ -403,6 +411,29 @@ impl<R: Rules, M> Admit<R, M> {
             None => response,
         })
     }
+}
+
+static UNREGISTERED_LOGGED: Once = Once::new();
+
+/// A limited route whose rule type the registry does not list (its
+/// registration did not run: a platform where `inventory` cannot collect):
+/// it has no plan, and is never served unlimited.
+#[cold]
+#[inline(never)]
+fn unregistered(route: &'static str) -> Response {
+    if UNREGISTERED_LOGGED.first() {
+        tracing::error!(
+            target: "ratelimit",
+            route,
+            "#[rate_limit] route not in the registry of routes (its registration did not run on this platform): \
+             answering 500 rather than serving it unlimited"
+        );
+    }
+    super::respond::wiring_problem(
+        "Rate limit not registered",
+        &format!("route {route:?} is rate limited, but its limit is not registered with the rate limiter"),
+    )
+    .map(axum::body::Body::from)
 }
 
 static MISSING_LOGGED: Once = Once::new();

@@ -158,7 +158,7 @@ mod layer;
 mod meter;
 pub(crate) mod observe;
 mod optional;
-mod registry;
+pub(crate) mod registry;
 pub(crate) mod reject;
 mod reload;
 mod report;

@@ -161,26 +161,31 @@ impl Service {
         }
     }
 
-    /// `ctx` with this service, asked about the client when the route's
-    /// chain has a `service` step (`wanted`).
-    pub(crate) fn resolve_with<'a, K: KeySource + ?Sized>(
-        &'a self,
-        ctx: ResolveContext<'a>,
-        wanted: bool,
+    /// The limit service's cached answer for the request's client (the
+    /// `service` step): its client id, a keyed hash of the client key, is
+    /// computed here, only for a request that reaches the step. `None`
+    /// without a service, on a miss (the fetch runs in the background), or
+    /// when the answer names a profile `ctx`'s configuration lacks.
+    pub(crate) fn answer<K: KeySource + ?Sized>(
+        &self,
+        ctx: ResolveContext<'_>,
         key: &K,
         cx: &KeyContext<'_>,
         client: &ClientKey,
-    ) -> ResolveContext<'a> {
+    ) -> Option<crate::resolve::Resolved> {
         #[cfg(feature = "service")]
-        return match (wanted, &self.ids) {
-            (true, Some(ids)) => ctx.with_client(ids.client_id(key, cx, client)),
-            _ => ctx,
+        {
+            use crate::resolve::Resolver;
+            let ids = self.ids.as_ref()?;
+            let ctx = ctx
+                .with_client(ids.client_id(key, cx, client))
+                .with_service(self.cache.as_ref());
+            crate::resolve::ConfiguredService.resolve(&ctx)
         }
-        .with_service(self.cache.as_ref());
         #[cfg(not(feature = "service"))]
         {
-            let _ = (wanted, key, cx, client);
-            ctx
+            let _ = (ctx, key, cx, client);
+            None
         }
     }
 

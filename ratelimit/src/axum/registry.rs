@@ -12,6 +12,8 @@
 use std::collections::BTreeMap;
 
 use crate::config::Config;
+use crate::limits::LimitParts;
+use crate::plan::{RoutePlan, RouteSource, StepRef};
 
 /// One `#[rate_limit]` attribute, as it was written: what
 /// [`RateLimit::routes`](super::RateLimit::routes) lists and what startup
@@ -41,9 +43,56 @@ pub struct AttributeRoute {
     stacked: u8,
     file: &'static str,
     line: u32,
+    /// Its rule's index into every plan (see [`all`]).
+    slot: fn() -> &'static RouteSlot,
 }
 
 inventory::collect!(AttributeRoute);
+
+/// Where an attribute route's plan is in every configuration's plan: its
+/// place among the routes linked into the program ([`all`]), set once,
+/// before any plan is compiled. One `static` per rule type, so a request
+/// reaches its route's plan by index. Not a public API.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct RouteSlot(std::sync::atomic::AtomicU32);
+
+impl RouteSlot {
+    /// A slot not yet given its index. Not a public API.
+    #[doc(hidden)]
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> RouteSlot {
+        RouteSlot(std::sync::atomic::AtomicU32::new(u32::MAX))
+    }
+
+    /// The route's index in a plan (out of range until [`all`] ran: a rule
+    /// type the registry does not list has no plan).
+    #[inline]
+    pub(crate) fn index(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::Relaxed) as usize
+    }
+}
+
+/// Every attribute route linked into the program, in the order of
+/// [`routes_under`]: a route's place here is its index in every plan,
+/// given to its rule type's slot the first time this is read.
+pub(crate) fn all() -> &'static [&'static AttributeRoute] {
+    static ALL: std::sync::OnceLock<Box<[&'static AttributeRoute]>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let routes = routes_under("");
+        for (i, route) in routes.iter().enumerate() {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            (route.slot)().0.store(i, std::sync::atomic::Ordering::Relaxed);
+        }
+        routes.into_boxed_slice()
+    })
+}
+
+/// The plans of every attribute route under `limits`, by index (what a
+/// configuration's plan holds of them).
+pub(crate) fn compile(limits: LimitParts<'_>) -> Box<[RoutePlan]> {
+    all().iter().map(|route| route.plan(limits)).collect()
+}
 
 impl AttributeRoute {
     /// What the expansion registers. Not a public API.
@@ -63,6 +112,7 @@ impl AttributeRoute {
         stacked: u8,
         file: &'static str,
         line: u32,
+        slot: fn() -> &'static RouteSlot,
     ) -> AttributeRoute {
         AttributeRoute {
             name,
@@ -78,6 +128,7 @@ impl AttributeRoute {
             stacked,
             file,
             line,
+            slot,
         }
     }
 
@@ -138,6 +189,23 @@ impl AttributeRoute {
             .collect()
     }
 
+    /// The route compiled against `limits` (see `crate::plan`).
+    pub(crate) fn plan(&self, limits: LimitParts<'_>) -> RoutePlan {
+        let steps = self.steps();
+        let steps: Vec<StepRef<'_>> = steps.iter().map(StepRef::from).collect();
+        RoutePlan::compile(
+            limits,
+            &RouteSource {
+                name: self.name,
+                id: crate::plan::route_id(self.name),
+                cost: self.cost,
+                bytes_per_unit: self.bytes_per_unit,
+                shadow: self.shadow,
+                steps: &steps,
+            },
+        )
+    }
+
     /// Where the attribute is written: the source file and line.
     pub fn location(&self) -> (&'static str, u32) {
         (self.file, self.line)
@@ -191,7 +259,7 @@ pub(crate) fn routes_under(prefix: &str) -> Vec<&'static AttributeRoute> {
 /// the route, its handler and where it is written: a profile the chain
 /// names that the configuration lacks, a cost above the burst of the
 /// profile every request of the route can reach (every request would be
-/// refused; see [`crate::limits::final_profile`]), and two handlers
+/// refused: its plan, see `crate::plan`), and two handlers
 /// registering one route name.
 pub(crate) fn check(routes: &[&'static AttributeRoute], config: &Config) -> Vec<String> {
     let mut problems = Vec::new();
@@ -224,20 +292,19 @@ pub(crate) fn check(routes: &[&'static AttributeRoute], config: &Config) -> Vec<
                 ));
             }
         }
-        // The cost in force: a `[routes."<name>"] cost` replaces the
-        // attribute's. The profile every request can reach must admit it.
-        let overrides = config.route(route.name);
-        let cost = overrides.and_then(|o| o.cost).unwrap_or(route.cost);
-        let steps = route.steps();
-        let reached = crate::limits::final_profile(&steps, overrides, config.default_profile());
-        if let Some((name, p)) = reached.and_then(|n| config.profile(n).map(|p| (n, p))) {
-            if cost > p.quota.burst() {
-                problems.push(format!(
-                    "{}: cost {cost} is above the burst {} of profile {name:?}: every request would be refused",
-                    at(),
-                    p.quota.burst()
-                ));
-            }
+        // What requests get: the route's plan under this configuration
+        // (its cost with `[routes]` applied). The profile its chain settles
+        // on must admit its cost (a missing profile is reported above).
+        let plan = route.plan(crate::limits::LimitTable::limits(config));
+        let settled = plan.settled();
+        if !plan.skipped_profile && plan.cost > settled.quota.burst() {
+            problems.push(format!(
+                "{}: cost {} is above the burst {} of profile {:?}: every request would be refused",
+                at(),
+                plan.cost,
+                settled.quota.burst(),
+                settled.profile.unwrap_or_default()
+            ));
         }
     }
     problems

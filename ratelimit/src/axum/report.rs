@@ -6,6 +6,7 @@ use super::observe::{LogGate, Metrics, Once, Series};
 use super::respond::Outcome;
 use super::route::RouteSpec;
 use crate::config::Config;
+use crate::plan::{Ask, RoutePlan};
 use crate::Denial;
 
 /// What the runtime reports: metric series and the gates of its log events.
@@ -45,23 +46,22 @@ impl Observer {
     /// Warns (once per configuration) about an attribute route whose chain
     /// has steps that can never answer: a silent fall-through would hide a
     /// typo or a missing section.
-    pub(crate) fn check_route(&self, config: &Config, route: &RouteSpec<'_>, has_service: bool) {
-        for name in route.profiles.iter().filter(|n| config.profile(n).is_none()) {
+    pub(crate) fn check_route(&self, config: &Config, route: &RoutePlan, has_service: bool) {
+        if route.skipped_profile {
             tracing::warn!(
                 target: "ratelimit",
                 route = route.name,
-                profile = *name,
                 "the route's resolve chain names a profile the configuration does not define: the step is skipped"
             );
         }
-        if route.wants_claims && config.jwt.is_none() {
+        if route.asks(Ask::Jwt) && config.jwt.is_none() {
             tracing::warn!(
                 target: "ratelimit",
                 route = route.name,
                 "the route's `jwt` step needs a [jwt] section (claim names and caps): it never answers"
             );
         }
-        if route.wants_service && !has_service {
+        if route.asks(Ask::Service) && !has_service {
             tracing::warn!(
                 target: "ratelimit",
                 route = route.name,
@@ -71,31 +71,22 @@ impl Observer {
         // A cost above the burst of the profile every request can reach
         // refuses every request that resolves to it (config rules are refused at
         // load for this; an attribute's cost is only known here).
-        let overrides = config.route(route.name);
-        let cost = overrides.and_then(|r| r.cost).unwrap_or(route.cost);
-        let default = overrides
-            .and_then(|r| r.profile.as_deref())
-            .unwrap_or(config.default_profile());
-        // The first `profile(..)` step always answers, so `default` is
-        // reached only without one (`limits::final_profile`).
-        let reached = route.profiles.first().copied().unwrap_or(default);
-        if let Some((name, profile)) = config.profile(reached).map(|p| (reached, p)) {
-            if cost > profile.quota.burst() {
-                tracing::error!(
-                    target: "ratelimit",
-                    route = route.name,
-                    profile = name,
-                    cost,
-                    burst = profile.quota.burst(),
-                    "the route's cost is above the burst of the profile its chain settles on: every request that \
-                     resolves to it is refused (429, Retry-After one day); lower the cost or raise the burst"
-                );
-            }
+        let settled = route.settled();
+        if route.cost > settled.quota.burst() {
+            tracing::error!(
+                target: "ratelimit",
+                route = route.name,
+                profile = settled.profile.unwrap_or("default"),
+                cost = route.cost,
+                burst = settled.quota.burst(),
+                "the route's cost is above the burst of the profile its chain settles on: every request that \
+                 resolves to it is refused (429, Retry-After one day); lower the cost or raise the burst"
+            );
         }
     }
 
     /// Runs `f` with the metric series of (route, tier).
-    fn series(&self, route: &RouteSpec<'_>, tier: Option<&'static str>, f: impl FnOnce(&Series)) {
+    fn series(&self, route: &RouteSpec, tier: Option<&'static str>, f: impl FnOnce(&Series)) {
         match route.series {
             Some(cache) => cache.with(&self.metrics, route.id, route.name, tier, f),
             None => self.metrics.with(route.id, route.name, tier, f),
@@ -103,14 +94,14 @@ impl Observer {
     }
 
     /// The in-flight gauge of (route, tier): a handle a permit holds.
-    pub(crate) fn in_flight_gauge(&self, route: &RouteSpec<'_>, tier: Option<&'static str>) -> metrics::Gauge {
+    pub(crate) fn in_flight_gauge(&self, route: &RouteSpec, tier: Option<&'static str>) -> metrics::Gauge {
         let mut gauge = None;
         self.series(route, tier, |s| gauge = Some(s.in_flight.clone()));
         gauge.unwrap_or_else(metrics::Gauge::noop)
     }
 
     /// Counts a decision and logs a refusal (rate-gated).
-    pub(crate) fn record(&self, route: &RouteSpec<'_>, outcome: &Outcome, now: impl FnOnce() -> u64) {
+    pub(crate) fn record(&self, route: &RouteSpec, outcome: &Outcome, now: impl FnOnce() -> u64) {
         let d = &outcome.decision;
         let in_flight = outcome.refused_in_flight();
         let record = |s: &Series| match (d.is_allowed() && !in_flight, outcome.shadow) {

@@ -6,9 +6,10 @@ use http::request::Parts;
 
 use super::in_flight::Permits;
 use super::respond::{Outcome, OuterWait, RouteName};
-use super::route::{rule_route_id, RouteSpec, MAX_STACK};
-use super::runtime::{probe_answer, Pending, Runtime};
+use super::route::MAX_STACK;
+use super::runtime::{probe_answer, Pending, Route, Runtime};
 use crate::config::RuleConfig;
+use crate::plan::RoutePlan;
 
 impl Runtime {
     /// A probe through the layer: the answer when `[[rules]]` apply to the
@@ -16,18 +17,14 @@ impl Runtime {
     /// to the inner service, which may answer it with its own limits).
     pub(crate) fn probe_rules(&self, parts: &Parts) -> Option<http::Response<Bytes>> {
         let config = self.config.load();
-        let rules: Vec<&RuleConfig> = crate::config::applying(&config.rules, &parts.method, parts.uri.path())
+        let plan = self.plan(&config);
+        let mut pending: Vec<Pending> = crate::config::applying(&config.rules, &parts.method, parts.uri.path())
             .take(MAX_STACK)
+            .filter_map(|(i, rule)| Some(self.prepare(&config, parts, rule_route(plan.rule(i)?), &rule.key)))
             .collect();
-        if rules.is_empty() {
+        if pending.is_empty() {
             return None;
         }
-        let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
-        let mut pending: Vec<Pending<'_>> = rules
-            .iter()
-            .zip(&specs)
-            .map(|(rule, spec)| self.prepare(parts, spec, RouteName::Rule(rule.name), &rule.key, &rule.resolve))
-            .collect();
         self.peek_permits(&mut pending);
         let admitted = self.peek_all(&mut pending);
         let outcomes: Vec<Outcome> = pending.into_iter().map(|p| p.outcome).collect();
@@ -54,53 +51,51 @@ impl Runtime {
         if config.rules.is_empty() {
             return None;
         }
+        let plan = self.plan(&config);
         let mut applying = crate::config::applying(&config.rules, &parts.method, parts.uri.path());
-        let first: &RuleConfig = applying.next()?;
+        let (i, first) = applying.next()?;
         // One rule (the common case, no allocation) unless it stacks and
         // another matching rule follows.
         let second = if first.stack { applying.next() } else { None };
         let Some(second) = second else {
-            if first.bytes_per_unit.is_some() {
+            let route = rule_route(plan.rule(i)?);
+            if route.plan.bytes_per_unit.is_some() {
                 *charged_at = self.now();
             }
-            let name = RouteName::Rule(first.name);
-            let spec = rule_spec(first);
             return Some(
-                self.decide_then(parts, &spec, name, &first.key, &first.resolve, |outcome, permits, _| {
+                self.decide_then(&config, parts, route, &first.key, |outcome, permits, _| {
                     (Decided::One(std::mem::replace(outcome, Outcome::vacant())), permits)
                 }),
             );
         };
-        let rules: Vec<&RuleConfig> = [first, second].into_iter().chain(applying).take(MAX_STACK).collect();
-        if rules.iter().any(|r| r.bytes_per_unit.is_some()) {
+        let rules: Vec<(usize, &RuleConfig)> = [(i, first), second]
+            .into_iter()
+            .chain(applying)
+            .take(MAX_STACK)
+            .collect();
+        let routes: Vec<(Route<'_>, &RuleConfig)> = rules
+            .iter()
+            .filter_map(|&(i, rule)| Some((rule_route(plan.rule(i)?), rule)))
+            .collect();
+        if routes.iter().any(|(r, _)| r.plan.bytes_per_unit.is_some()) {
             *charged_at = self.now();
         }
-        let specs: Vec<RouteSpec<'_>> = rules.iter().map(|r| rule_spec(r)).collect();
-        let mut pending: Vec<Pending<'_>> = rules
+        let mut pending: Vec<Pending> = routes
             .iter()
-            .zip(&specs)
-            .map(|(rule, spec)| {
-                let name = RouteName::Rule(rule.name);
-                self.prepare(parts, spec, name, &rule.key, &rule.resolve)
-            })
+            .map(|&(route, rule)| self.prepare(&config, parts, route, &rule.key))
             .collect();
         let permits = self.decide_all(&mut pending).unwrap_or_default();
         Some((Decided::Many(pending.into_iter().map(|p| p.outcome).collect()), permits))
     }
 }
 
-/// A `[[rules]]` entry as the runtime sees a route.
-fn rule_spec(rule: &RuleConfig) -> RouteSpec<'_> {
-    RouteSpec {
-        name: rule.name,
-        id: rule_route_id(rule.name),
-        cost: rule.cost,
-        bytes_per_unit: rule.bytes_per_unit,
-        shadow: rule.shadow,
-        wants_claims: rule.resolve.wants_claims(),
-        wants_service: rule.resolve.wants_service(),
+/// A `[[rules]]` entry's plan as the runtime decides on it (its metrics in
+/// the runtime's map).
+fn rule_route(plan: &RoutePlan) -> Route<'_> {
+    Route {
+        plan,
+        name: RouteName::Rule(plan.name),
         series: None,
-        profiles: &[],
     }
 }
 

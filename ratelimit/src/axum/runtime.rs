@@ -11,6 +11,7 @@ use bytes::Bytes;
 use http::request::Parts;
 
 use super::in_flight::Permits;
+use super::observe::RouteSeries;
 use super::optional::{Fleet, Service, Tokens};
 use super::reject::{RejectHook, Rejection};
 use super::report::Observer;
@@ -18,7 +19,8 @@ use super::respond::{Outcome, OuterWait, RouteName};
 use super::route::{RouteSpec, MAX_STACK};
 use crate::config::{Config, ConfigHandle};
 use crate::key::{ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
-use crate::resolve::{FinalResolver, ResolveContext};
+use crate::plan::{Ask, Plan, RoutePlan};
+use crate::resolve::{JwtTier, ResolveContext, Resolver};
 use crate::{AnyClock, Clock, Limiter, MemoryStore};
 
 pub(crate) struct Runtime {
@@ -182,6 +184,13 @@ impl Runtime {
         ClientKey::Ip(config.ip.client_key(peer.ip(), &parts.headers))
     }
 
+    /// The plan of every route under `config` (compiled on its first use:
+    /// at startup and at each reload, before requests see it).
+    #[inline]
+    pub(crate) fn plan<'c>(&self, config: &'c Config) -> &'c Plan {
+        config.plan(super::registry::compile)
+    }
+
     /// Decides one request on one route (key, limit, concurrency, check),
     /// handing the outcome to `then` where it lies, with the permits the
     /// request holds until its response has been sent (none when the route
@@ -190,16 +199,15 @@ impl Runtime {
     /// outcome's size) is all that is moved on return, not the outcome
     /// (each move of one is a `memcpy` on the request path).
     #[inline(always)]
-    pub(crate) fn decide_then<P: std::ops::Deref<Target = Parts>, K: KeySource, R: FinalResolver, T>(
+    pub(crate) fn decide_then<P: std::ops::Deref<Target = Parts>, K: KeySource, T>(
         &self,
+        config: &Config,
         parts: P,
-        route: &RouteSpec<'_>,
-        name: RouteName,
+        route: Route<'_>,
         key: &K,
-        chain: &R,
         then: impl FnOnce(&mut Outcome, Permits, P) -> T,
     ) -> T {
-        let mut pending = self.prepare(&parts, route, name, key, chain);
+        let mut pending = self.prepare(config, &parts, route, key);
         if pending.outcome.no_peer {
             // Nothing to decide: answered 500 (see `reject_route`).
             return then(&mut pending.outcome, Permits::default(), parts);
@@ -219,7 +227,7 @@ impl Runtime {
             }
         };
         self.observer
-            .record(route, &pending.outcome, || self.limiter.clock().now());
+            .record(&pending.route, &pending.outcome, || self.limiter.clock().now());
         then(&mut pending.outcome, permits, parts)
     }
 
@@ -227,19 +235,11 @@ impl Runtime {
     /// cell, its fleet id and the quota, cost and route that apply. Its
     /// outcome's decision is a placeholder until [`Self::decide_all`].
     #[inline(always)]
-    pub(crate) fn prepare<'r, K: KeySource, R: FinalResolver>(
-        &self,
-        parts: &Parts,
-        route: &RouteSpec<'r>,
-        name: RouteName,
-        key: &K,
-        chain: &R,
-    ) -> Pending<'r> {
-        let config = super::config_cache::local(&self.config);
-        let config: &Config = &config;
-        if let Some(series) = route.series {
+    pub(crate) fn prepare<K: KeySource>(&self, config: &Config, parts: &Parts, route: Route<'_>, key: &K) -> Pending {
+        let Route { plan, name, series } = route;
+        if let Some(series) = series {
             if series.needs_check(std::ptr::from_ref(config) as usize) {
-                self.observer.check_route(config, route, self.service.is_on());
+                self.observer.check_route(config, plan, self.service.is_on());
             }
         }
         let address = self.address(config, parts);
@@ -250,26 +250,21 @@ impl Runtime {
         let client = key.extract(&mut cx);
         // Verify at most once per decision: a claim key that found no
         // (usable) claims leaves the request anonymous for the chain too.
-        if !cx.claims_checked() && route.wants_claims {
+        if !cx.claims_checked() && plan.asks(Ask::Jwt) {
             cx.claims();
         }
-        let ctx = ResolveContext::new(config, route.name, cx.found_claims());
-        let ctx = self.service.resolve_with(ctx, route.wants_service, key, &cx, &client);
-        let resolved = chain.resolve_final(&ctx);
-        let overrides = ctx.overrides();
-        let cost = overrides.and_then(|r| r.cost).unwrap_or(route.cost);
-        // A `[routes]` cost is a number of units: it replaces the metering.
-        let bytes_per_unit = match overrides.and_then(|r| r.cost) {
-            Some(_) => None,
-            None => route.bytes_per_unit,
-        };
-        let shadow = overrides.and_then(|r| r.shadow).unwrap_or(route.shadow);
+        let ctx = ResolveContext::new(config, plan.name, cx.found_claims());
+        let resolved = plan.resolve(|ask| match ask {
+            Ask::Jwt => JwtTier.resolve(&ctx),
+            Ask::Service => self.service.answer(ctx, key, &cx, &client),
+        });
+        let shadow = plan.shadow;
         // The key fell back to the address, and there is none: a wiring
         // mistake, answered 500 (a shadow route never refuses: it shares
         // the one bucket), unless the configuration asks for that bucket.
         let no_peer = client == ClientKey::UnknownPeer && !config.ip.shares_bucket_without_peer();
         if no_peer {
-            self.observer.no_peer(route.name, shadow);
+            self.observer.no_peer(plan.name, shadow);
         }
         let no_peer = no_peer && !shadow;
 
@@ -283,20 +278,24 @@ impl Runtime {
         let (cell, group_id) = match (client, cx.network_of(), cx.address()) {
             (ClientKey::Ip(_) | ClientKey::Header(_), Some(net), ClientKey::Ip(address)) => {
                 let subnet = config.ip.subnet(address);
-                let cell = self.limiter.subgrouped_cell_key(route.id, &client, &net, &subnet);
-                (cell, self.fleet.group_id(route.id, &net))
+                let cell = self.limiter.subgrouped_cell_key(plan.id, &client, &net, &subnet);
+                (cell, self.fleet.group_id(plan.id, &net))
             }
-            _ => (self.limiter.cell_key(route.id, &client), 0),
+            _ => (self.limiter.cell_key(plan.id, &client), 0),
         };
-        let fleet_id = self.fleet.id(route.id, key, &cx, &client);
+        let fleet_id = self.fleet.id(plan.id, key, &cx, &client);
         Pending {
-            route: *route,
+            route: RouteSpec {
+                name: plan.name,
+                id: plan.id,
+                series,
+            },
             cell,
             concurrency: resolved.concurrency,
             outcome: Outcome {
                 decision: crate::Decision::placeholder(),
-                cost,
-                bytes_per_unit,
+                cost: plan.cost,
+                bytes_per_unit: plan.bytes_per_unit,
                 quota: resolved.quota,
                 profile: resolved.profile,
                 route: name,
@@ -306,7 +305,7 @@ impl Runtime {
                 claims: cx.take_claims(),
                 held: super::respond::Held {
                     cell,
-                    route_id: route.id,
+                    route_id: plan.id,
                     fleet_id,
                     group_id,
                 },
@@ -322,7 +321,7 @@ impl Runtime {
     /// none is. Shadow limits are decided on their own (they never refuse):
     /// charged when they admit an admitted request. Returns the permits of
     /// an admitted request.
-    pub(crate) fn decide_all(&self, pending: &mut [Pending<'_>]) -> Option<Permits> {
+    pub(crate) fn decide_all(&self, pending: &mut [Pending]) -> Option<Permits> {
         if pending.iter().any(|p| p.outcome.no_peer) {
             // Nothing to decide: answered 500 (see `reject_route`).
             return None;
@@ -427,7 +426,7 @@ impl Runtime {
 
     /// Decides prepared limits as a check would, charging nothing (a
     /// probe): whether every enforcing limit would admit.
-    pub(super) fn peek_all(&self, pending: &mut [Pending<'_>]) -> bool {
+    pub(super) fn peek_all(&self, pending: &mut [Pending]) -> bool {
         let mut admitted = true;
         for p in pending.iter_mut() {
             let (quota, cost) = (p.outcome.quota, p.outcome.cost);
@@ -444,7 +443,7 @@ impl Runtime {
     /// builder's, else problem+json). Nothing is charged.
     pub(crate) fn answer_probe(
         &self,
-        pending: &mut [Pending<'_>],
+        pending: &mut [Pending],
         parts: &Parts,
         hooks: &[fn(&Rejection<'_>) -> Option<Response>],
     ) -> Response {
@@ -492,10 +491,20 @@ pub(super) fn probe_answer<B>(outcomes: &[Outcome], response: &mut http::Respons
 }
 
 /// One limit of a request, prepared: [`Runtime::prepare`]'s result.
-pub(crate) struct Pending<'r> {
-    pub(crate) route: RouteSpec<'r>,
+pub(crate) struct Pending {
+    pub(crate) route: RouteSpec,
     pub(crate) cell: crate::CellKey,
     /// The profile's limit on requests in flight, if any.
     pub(crate) concurrency: Option<u32>,
     pub(crate) outcome: Outcome,
+}
+
+/// A route a request is decided on: its plan under the configuration the
+/// request read, the name its responses carry, and its own metric handles
+/// (attribute routes) if any.
+#[derive(Clone, Copy)]
+pub(crate) struct Route<'c> {
+    pub(crate) plan: &'c RoutePlan,
+    pub(crate) name: RouteName,
+    pub(crate) series: Option<&'static RouteSeries>,
 }

@@ -189,6 +189,9 @@ pub struct Config {
     /// The runtime's outbound TLS clients (`[tls]`): HTTPS to a JWKS URL
     /// and to the limit service, `rediss://` to Redis.
     pub tls: TlsConfig,
+    /// What requests read of this configuration, compiled once
+    /// ([`Config::plan`]).
+    plan: crate::plan::PlanCell,
 }
 
 /// `[global]`: the fleet-wide gate reconciled through Redis (feature
@@ -371,6 +374,23 @@ impl Config {
             builder = builder.new_keys_per_group(budget);
         }
         builder.try_build()
+    }
+}
+
+impl Config {
+    /// Every route's plan under this configuration (see `crate::plan`):
+    /// compiled on first use, with the attribute routes `attribute`
+    /// compiles (the routes linked into the program: the same every call).
+    #[inline]
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))] // the runtime's
+    pub(crate) fn plan(
+        &self,
+        attribute: impl FnOnce(LimitParts<'_>) -> Box<[crate::plan::RoutePlan]>,
+    ) -> &crate::plan::Plan {
+        self.plan.get_or_compile(|| {
+            let limits = self.limits();
+            crate::plan::Plan::new(attribute(limits), self.rules.iter().map(|r| r.plan(limits)).collect())
+        })
     }
 }
 

@@ -43,6 +43,34 @@ pub struct RuleConfig {
 }
 
 impl RuleConfig {
+    /// The rule compiled against `limits` (see `crate::plan`).
+    pub(crate) fn plan(&self, limits: crate::limits::LimitParts<'_>) -> crate::plan::RoutePlan {
+        use crate::plan::StepRef;
+        use crate::resolve::AnyStep;
+        let steps: Vec<StepRef<'_>> = self
+            .resolve
+            .steps()
+            .iter()
+            .map(|step| match step {
+                AnyStep::Jwt(_) => StepRef::Jwt,
+                AnyStep::Service => StepRef::Service,
+                AnyStep::Profile(p) => StepRef::Profile(p.name()),
+                AnyStep::Default(_) => StepRef::Default,
+            })
+            .collect();
+        crate::plan::RoutePlan::compile(
+            limits,
+            &crate::plan::RouteSource {
+                name: self.name,
+                id: crate::plan::rule_route_id(self.name),
+                cost: self.cost,
+                bytes_per_unit: self.bytes_per_unit,
+                shadow: self.shadow,
+                steps: &steps,
+            },
+        )
+    }
+
     /// The rule's cost in the rule language: units, or the response's size.
     pub fn cost_kind(&self) -> crate::config::Cost {
         match self.bytes_per_unit {
@@ -75,9 +103,9 @@ pub(crate) fn applying<'a>(
     rules: &'a [RuleConfig],
     method: &'a Method,
     path: &'a str,
-) -> impl Iterator<Item = &'a RuleConfig> + 'a {
+) -> impl Iterator<Item = (usize, &'a RuleConfig)> + 'a {
     let mut more = true;
-    rules.iter().filter(move |r| {
+    rules.iter().enumerate().filter(move |(_, r)| {
         if !more || !r.matches(method, path) {
             return false;
         }

@@ -506,7 +506,10 @@ async fn a_round_long_from_its_own_cold_keys_does_not_ration_reads() {
         }
         clock.advance(Duration::from_millis(40));
     }
-    assert!(proved >= 2, "only {proved} of 6 rounds were long from their own work with a fast store");
+    assert!(
+        proved >= 2,
+        "only {proved} of 6 rounds were long from their own work with a fast store"
+    );
     if !store_was_slow {
         assert!(!matches!(g.health(), FleetHealth::Rationed { .. }), "{:?}", g.health());
     }

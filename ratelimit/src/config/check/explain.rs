@@ -15,7 +15,8 @@ use super::report::{
 use super::request::Request;
 use crate::claims::VerifiedClaims;
 use crate::config::{Config, RuleConfig};
-use crate::resolve::{AnyStep, FinalResolver, ResolveContext, Resolved, Resolver};
+use crate::plan::Ask;
+use crate::resolve::{AnyStep, JwtTier, ResolveContext, Resolved, Resolver};
 use ratelimit_spec::KeyKind;
 
 /// What a request would get: the rules that apply (the first match, and
@@ -143,9 +144,7 @@ pub(crate) fn explain_with(config: &Config, request: &Request, attributes: &[(St
     };
     // The rules the runtime applies: the first match, and the ones stacked
     // under it (the runtime's own selection).
-    let rules: Vec<(usize, &RuleConfig)> = crate::config::applying(&config.rules, &request.method, &path)
-        .map(|r| (config.rules.iter().position(|c| std::ptr::eq(c, r)).unwrap_or(0), r))
-        .collect();
+    let rules: Vec<(usize, &RuleConfig)> = crate::config::applying(&config.rules, &request.method, &path).collect();
     let Some(&(index, first)) = rules.first() else {
         if !attributes.is_empty() {
             let _ = writeln!(
@@ -290,13 +289,19 @@ fn explain_rule(
     );
     steps(config, rule, verified_ctx.as_ref(), &anonymous_ctx, out);
 
+    // The plan the runtime compiles for the rule: what it says is what
+    // requests get (a limit service's answer is not known here).
+    let plan = rule.plan(crate::limits::LimitTable::limits(config));
     let applied = |ctx: &ResolveContext<'_>| {
-        let r: Resolved = rule.resolve.resolve_final(ctx);
+        let r: Resolved = plan.resolve(|ask| match ask {
+            Ask::Jwt => JwtTier.resolve(ctx),
+            Ask::Service => None,
+        });
         Applied {
             profile: r.profile.map(str::to_owned),
             quota: r.quota,
-            cost: rule_cost(config, rule).0,
-            shadow: rule_shadow(config, rule).0,
+            cost: plan.cost,
+            shadow: plan.shadow,
             probe,
         }
     };

@@ -89,5 +89,6 @@ pub(super) fn validate(raw: RawConfig, ctx: &Ctx<'_>) -> Result<Config, ConfigEr
         global,
         responses,
         tls,
+        plan: crate::plan::PlanCell::default(),
     })
 }

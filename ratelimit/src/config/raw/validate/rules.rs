@@ -89,32 +89,10 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
                 _ => {}
             }
         }
-        // The cost in force: a `[routes."<name>"] cost` replaces the rule's.
-        let route = known.routes.get(&r.name);
         let own = r
             .cost
             .unwrap_or(ratelimit_spec::Cost::Units(ratelimit_spec::DEFAULT_COST));
-        let cost = route.and_then(|rc| rc.cost).unwrap_or(own.reserved());
-        // The profile every request can reach must admit the cost, or every
-        // request would be refused (steps after it are never reached; token
-        // and service limits are checked when they arrive, and logged).
-        let steps: Vec<ratelimit_spec::Step> = r
-            .resolve
-            .iter()
-            .filter_map(|s| ratelimit_spec::step_text(s).ok())
-            .collect();
-        if let Some(name) = crate::limits::final_profile(&steps, route, known.default_profile) {
-            if let Some(p) = known.profiles.get(name).filter(|p| cost > p.quota.burst()) {
-                return Err(at(
-                    "cost",
-                    format!(
-                        "cost {cost} is above the burst {} of profile {name:?}: every request would be refused",
-                        p.quota.burst()
-                    ),
-                ));
-            }
-        }
-        rules.push(RuleConfig {
+        let rule = RuleConfig {
             name: crate::limits::intern(&r.name),
             path,
             methods,
@@ -125,7 +103,34 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
             shadow: r.shadow,
             stack: r.stack,
             key_text: Arc::from(r.key.trim()),
-        });
+        };
+        // What requests get (its plan: the cost with `[routes]` applied):
+        // the profile its chain settles on must admit the cost, or every
+        // request would be refused (token and service limits are checked
+        // when they arrive, and logged). A missing default profile is
+        // reported on its own.
+        if let Some(default) = known.profiles.get(known.default_profile) {
+            let limits = crate::limits::LimitParts {
+                profiles: known.profiles,
+                default,
+                routes: known.routes,
+                jwt: None,
+            };
+            let plan = rule.plan(limits);
+            let settled = plan.settled();
+            if plan.cost > settled.quota.burst() {
+                return Err(at(
+                    "cost",
+                    format!(
+                        "cost {} is above the burst {} of profile {:?}: every request would be refused",
+                        plan.cost,
+                        settled.quota.burst(),
+                        settled.profile.unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        rules.push(rule);
     }
     Ok(rules)
 }
