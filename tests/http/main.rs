@@ -11,6 +11,7 @@ mod charge;
 mod client_ip;
 mod concurrency;
 mod custom_key;
+mod generations;
 mod grpc;
 mod header_key;
 mod headers;

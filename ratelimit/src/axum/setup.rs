@@ -199,6 +199,8 @@ impl Runtime {
         }
         let has_rules = std::sync::atomic::AtomicBool::new(!config.rules.is_empty());
         let max_keys_in_flight = config.store.max_keys_in_flight;
+        // Compiled before any request reads it (its rules are bound).
+        config.plan(super::registry::compile);
         Ok(Runtime {
             config: ConfigHandle::new(config),
             limiter,
@@ -248,6 +250,8 @@ impl Runtime {
                 ConfigError::new(source, format!("{first}; the running configuration stays")).with_field("routes"),
             );
         }
+        // Compiled before the swap: the first requests on it look nothing up.
+        config.plan(super::registry::compile);
         // A panic elsewhere while holding it poisons nothing that matters.
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let has_rules = !config.rules.is_empty();
