@@ -14,9 +14,12 @@ pub(crate) fn bearer_of(headers: &http::HeaderMap) -> Option<&str> {
     let (Some(value), None) = (values.next(), values.next()) else {
         return None;
     };
-    let value = value.to_str().ok()?.trim();
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    // Header values are visible ASCII (`to_str`): byte searches, no
+    // Unicode-aware trimming or splitting on the request path.
+    let value = value.to_str().ok()?.trim_ascii();
+    let space = value.bytes().position(|b| b == b' ')?;
+    let (scheme, token) = (&value[..space], &value[space + 1..]);
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_ascii())
 }
 
 /// Claims of a token whose signature, expiry, issuer and audience have been
@@ -45,7 +48,12 @@ impl VerifiedClaims {
     /// `"https://example.com/tenant"` are found as they are. A path with an
     /// empty segment yields `None`.
     pub fn get(&self, path: &str) -> Option<&Value> {
-        if path.split('.').any(str::is_empty) {
+        let bytes = path.as_bytes();
+        // The common case, a claim at the top level: one lookup.
+        if !bytes.contains(&b'.') {
+            return if path.is_empty() { None } else { self.0.get(path) };
+        }
+        if bytes.first() == Some(&b'.') || bytes.last() == Some(&b'.') || bytes.windows(2).any(|w| w == b"..") {
             return None;
         }
         if let Some(whole) = self.0.get(path) {

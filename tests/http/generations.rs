@@ -35,13 +35,16 @@ async fn tier() -> &'static str {
 }
 
 /// One generation: its header style and its numbers (all distinct across
-/// the two, and every burst far above what the load can spend).
+/// the two). Every burst holds minutes of the load (a thread preempted
+/// between its clock reading and the cell's update sees the cell as far in
+/// debt as it was preempted: at a microsecond per unit, a loaded machine
+/// refused requests that way).
 fn generation(style: &str, default: u32, gold: u32, route: u32) -> String {
     format!(
         "default_profile = \"base\"\n[headers]\nstyle = \"{style}\"\n\
-         [profiles.base]\nrate = \"1000000/s\"\nburst = {default}\n\
-         [profiles.gold]\nrate = \"1000000/s\"\nburst = {gold}\n\
-         [profiles.routed]\nrate = \"1000000/s\"\nburst = {route}\n\
+         [profiles.base]\nrate = \"1000/s\"\nburst = {default}\n\
+         [profiles.gold]\nrate = \"1000/s\"\nburst = {gold}\n\
+         [profiles.routed]\nrate = \"1000/s\"\nburst = {route}\n\
          [routes.\"gen.route\"]\nprofile = \"routed\"\n\
          [jwt]\ntier_claim = \"tier\"\nhmac_secret_env = \"{SECRET_VAR}\"\nalgorithm = \"HS256\"\n"
     )
@@ -96,8 +99,8 @@ async fn get_on(conn: &mut BufReader<TcpStream>, path: &str, bearer: &str) -> (u
 async fn a_reload_never_serves_a_request_with_two_generations() {
     std::env::set_var(SECRET_VAR, SECRET);
     // Generation A: draft-06 headers; B: structured ones, other numbers.
-    let a = generation("draft-06", 1000, 1100, 1200);
-    let b = generation("structured", 3000, 4100, 4200);
+    let a = generation("draft-06", 100000, 110000, 120000);
+    let b = generation("structured", 300000, 410000, 420000);
     let rl = RateLimit::builder(Config::from_toml_str(&a).unwrap())
         .routes_in(module_path!())
         .build()
@@ -155,10 +158,10 @@ async fn a_reload_never_serves_a_request_with_two_generations() {
     for client in clients {
         for (path, seen) in client.await.unwrap() {
             // Each generation's whole answer, and nothing else.
-            let want_a: Seen = (Some(if path == "/route" { 1200 } else { 1100 }), None);
+            let want_a: Seen = (Some(if path == "/route" { 120_000 } else { 110_000 }), None);
             let want_b: Seen = match path {
-                "/route" => (None, Some(("gen.route/routed".to_owned(), 4200))),
-                _ => (None, Some(("gen.tier/gold".to_owned(), 4100))),
+                "/route" => (None, Some(("gen.route/routed".to_owned(), 420_000))),
+                _ => (None, Some(("gen.tier/gold".to_owned(), 410_000))),
             };
             if seen == want_a {
                 of_a += 1;
