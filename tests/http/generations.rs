@@ -134,7 +134,7 @@ async fn a_reload_never_serves_a_request_with_two_generations() {
             let mut seen: Vec<(&'static str, Seen)> = Vec::new();
             let mut i = 0usize;
             while !done.load(Ordering::Relaxed) {
-                let path = if (i + c) % 2 == 0 { "/route" } else { "/tier" };
+                let path = if (i + c).is_multiple_of(2) { "/route" } else { "/tier" };
                 let (status, s) = get_on(&mut conn, path, &bearer).await;
                 assert_eq!(status, 200, "{path}: {s:?}");
                 seen.push((path, s));
@@ -145,9 +145,9 @@ async fn a_reload_never_serves_a_request_with_two_generations() {
     }
     // Reloads alternate the two generations while the clients run.
     let started = Instant::now();
-    let mut reloads = 0;
+    let mut reloads = 0u32;
     while started.elapsed() < Duration::from_millis(1500) {
-        let next = if reloads % 2 == 0 { &b } else { &a };
+        let next = if reloads.is_multiple_of(2) { &b } else { &a };
         rl.reload(Config::from_toml_str(next).unwrap()).unwrap();
         reloads += 1;
         tokio::time::sleep(Duration::from_micros(300)).await;
