@@ -289,18 +289,7 @@ fn config_key(k: &AnyKey) -> KeyKind {
 }
 
 fn config_steps(chain: &ratelimit::resolve::AnyChain) -> Vec<Step> {
-    use ratelimit::resolve::AnyStep;
-    chain
-        .steps()
-        .iter()
-        .map(|s| match s {
-            AnyStep::Jwt(_) => Step::Jwt,
-            AnyStep::Service => Step::Service,
-            AnyStep::Profile(p) => Step::Profile(p.name().to_owned()),
-            AnyStep::Default(_) => Step::Default,
-            other => panic!("a step the spec does not have: {other:?}"),
-        })
-        .collect()
+    chain.steps().to_vec()
 }
 
 /// The options the attribute refused (each is `None` in its arguments).

@@ -231,8 +231,8 @@ fn rule_items(
         None => quote!(::core::option::Option::None),
     };
     let shadow = args.shadow;
-    // What runs each key kind and step is the spec's (`runtime()`): the
-    // expansion only names the type and passes the argument.
+    // What runs each key kind is the spec's (`runtime()`): the expansion
+    // only names the type and passes the argument.
     let runtime = |(ty, arg): (&str, Option<&str>)| {
         let ty = format_ident!("{}", ty);
         let value = match arg {
@@ -315,15 +315,7 @@ fn rule_items(
         Some(KeyKind::Route) => "route".to_owned(),
         Some(KeyKind::Custom(path)) => format!("custom:{}", path.replace(' ', "")),
     };
-    let rule_steps: Vec<String> = steps
-        .iter()
-        .map(|step| match step {
-            Step::Jwt => "jwt".to_owned(),
-            Step::Service => "service".to_owned(),
-            Step::Profile(name) => format!("profile:{name}"),
-            Step::Default => "default".to_owned(),
-        })
-        .collect();
+    let rule_steps: Vec<String> = steps.iter().map(ToString::to_string).collect();
     let step_texts: Vec<String> = steps
         .iter()
         .map(|step| match step {

@@ -61,18 +61,20 @@ pub enum Step {
     Default,
 }
 
-impl Step {
-    /// The resolver type that runs this step, in `ratelimit::__private`, and
-    /// its argument (as [`KeyKind::runtime`](crate::KeyKind::runtime)).
-    pub fn runtime(&self) -> (&'static str, Option<&str>) {
+/// The step as the configuration writes it: `jwt`, `service`,
+/// `profile:<name>`, `default`.
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Step::Jwt => ("JwtTier", None),
-            Step::Service => ("ConfiguredService", None),
-            Step::Profile(name) => ("NamedProfile", Some(name)),
-            Step::Default => ("DefaultProfile", None),
+            Step::Jwt => f.write_str("jwt"),
+            Step::Service => f.write_str("service"),
+            Step::Profile(name) => write!(f, "profile:{name}"),
+            Step::Default => f.write_str("default"),
         }
     }
+}
 
+impl Step {
     /// The step reads verified claims (the runtime verifies the token even
     /// when the key is not a claim).
     pub fn needs_claims(&self) -> bool {

@@ -87,7 +87,7 @@
 //!  configuration  config/    the model (mod.rs), raw/ (TOML to Config: schema, env, spans, validate/*),
 //!                            rules, reload, diff, check/ (the checker and explain)
 //!  routes compiled plan.rs   each route's limit settled once per configuration, read by index
-//!  resolution     resolve.rs (Chain, JwtTier, NamedProfile, AnyChain)
+//!  resolution     resolve.rs (the steps that ask the request: JwtTier, Service; AnyChain)
 //!  limit service  service/   the trait and answers, client ids, the HTTP(S) service, the cache
 //!  keys           key/       KeySource, KeyContext, Ip/Header/Claim/AnyKey, the client address, the header budget
 //!  tokens         jwt/       the verifier and its caches, the failed-check budget, the JWKS fetcher, key sets
@@ -108,7 +108,7 @@
 //! | `key/source.rs` | [`key::KeySource`], the one path every key takes, and the built-in sources |
 //! | `key/ip.rs`, `key/header.rs` | the client address behind trusted proxies; the bound on header values per address |
 //! | `claims.rs`, `jwt/` | verified claims; token verification, its caches and failed-check budget, JWKS URLs |
-//! | `limits.rs`, `resolve.rs` | profiles as data; the resolver chain and its steps |
+//! | `limits.rs`, `resolve.rs` | profiles as data; the steps that ask the request (a token's limit, a limit service's answer) |
 //! | `plan.rs` | the plan: every route (attribute or `[[rules]]`) compiled against a configuration, once per generation; what requests, startup and `explain` read |
 //! | `config/` | TOML to a validated [`config::Config`]; reload; the checker |
 //! | `axum/setup.rs` | from a configuration to a running runtime (store, verifier, limit service, fleet gate, keys) |

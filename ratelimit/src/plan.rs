@@ -102,9 +102,9 @@ impl RoutePlan {
             let ask = match *step {
                 StepRef::Jwt => Ask::Jwt,
                 StepRef::Service => Ask::Service,
-                StepRef::Profile(name) => match limits.profiles.get(name) {
-                    Some(p) => {
-                        settled = Some(Resolved::of(p));
+                StepRef::Profile(_) | StepRef::Default => match settled_by(limits, route.name, *step) {
+                    Some(answer) => {
+                        settled = Some(answer);
                         break;
                     }
                     // Passed over, as a profile a reload removed.
@@ -113,7 +113,6 @@ impl RoutePlan {
                         continue;
                     }
                 },
-                StepRef::Default => break,
             };
             // The rule language refuses a step twice: two at most.
             if let Some(free) = asks.iter_mut().find(|a| a.is_none_or(|a| a == ask)) {
@@ -128,6 +127,7 @@ impl RoutePlan {
             bytes_per_unit: if cost.is_some() { None } else { route.bytes_per_unit },
             shadow: overrides.and_then(|r| r.shadow).unwrap_or(route.shadow),
             asks,
+            // (A chain without `default`: the rule language refuses one.)
             settled: settled.unwrap_or_else(|| default_of(limits, overrides)),
             skipped_profile,
         }
@@ -155,6 +155,17 @@ impl RoutePlan {
     /// What every request gets when no ask answers.
     pub(crate) fn settled(&self) -> &Resolved {
         &self.settled
+    }
+}
+
+/// What a `profile(..)` or `default` step of route `route` answers under
+/// `limits` (`None`: a profile it lacks, passed over); the steps that ask
+/// the request are not settled here (`None`).
+pub(crate) fn settled_by(limits: LimitParts<'_>, route: &str, step: StepRef<'_>) -> Option<Resolved> {
+    match step {
+        StepRef::Profile(name) => limits.profiles.get(name).map(Resolved::of),
+        StepRef::Default => Some(default_of(limits, limits.routes.get(route))),
+        StepRef::Jwt | StepRef::Service => None,
     }
 }
 

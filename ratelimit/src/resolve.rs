@@ -1,14 +1,16 @@
-//! How much: choosing a request's quota with a chain of resolvers.
+//! How much: the parts of a request's quota that come with the request.
 //!
-//! A route's chain is tried in order and the first answer wins; the chain
-//! ends with a resolver that always answers ([`DefaultProfile`]), which the types
-//! enforce: [`Chain`] is only [`FinalResolver`] when its tail is. Each
-//! resolver is a concrete type, so a chain like `jwt, profile("standard"),
-//! default` is one monomorphized value with no dynamic dispatch:
+//! A route's chain (`resolve = [jwt, profile("standard"), default]`) is
+//! compiled once per configuration into the route's plan: its
+//! `profile(..)` and `default` steps are settled there, by the
+//! configuration alone. What is resolved per request is what the request
+//! brings: a verified token's limit ([`JwtTier`]) and a limit service's
+//! answer ([`Service`], feature `service`), each a [`Resolver`] that answers
+//! or passes to the next step.
 //!
 //! ```
 //! use ratelimit::config::Config;
-//! use ratelimit::resolve::{Chain, DefaultProfile, FinalResolver, JwtTier, NamedProfile, ResolveContext};
+//! use ratelimit::resolve::{JwtTier, ResolveContext, Resolver};
 //! use ratelimit::claims::VerifiedClaims;
 //!
 //! let config = Config::from_toml_str(r#"
@@ -21,16 +23,16 @@
 //!     max_rate = "6000/min"
 //!     max_burst = 100
 //! "#).unwrap();
-//! let chain = Chain(JwtTier, Chain(NamedProfile::new("standard"), DefaultProfile));
 //!
 //! let anonymous = ResolveContext::new(&config, "users.get", None);
-//! assert_eq!(chain.resolve_final(&anonymous).profile, Some("standard"));
+//! assert_eq!(JwtTier.resolve(&anonymous), None, "no token: the next step answers");
 //!
 //! let claims = VerifiedClaims::from_json(r#"{"sub": "u1", "ratelimit_tier": "premium"}"#).unwrap();
 //! let premium = ResolveContext::new(&config, "users.get", Some(&claims));
-//! assert_eq!(chain.resolve_final(&premium).quota.count(), 600);
+//! assert_eq!(JwtTier.resolve(&premium).map(|r| r.quota.count()), Some(600));
 //! ```
 
+pub use ratelimit_spec::Step;
 use serde_json::Value;
 
 use crate::claims::VerifiedClaims;
@@ -123,26 +125,6 @@ impl<'a> ResolveContext<'a> {
         self
     }
 
-    /// The route's settings under `[routes."name"]`, if it has any.
-    ///
-    /// ```
-    /// use ratelimit::config::Config;
-    /// use ratelimit::resolve::ResolveContext;
-    ///
-    /// let config = Config::from_toml_str(r#"
-    ///     [profiles.standard]
-    ///     rate = "60/min"
-    ///     [routes."users.export"]
-    ///     cost = 5
-    /// "#).unwrap();
-    /// let export = ResolveContext::new(&config, "users.export", None);
-    /// assert_eq!(export.overrides().and_then(|r| r.cost), Some(5));
-    /// assert!(ResolveContext::new(&config, "users.get", None).overrides().is_none());
-    /// ```
-    pub fn overrides(&self) -> Option<&'a crate::limits::RouteConfig> {
-        self.limits.routes.get(self.route)
-    }
-
     /// The verified claims, if any.
     pub(crate) fn claims(&self) -> Option<&'a VerifiedClaims> {
         self.claims
@@ -153,93 +135,11 @@ impl<'a> ResolveContext<'a> {
     }
 }
 
-/// A step of a chain: answers, or passes to the next step.
+/// A step of a chain that asks the request: answers, or passes to the next
+/// step.
 pub trait Resolver: Send + Sync {
     /// The quota for this request, or `None` to let the next resolver decide.
     fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved>;
-}
-
-/// A resolver that always answers: the end of every chain.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` can end a resolver chain only if it always answers",
-    note = "end the chain with `default`, e.g. `resolve = [jwt, profile(\"standard\"), default]`"
-)]
-pub trait FinalResolver: Send + Sync {
-    /// The quota for this request.
-    fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved;
-}
-
-/// `A`, and if it has no answer, `B`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Chain<A, B>(pub A, pub B);
-
-impl<A: Resolver, B: Resolver> Resolver for Chain<A, B> {
-    #[inline]
-    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
-        self.0.resolve(ctx).or_else(|| self.1.resolve(ctx))
-    }
-}
-
-impl<A: Resolver, B: FinalResolver> FinalResolver for Chain<A, B> {
-    #[inline]
-    fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
-        self.0.resolve(ctx).unwrap_or_else(|| self.1.resolve_final(ctx))
-    }
-}
-
-/// The route's profile from `[routes."name"] profile = ...` if set, else the
-/// configuration's `default_profile`. Always answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct DefaultProfile;
-
-impl FinalResolver for DefaultProfile {
-    fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
-        let route_profile = ctx.overrides().and_then(|r| r.profile.as_deref());
-        route_profile
-            .and_then(|name| ctx.profile(name))
-            .unwrap_or_else(|| Resolved::of(ctx.limits.default))
-    }
-}
-
-impl Resolver for DefaultProfile {
-    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
-        Some(self.resolve_final(ctx))
-    }
-}
-
-/// A named profile from the configuration. Falls through when the running
-/// configuration has no such profile (after a reload removed it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamedProfile {
-    name: std::borrow::Cow<'static, str>,
-}
-
-impl NamedProfile {
-    /// The profile called `name`.
-    pub fn new(name: &str) -> Self {
-        NamedProfile {
-            name: std::borrow::Cow::Owned(name.to_owned()),
-        }
-    }
-
-    /// The profile called `name`, in a `const` (what `#[rate_limit]`
-    /// generates for `profile("name")`).
-    pub const fn from_static(name: &'static str) -> Self {
-        NamedProfile {
-            name: std::borrow::Cow::Borrowed(name),
-        }
-    }
-
-    /// The profile's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-impl Resolver for NamedProfile {
-    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
-        ctx.profile(&self.name)
-    }
 }
 
 /// Limits carried by verified claims (`[jwt]` in the configuration): a tier
@@ -324,87 +224,33 @@ fn service_answer(ctx: &ResolveContext<'_>, answer: crate::service::ServiceAnswe
     }
 }
 
-/// A step of a `[[rules]]` chain: one of the built-in resolvers, chosen by
-/// the configuration, dispatched with a `match` (no trait object).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum AnyStep {
-    /// `"jwt"`.
-    Jwt(JwtTier),
-    /// `"service"` (answers only with the `service` feature).
-    Service,
-    /// `"profile:<name>"`.
-    Profile(NamedProfile),
-    /// `"default"`.
-    Default(DefaultProfile),
-}
-
-impl AnyStep {
-    /// The resolver a spec step names.
-    pub(crate) fn from_spec(step: &ratelimit_spec::Step) -> AnyStep {
-        use ratelimit_spec::Step;
-        match step {
-            Step::Jwt => AnyStep::Jwt(JwtTier),
-            Step::Service => AnyStep::Service,
-            Step::Profile(name) => AnyStep::Profile(NamedProfile::new(name)),
-            Step::Default => AnyStep::Default(DefaultProfile),
-        }
-    }
-}
-
-impl Resolver for AnyStep {
-    #[inline]
-    fn resolve(&self, ctx: &ResolveContext<'_>) -> Option<Resolved> {
-        match self {
-            AnyStep::Jwt(r) => r.resolve(ctx),
-            #[cfg(feature = "service")]
-            AnyStep::Service => ConfiguredService.resolve(ctx),
-            #[cfg(not(feature = "service"))]
-            AnyStep::Service => None,
-            AnyStep::Profile(r) => r.resolve(ctx),
-            AnyStep::Default(r) => r.resolve(ctx),
-        }
-    }
-}
-
-/// The chain of a `[[rules]]` entry: its steps in order. It ends with
-/// `default` (the spec checks it when the configuration is loaded), and
-/// answers with the default profile anyway.
+/// The chain of a `[[rules]]` entry: its steps in the rule language, in
+/// order. It ends with `default` (the spec checks it when the
+/// configuration is loaded); the runtime compiles it into the rule's plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnyChain {
-    steps: Vec<AnyStep>,
+    steps: Vec<Step>,
 }
 
 impl AnyChain {
     /// The chain of validated spec steps.
-    pub(crate) fn from_spec(steps: &[ratelimit_spec::Step]) -> AnyChain {
-        AnyChain {
-            steps: steps.iter().map(AnyStep::from_spec).collect(),
-        }
+    pub(crate) fn from_spec(steps: Vec<Step>) -> AnyChain {
+        AnyChain { steps }
     }
 
     /// The steps, in order.
-    pub fn steps(&self) -> &[AnyStep] {
+    pub fn steps(&self) -> &[Step] {
         &self.steps
     }
 
     /// The chain has a `jwt` step.
     pub fn wants_claims(&self) -> bool {
-        self.steps.iter().any(|s| matches!(s, AnyStep::Jwt(_)))
+        self.steps.contains(&Step::Jwt)
     }
 
     /// The chain has a `service` step.
     pub fn wants_service(&self) -> bool {
-        self.steps.iter().any(|s| matches!(s, AnyStep::Service))
-    }
-}
-
-impl FinalResolver for AnyChain {
-    fn resolve_final(&self, ctx: &ResolveContext<'_>) -> Resolved {
-        self.steps
-            .iter()
-            .find_map(|s| s.resolve(ctx))
-            .unwrap_or_else(|| DefaultProfile.resolve_final(ctx))
+        self.steps.contains(&Step::Service)
     }
 }
 
@@ -433,8 +279,19 @@ mod tests {
         VerifiedClaims::from_json(json).unwrap()
     }
 
-    fn jwt_then_default(config: &Config, route: &str, c: Option<&VerifiedClaims>) -> Resolved {
-        Chain(JwtTier, DefaultProfile).resolve_final(&ResolveContext::new(config, route, c))
+    /// `resolve = [jwt, default]` on `route`, as its plan decides it.
+    fn jwt_then_default(config: &Config, route: &'static str, c: Option<&VerifiedClaims>) -> Resolved {
+        use crate::plan::{RoutePlan, RouteSource, StepRef};
+        let source = RouteSource {
+            name: route,
+            id: 1,
+            cost: 1,
+            bytes_per_unit: None,
+            shadow: false,
+            steps: &[StepRef::Jwt, StepRef::Default],
+        };
+        let plan = RoutePlan::compile(crate::limits::LimitTable::limits(config), &source);
+        plan.resolve(|_| JwtTier.resolve(&ResolveContext::new(config, route, c)))
     }
 
     #[test]
@@ -494,14 +351,5 @@ mod tests {
         assert_eq!(c.get_text("org..id"), None);
         assert_eq!(c.get_text(""), None);
         assert_eq!(c.get_text("sub.x"), None);
-    }
-
-    #[test]
-    fn a_missing_profile_falls_through() {
-        let config = Config::from_toml_str(CONFIG).unwrap();
-        let ctx = ResolveContext::new(&config, "get", None);
-        assert_eq!(NamedProfile::new("gone").resolve(&ctx), None);
-        let r = Chain(NamedProfile::new("gone"), DefaultProfile).resolve_final(&ctx);
-        assert_eq!(r.profile, Some("standard"));
     }
 }

@@ -327,14 +327,14 @@ fn bearer_tokens_from_requests() {
     assert_eq!(bearer_token(&parts(&[])), None);
 }
 
-/// Through the key extractor and the resolver chain: each forged token gets
+/// Through the key extractor and the `jwt` step: each forged token gets
 /// the address key and the default limit; a good one gets its claim key and
 /// its tier.
 #[test]
 fn forged_tokens_get_the_ip_key_and_the_default_limit() {
     use ratelimit::config::Config;
     use ratelimit::key::{ClientIpConfig, ClientKey, JwtClaimKey, PeerAddr};
-    use ratelimit::resolve::{Chain, DefaultProfile, FinalResolver, JwtTier, ResolveContext};
+    use ratelimit::resolve::{JwtTier, ResolveContext, Resolver};
     use std::sync::Arc;
 
     let config = Config::from_toml_str(
@@ -349,7 +349,6 @@ fn forged_tokens_get_the_ip_key_and_the_default_limit() {
             .audience(&["api"]),
     );
     let key = JwtClaimKey::new("sub", verifier, ClientIpConfig::default());
-    let chain = Chain(JwtTier, DefaultProfile);
     let decide = |auth: &str| {
         let (mut p, ()) = http::Request::builder()
             .header("authorization", auth)
@@ -358,8 +357,9 @@ fn forged_tokens_get_the_ip_key_and_the_default_limit() {
             .into_parts();
         p.extensions.insert(PeerAddr("203.0.113.50:443".parse().unwrap()));
         let (k, claims) = key.extract(&p);
-        let resolved = chain.resolve_final(&ResolveContext::new(&config, "me", claims.as_ref()));
-        (k, resolved.quota.count())
+        // The `jwt` step, else (passed) the default profile.
+        let resolved = JwtTier.resolve(&ResolveContext::new(&config, "me", claims.as_ref()));
+        (k, resolved.map_or(config.default_quota().count(), |r| r.quota.count()))
     };
 
     let premium = json!({"sub": "u1", "exp": in_ten_minutes(), "iss": "https://auth.example", "aud": "api",

@@ -107,17 +107,7 @@ fn rule(r: &RuleConfig) -> String {
     } else {
         r.methods.iter().map(http::Method::as_str).collect::<Vec<_>>().join(",")
     };
-    let resolve: Vec<String> = r
-        .resolve
-        .steps()
-        .iter()
-        .map(|step| match step {
-            crate::resolve::AnyStep::Jwt(_) => "jwt".to_owned(),
-            crate::resolve::AnyStep::Service => "service".to_owned(),
-            crate::resolve::AnyStep::Profile(p) => format!("profile:{}", p.name()),
-            crate::resolve::AnyStep::Default(_) => "default".to_owned(),
-        })
-        .collect();
+    let resolve: Vec<String> = r.resolve.steps().iter().map(ToString::to_string).collect();
     let mut s = format!(
         "{} {} key {} resolve [{}]",
         methods,

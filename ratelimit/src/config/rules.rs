@@ -45,19 +45,7 @@ pub struct RuleConfig {
 impl RuleConfig {
     /// The rule compiled against `limits` (see `crate::plan`).
     pub(crate) fn plan(&self, limits: crate::limits::LimitParts<'_>) -> crate::plan::RoutePlan {
-        use crate::plan::StepRef;
-        use crate::resolve::AnyStep;
-        let steps: Vec<StepRef<'_>> = self
-            .resolve
-            .steps()
-            .iter()
-            .map(|step| match step {
-                AnyStep::Jwt(_) => StepRef::Jwt,
-                AnyStep::Service => StepRef::Service,
-                AnyStep::Profile(p) => StepRef::Profile(p.name()),
-                AnyStep::Default(_) => StepRef::Default,
-            })
-            .collect();
+        let steps: Vec<crate::plan::StepRef<'_>> = self.resolve.steps().iter().map(Into::into).collect();
         crate::plan::RoutePlan::compile(
             limits,
             &crate::plan::RouteSource {
@@ -376,7 +364,7 @@ pub(crate) fn parse_chain(items: &[String]) -> Result<AnyChain, ratelimit_spec::
         .collect::<Result<Vec<_>, _>>()?;
     match ratelimit_spec::check_chain(&steps).into_iter().next() {
         Some((_, problem)) => Err(problem),
-        None => Ok(AnyChain::from_spec(&steps)),
+        None => Ok(AnyChain::from_spec(steps)),
     }
 }
 

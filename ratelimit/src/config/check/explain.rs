@@ -9,14 +9,12 @@ use std::net::IpAddr;
 
 use http::HeaderValue;
 
-use super::report::{
-    chain_label, duration, key_label, methods_label, rate, rule_cost, rule_shadow, step_label, window,
-};
+use super::report::{chain_label, duration, key_label, methods_label, rate, rule_cost, rule_shadow, window};
 use super::request::Request;
 use crate::claims::VerifiedClaims;
 use crate::config::{Config, RuleConfig};
 use crate::plan::Ask;
-use crate::resolve::{AnyStep, JwtTier, ResolveContext, Resolved, Resolver};
+use crate::resolve::{JwtTier, ResolveContext, Resolved, Resolver, Step};
 use ratelimit_spec::KeyKind;
 
 /// What a request would get: the rules that apply (the first match, and
@@ -493,7 +491,7 @@ fn steps(
     let mut answered_anonymous = false;
     let mut answered_verified = false;
     for (i, step) in rule.resolve.steps().iter().enumerate() {
-        let _ = write!(out, "  {}. {}: ", i + 1, step_label(step));
+        let _ = write!(out, "  {}. {step}: ", i + 1);
         let under = |ctx: &ResolveContext<'_>, answered: bool| {
             if answered {
                 ("not reached".to_owned(), true)
@@ -521,8 +519,12 @@ fn steps(
 }
 
 /// What `step` does under `ctx`, and whether it answers.
-fn describe(config: &Config, rule: &RuleConfig, step: &AnyStep, ctx: &ResolveContext<'_>) -> (String, bool) {
-    let answer = step.resolve(ctx);
+fn describe(config: &Config, rule: &RuleConfig, step: &Step, ctx: &ResolveContext<'_>) -> (String, bool) {
+    let answer = match step {
+        Step::Jwt => JwtTier.resolve(ctx),
+        Step::Service => None,
+        settled => crate::plan::settled_by(crate::limits::LimitTable::limits(config), rule.name, settled.into()),
+    };
     let answered = |r: &Resolved| match &r.profile {
         Some(p) => format!("answers: profile {p}"),
         None => format!(
@@ -532,7 +534,7 @@ fn describe(config: &Config, rule: &RuleConfig, step: &AnyStep, ctx: &ResolveCon
         ),
     };
     match (step, &answer) {
-        (AnyStep::Jwt(_), Some(r)) => {
+        (Step::Jwt, Some(r)) => {
             let via = config
                 .jwt
                 .as_ref()
@@ -549,10 +551,8 @@ fn describe(config: &Config, rule: &RuleConfig, step: &AnyStep, ctx: &ResolveCon
                 .unwrap_or_default();
             (format!("{}{via}", answered(r)), true)
         }
-        (AnyStep::Jwt(_), None) if !ctx_has_claims(ctx) => {
-            ("no verified token: no answer, next step".to_owned(), false)
-        }
-        (AnyStep::Jwt(_), None) => {
+        (Step::Jwt, None) if !ctx_has_claims(ctx) => ("no verified token: no answer, next step".to_owned(), false),
+        (Step::Jwt, None) => {
             let claims = config.jwt.as_ref().map_or_else(String::new, |j| {
                 format!(" ({} naming a profile, or {})", j.tier_claim, j.rate_claim)
             });
@@ -561,14 +561,14 @@ fn describe(config: &Config, rule: &RuleConfig, step: &AnyStep, ctx: &ResolveCon
                 false,
             )
         }
-        (AnyStep::Service, _) => (
+        (Step::Service, _) => (
             "the limit service's cached answer for this client, if it has one (not contacted here; a miss starts a \
              background lookup and the next step answers)"
                 .to_owned(),
             false,
         ),
-        (AnyStep::Profile(_), Some(r)) => (format!("{} (always answers)", answered(r)), true),
-        (AnyStep::Default(_), Some(r)) => {
+        (Step::Profile(_), Some(r)) => (format!("{} (always answers)", answered(r)), true),
+        (Step::Default, Some(r)) => {
             let whence = match config.route(rule.name).and_then(|r| r.profile.as_deref()) {
                 Some(p) => format!("[routes.{:?}] profile = {p:?}", rule.name),
                 None => format!("default_profile = {:?}", config.default_profile()),

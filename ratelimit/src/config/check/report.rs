@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use super::CheckReport;
 use crate::config::{Config, JwtKeySource, RuleConfig};
-use crate::resolve::AnyStep;
 use crate::Quota;
 
 /// `"30/min"`: a quota's rate, as the file writes it.
@@ -53,22 +52,12 @@ pub(super) fn key_label(rule: &RuleConfig) -> String {
     }
 }
 
-/// A step as the file writes it.
-pub(super) fn step_label(step: &AnyStep) -> String {
-    match step {
-        AnyStep::Jwt(_) => "jwt".to_owned(),
-        AnyStep::Service => "service".to_owned(),
-        AnyStep::Profile(p) => format!("profile:{}", p.name()),
-        AnyStep::Default(_) => "default".to_owned(),
-    }
-}
-
 /// `jwt -> service -> default`.
 pub(super) fn chain_label(rule: &RuleConfig) -> String {
     rule.resolve
         .steps()
         .iter()
-        .map(step_label)
+        .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(" -> ")
 }

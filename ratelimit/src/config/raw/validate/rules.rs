@@ -11,7 +11,7 @@ use super::profiles::profile_names;
 use super::Ctx;
 use crate::config::rules::{self, PathPattern, RuleConfig};
 use crate::config::{ConfigError, Profile, RouteConfig};
-use crate::resolve::AnyStep;
+use crate::resolve::Step;
 
 /// The most rules one decision stacks (the runtime's `MAX_STACK`).
 const MAX_RULE_STACK: usize = 8;
@@ -67,23 +67,23 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
         let resolve = rules::parse_chain(&r.resolve).map_err(|e| at("resolve", e.to_string()))?;
         for step in resolve.steps() {
             match step {
-                AnyStep::Profile(p) if !known.profiles.contains_key(p.name()) => {
+                Step::Profile(p) if !known.profiles.contains_key(p) => {
                     return Err(at(
                         "resolve",
                         format!(
                             "unknown profile {:?}; defined profiles: {}",
-                            p.name(),
+                            p,
                             profile_names(known.profiles)
                         ),
                     ));
                 }
-                AnyStep::Jwt(_) if !known.jwt => {
+                Step::Jwt if !known.jwt => {
                     return Err(at(
                         "resolve",
                         "\"jwt\" needs a [jwt] section (claim names and caps)".to_owned(),
                     ));
                 }
-                AnyStep::Service if !known.service => {
+                Step::Service if !known.service => {
                     return Err(at("resolve", "\"service\" needs a [service] section".to_owned()));
                 }
                 _ => {}
