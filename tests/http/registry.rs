@@ -63,6 +63,16 @@ mod reach {
     }
 }
 
+/// A chain whose steps never answer without their sections.
+mod unanswerable {
+    use ratelimit::rate_limit;
+
+    #[rate_limit(key = ip, resolve = [jwt, service, default], name = "registry.unanswerable")]
+    pub(in super::super) async fn asks() -> &'static str {
+        "asks"
+    }
+}
+
 /// This module's routes, not the submodule's.
 const HERE: &str = concat!(module_path!(), "::gold");
 
@@ -300,4 +310,42 @@ async fn routes_lists_every_attribute_route_as_written() {
     assert_eq!((route.name(), route.profiles()), ("registry.gold", &["gold"][..]));
     assert_eq!(route.location(), ("tests/http/registry.rs", 17));
     let _ = bulk::<RateLimit>;
+}
+
+/// A `jwt` step without `[jwt]` and a `service` step without a limit
+/// service never answer: startup says so once per step, and so does each
+/// reload (off the request path: requests log nothing of it).
+#[tokio::test]
+async fn startup_and_reloads_warn_of_steps_that_never_answer() {
+    let (log, _log) = crate::support::log::Captured::on_this_thread("ratelimit=warn");
+    let config = "[profiles.standard]\nrate = \"60/min\"\n";
+    let rl = build(config, concat!(module_path!(), "::unanswerable")).await.unwrap();
+    let warned = |n: usize| {
+        let lines = log.lines_with("registry.unanswerable");
+        assert_eq!(lines.len(), n, "{}", log.text());
+        assert!(
+            lines.iter().any(|l| l.contains("`jwt` step needs a [jwt] section")),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("`service` step needs a [service] section")),
+            "{lines:?}"
+        );
+    };
+    warned(2);
+    let app = Router::new()
+        .route("/asks", get(unanswerable::asks))
+        .with_state(rl.clone())
+        .into_service();
+    for _ in 0..3 {
+        assert_eq!(
+            send(&app, Method::GET, "/asks", "192.0.2.1:1").await.status(),
+            StatusCode::OK
+        );
+    }
+    warned(2);
+    rl.reload(Config::from_toml_str(config).unwrap()).unwrap();
+    warned(4);
 }

@@ -113,8 +113,6 @@ impl Series {
 #[derive(Debug)]
 pub struct RouteSeries {
     slots: [OnceLock<(Option<&'static str>, Series)>; 4],
-    /// The configuration (by address) this route was last checked against.
-    checked: std::sync::atomic::AtomicUsize,
 }
 
 impl RouteSeries {
@@ -123,15 +121,7 @@ impl RouteSeries {
     pub const fn new() -> RouteSeries {
         RouteSeries {
             slots: [const { OnceLock::new() }; 4],
-            checked: std::sync::atomic::AtomicUsize::new(0),
         }
-    }
-
-    /// Whether the route still has to be checked against the configuration
-    /// at `config` (once per configuration, by address).
-    pub(crate) fn needs_check(&self, config: usize) -> bool {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.checked.load(Relaxed) != config && self.checked.swap(config, Relaxed) != config
     }
 
     pub(crate) fn with(

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::config::Config;
 use crate::limits::LimitParts;
-use crate::plan::{RoutePlan, RouteSource, StepRef};
+use crate::plan::{Ask, RoutePlan, RouteSource, StepRef};
 
 /// One `#[rate_limit]` attribute, as it was written: what
 /// [`RateLimit::routes`](super::RateLimit::routes) lists and what startup
@@ -86,6 +86,34 @@ pub(crate) fn all() -> &'static [&'static AttributeRoute] {
         }
         routes.into_boxed_slice()
     })
+}
+
+/// Warns about each of `routes` whose chain has a step that never answers
+/// under `config`: a `jwt` step without a `[jwt]` section, a `service` step
+/// without a limit service (`has_service`). A silent fall-through would
+/// hide a missing section. At startup and at each reload, off the request
+/// path.
+pub(crate) fn warn_unanswerable(routes: &[&'static AttributeRoute], config: &Config, has_service: bool) {
+    let plan = config.plan(compile);
+    for route in routes {
+        let Some(p) = plan.attribute((route.slot)().index()) else {
+            continue;
+        };
+        if p.asks(Ask::Jwt) && config.jwt.is_none() {
+            tracing::warn!(
+                target: "ratelimit",
+                route = p.name,
+                "the route's `jwt` step needs a [jwt] section (claim names and caps): it never answers"
+            );
+        }
+        if p.asks(Ask::Service) && !has_service {
+            tracing::warn!(
+                target: "ratelimit",
+                route = p.name,
+                "the route's `service` step needs a [service] section: it never answers"
+            );
+        }
+    }
 }
 
 /// The plans of every attribute route under `limits`, by index (what a

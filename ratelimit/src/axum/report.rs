@@ -5,8 +5,6 @@
 use super::observe::{LogGate, Metrics, Once, Series};
 use super::respond::Outcome;
 use super::route::RouteSpec;
-use crate::config::Config;
-use crate::plan::{Ask, RoutePlan};
 use crate::Denial;
 
 /// What the runtime reports: metric series and the gates of its log events.
@@ -39,48 +37,6 @@ impl Observer {
                  for tonic, enable ratelimit's `tonic` feature (plain TCP), and behind tonic's TLS map \
                  `TlsConnectInfo` to a `PeerAddr` (docs/http.md, gRPC). [ip] without_peer = \"shared\" limits \
                  every such request as one client instead"
-            );
-        }
-    }
-
-    /// Warns (once per configuration) about an attribute route whose chain
-    /// has steps that can never answer: a silent fall-through would hide a
-    /// typo or a missing section.
-    pub(crate) fn check_route(&self, config: &Config, route: &RoutePlan, has_service: bool) {
-        if route.skipped_profile {
-            tracing::warn!(
-                target: "ratelimit",
-                route = route.name,
-                "the route's resolve chain names a profile the configuration does not define: the step is skipped"
-            );
-        }
-        if route.asks(Ask::Jwt) && config.jwt.is_none() {
-            tracing::warn!(
-                target: "ratelimit",
-                route = route.name,
-                "the route's `jwt` step needs a [jwt] section (claim names and caps): it never answers"
-            );
-        }
-        if route.asks(Ask::Service) && !has_service {
-            tracing::warn!(
-                target: "ratelimit",
-                route = route.name,
-                "the route's `service` step needs a [service] section: it never answers"
-            );
-        }
-        // A cost above the burst of the profile every request can reach
-        // refuses every request that resolves to it (config rules are refused at
-        // load for this; an attribute's cost is only known here).
-        let settled = route.settled();
-        if route.cost > settled.quota.burst() {
-            tracing::error!(
-                target: "ratelimit",
-                route = route.name,
-                profile = settled.profile.unwrap_or("default"),
-                cost = route.cost,
-                burst = settled.quota.burst(),
-                "the route's cost is above the burst of the profile its chain settles on: every request that \
-                 resolves to it is refused (429, Retry-After one day); lower the cost or raise the burst"
             );
         }
     }

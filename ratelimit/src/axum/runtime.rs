@@ -237,11 +237,6 @@ impl Runtime {
     #[inline(always)]
     pub(crate) fn prepare<K: KeySource>(&self, config: &Config, parts: &Parts, route: Route<'_>, key: &K) -> Pending {
         let Route { plan, name, series } = route;
-        if let Some(series) = series {
-            if series.needs_check(std::ptr::from_ref(config) as usize) {
-                self.observer.check_route(config, plan, self.service.is_on());
-            }
-        }
         let address = self.address(config, parts);
         let cx = self
             .tokens

@@ -200,7 +200,7 @@ impl Runtime {
         let has_rules = std::sync::atomic::AtomicBool::new(!config.rules.is_empty());
         let max_keys_in_flight = config.store.max_keys_in_flight;
         // Compiled before any request reads it (its rules are bound).
-        config.plan(super::registry::compile);
+        super::registry::warn_unanswerable(&routes, &config, service.is_on());
         Ok(Runtime {
             config: ConfigHandle::new(config),
             limiter,
@@ -251,7 +251,7 @@ impl Runtime {
             );
         }
         // Compiled before the swap: the first requests on it look nothing up.
-        config.plan(super::registry::compile);
+        super::registry::warn_unanswerable(&self.routes, &config, self.service.is_on());
         // A panic elsewhere while holding it poisons nothing that matters.
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let has_rules = !config.rules.is_empty();
