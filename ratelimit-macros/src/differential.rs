@@ -9,7 +9,7 @@
 
 use proptest::prelude::*;
 use ratelimit::key::AnyKey;
-use ratelimit_spec::{KeyKind, Step};
+use ratelimit_spec::KeyKind;
 
 use crate::parse::parse_args;
 
@@ -288,10 +288,6 @@ fn config_key(k: &AnyKey) -> KeyKind {
     }
 }
 
-fn config_steps(chain: &ratelimit::resolve::AnyChain) -> Vec<Step> {
-    chain.steps().to_vec()
-}
-
 /// The options the attribute refused (each is `None` in its arguments).
 fn attribute_refused(args: &crate::parse::Args) -> Vec<&'static str> {
     let mut refused = Vec::new();
@@ -324,7 +320,7 @@ proptest! {
             ([], Ok(config)) => {
                 let rule = &config.rules[0];
                 prop_assert_eq!(args.key.as_ref(), Some(&config_key(&rule.key)), "key of {}", attr_text);
-                prop_assert_eq!(args.resolve.clone(), Some(config_steps(&rule.resolve)), "chain of {}", attr_text);
+                prop_assert_eq!(args.resolve.clone(), Some(rule.resolve.clone()), "chain of {}", attr_text);
                 prop_assert_eq!(args.name.as_ref().map(|n| n.value()), Some(rule.name.to_string()));
                 prop_assert_eq!(args.cost, Some(rule.cost_kind()));
                 prop_assert_eq!(args.shadow, rule.shadow);

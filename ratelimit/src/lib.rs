@@ -87,7 +87,7 @@
 //!  configuration  config/    the model (mod.rs), raw/ (TOML to Config: schema, env, spans, validate/*),
 //!                            rules, reload, diff, check/ (the checker and explain)
 //!  routes compiled plan.rs   each route's limit settled once per configuration, read by index
-//!  resolution     resolve.rs (the steps that ask the request: JwtTier, Service; AnyChain)
+//!  resolution     resolve.rs (the steps that ask the request: JwtTier, Service)
 //!  limit service  service/   the trait and answers, client ids, the HTTP(S) service, the cache
 //!  keys           key/       KeySource, KeyContext, Ip/Header/Claim/AnyKey, the client address, the header budget
 //!  tokens         jwt/       the verifier and its caches, the failed-check budget, the JWKS fetcher, key sets

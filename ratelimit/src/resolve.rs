@@ -224,36 +224,6 @@ fn service_answer(ctx: &ResolveContext<'_>, answer: crate::service::ServiceAnswe
     }
 }
 
-/// The chain of a `[[rules]]` entry: its steps in the rule language, in
-/// order. It ends with `default` (the spec checks it when the
-/// configuration is loaded); the runtime compiles it into the rule's plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnyChain {
-    steps: Vec<Step>,
-}
-
-impl AnyChain {
-    /// The chain of validated spec steps.
-    pub(crate) fn from_spec(steps: Vec<Step>) -> AnyChain {
-        AnyChain { steps }
-    }
-
-    /// The steps, in order.
-    pub fn steps(&self) -> &[Step] {
-        &self.steps
-    }
-
-    /// The chain has a `jwt` step.
-    pub fn wants_claims(&self) -> bool {
-        self.steps.contains(&Step::Jwt)
-    }
-
-    /// The chain has a `service` step.
-    pub fn wants_service(&self) -> bool {
-        self.steps.contains(&Step::Service)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

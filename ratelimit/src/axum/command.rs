@@ -23,9 +23,9 @@ pub(crate) const EXPLAIN: u8 = 4;
 struct Explained(Vec<String>);
 
 /// `explain`'s runtime's answer to a request on limited routes.
-pub(crate) fn explained(pending: &[super::runtime::Pending]) -> axum::response::Response {
+pub(crate) fn explained(pending: &[super::runtime::Pending<'_>]) -> axum::response::Response {
     let mut response = axum::response::Response::new(axum::body::Body::empty());
-    let names = pending.iter().map(|p| p.route.name.to_owned()).collect();
+    let names = pending.iter().map(|p| p.route.plan.name.to_owned()).collect();
     response.extensions_mut().insert(Explained(names));
     response
 }

@@ -134,7 +134,12 @@ impl Runtime {
     /// limit's permits are all held, every charge of the request is handed
     /// back and its rates report the room they have: `None`.
     #[inline]
-    pub(crate) fn hold_in_flight(&self, pending: &mut [Pending], admitted: bool, charged_at: u64) -> Option<Permits> {
+    pub(crate) fn hold_in_flight(
+        &self,
+        pending: &mut [Pending<'_>],
+        admitted: bool,
+        charged_at: u64,
+    ) -> Option<Permits> {
         if !admitted {
             self.peek_permits(pending);
             return None;
@@ -162,7 +167,7 @@ impl Runtime {
     /// limit, recording what each reports. `None` when an enforcing limit
     /// is full (it is marked refused; nothing is held). A full shadow limit
     /// is reported, holds nothing and refuses nothing.
-    fn take_permits(&self, pending: &mut [Pending]) -> Option<Permits> {
+    fn take_permits(&self, pending: &mut [Pending<'_>]) -> Option<Permits> {
         let mut permits = Permits::default();
         for p in pending.iter_mut() {
             let Some(limit) = p.concurrency else { continue };
@@ -195,7 +200,7 @@ impl Runtime {
 
     /// What a probe (or a request its rate refused) reports of each
     /// concurrency limit, holding nothing.
-    pub(crate) fn peek_permits(&self, pending: &mut [Pending]) {
+    pub(crate) fn peek_permits(&self, pending: &mut [Pending<'_>]) {
         for p in pending.iter_mut() {
             let Some(limit) = p.concurrency else { continue };
             let held = self.in_flight_table().in_flight(in_flight_key(p));
@@ -210,7 +215,7 @@ impl Runtime {
 
 /// The key a limit's permits are counted on: the cell its rate's charge
 /// was placed in (the client's own, or a cell it shares).
-fn in_flight_key(p: &Pending) -> crate::CellKey {
+fn in_flight_key(p: &Pending<'_>) -> crate::CellKey {
     crate::concurrency::placed_key(p.cell, &p.outcome.decision)
 }
 

@@ -163,7 +163,6 @@ pub(crate) mod reject;
 mod reload;
 mod report;
 mod respond;
-pub(crate) mod route;
 mod rules;
 mod runtime;
 mod setup;

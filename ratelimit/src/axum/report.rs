@@ -4,7 +4,7 @@
 
 use super::observe::{LogGate, Metrics, Once, Series};
 use super::respond::Outcome;
-use super::route::RouteSpec;
+use super::runtime::Route;
 use crate::Denial;
 
 /// What the runtime reports: metric series and the gates of its log events.
@@ -42,22 +42,23 @@ impl Observer {
     }
 
     /// Runs `f` with the metric series of (route, tier).
-    fn series(&self, route: &RouteSpec, tier: Option<&'static str>, f: impl FnOnce(&Series)) {
+    fn series(&self, route: &Route<'_>, tier: Option<&'static str>, f: impl FnOnce(&Series)) {
+        let (id, name) = (route.plan.id, route.plan.name);
         match route.series {
-            Some(cache) => cache.with(&self.metrics, route.id, route.name, tier, f),
-            None => self.metrics.with(route.id, route.name, tier, f),
+            Some(cache) => cache.with(&self.metrics, id, name, tier, f),
+            None => self.metrics.with(id, name, tier, f),
         }
     }
 
     /// The in-flight gauge of (route, tier): a handle a permit holds.
-    pub(crate) fn in_flight_gauge(&self, route: &RouteSpec, tier: Option<&'static str>) -> metrics::Gauge {
+    pub(crate) fn in_flight_gauge(&self, route: &Route<'_>, tier: Option<&'static str>) -> metrics::Gauge {
         let mut gauge = None;
         self.series(route, tier, |s| gauge = Some(s.in_flight.clone()));
         gauge.unwrap_or_else(metrics::Gauge::noop)
     }
 
     /// Counts a decision and logs a refusal (rate-gated).
-    pub(crate) fn record(&self, route: &RouteSpec, outcome: &Outcome, now: impl FnOnce() -> u64) {
+    pub(crate) fn record(&self, route: &Route<'_>, outcome: &Outcome, now: impl FnOnce() -> u64) {
         let d = &outcome.decision;
         let in_flight = outcome.refused_in_flight();
         let record = |s: &Series| match (d.is_allowed() && !in_flight, outcome.shadow) {
@@ -83,7 +84,7 @@ impl Observer {
                 if let Some(suppressed) = self.log_misconfigured.pass(now) {
                     tracing::error!(
                         target: "ratelimit",
-                        route = route.name,
+                        route = route.plan.name,
                         tier = outcome.profile.unwrap_or("custom"),
                         burst = d.limit(),
                         suppressed,
@@ -96,7 +97,7 @@ impl Observer {
                 if let Some(suppressed) = self.log_rejected.pass(now) {
                     tracing::info!(
                         target: "ratelimit",
-                        route = route.name,
+                        route = route.plan.name,
                         tier = outcome.profile.unwrap_or("custom"),
                         shadow = outcome.shadow,
                         store_full = d.denial() == Some(Denial::StoreFull),

@@ -6,8 +6,7 @@ use http::request::Parts;
 
 use super::in_flight::Permits;
 use super::respond::{Outcome, OuterWait, RouteName};
-use super::route::MAX_STACK;
-use super::runtime::{probe_answer, Pending, Route, Runtime};
+use super::runtime::{probe_answer, Pending, Route, Runtime, MAX_STACK};
 use crate::config::RuleConfig;
 use crate::plan::RoutePlan;
 
@@ -18,7 +17,7 @@ impl Runtime {
     pub(crate) fn probe_rules(&self, parts: &Parts) -> Option<http::Response<Bytes>> {
         let config = self.config.load();
         let plan = self.plan(&config);
-        let mut pending: Vec<Pending> = crate::config::applying(&config.rules, &parts.method, parts.uri.path())
+        let mut pending: Vec<Pending<'_>> = crate::config::applying(&config.rules, &parts.method, parts.uri.path())
             .take(MAX_STACK)
             .filter_map(|(i, rule)| Some(self.prepare(&config, parts, rule_route(plan.rule(i)?), &rule.key)))
             .collect();
@@ -80,7 +79,7 @@ impl Runtime {
         if routes.iter().any(|(r, _)| r.plan.bytes_per_unit.is_some()) {
             *charged_at = self.now();
         }
-        let mut pending: Vec<Pending> = routes
+        let mut pending: Vec<Pending<'_>> = routes
             .iter()
             .map(|&(route, rule)| self.prepare(&config, parts, route, &rule.key))
             .collect();

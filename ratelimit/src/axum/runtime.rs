@@ -16,7 +16,6 @@ use super::optional::{Fleet, Service, Tokens};
 use super::reject::{RejectHook, Rejection};
 use super::report::Observer;
 use super::respond::{Outcome, OuterWait, RouteName};
-use super::route::{RouteSpec, MAX_STACK};
 use crate::config::{Config, ConfigHandle};
 use crate::key::{ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
 use crate::plan::{Ask, Plan, RoutePlan};
@@ -235,8 +234,14 @@ impl Runtime {
     /// cell, its fleet id and the quota, cost and route that apply. Its
     /// outcome's decision is a placeholder until [`Self::decide_all`].
     #[inline(always)]
-    pub(crate) fn prepare<K: KeySource>(&self, config: &Config, parts: &Parts, route: Route<'_>, key: &K) -> Pending {
-        let Route { plan, name, series } = route;
+    pub(crate) fn prepare<'c, K: KeySource>(
+        &self,
+        config: &Config,
+        parts: &Parts,
+        route: Route<'c>,
+        key: &K,
+    ) -> Pending<'c> {
+        let Route { plan, name, .. } = route;
         let address = self.address(config, parts);
         let cx = self
             .tokens
@@ -280,11 +285,7 @@ impl Runtime {
         };
         let fleet_id = self.fleet.id(plan.id, key, &cx, &client);
         Pending {
-            route: RouteSpec {
-                name: plan.name,
-                id: plan.id,
-                series,
-            },
+            route,
             cell,
             concurrency: resolved.concurrency,
             outcome: Outcome {
@@ -316,7 +317,7 @@ impl Runtime {
     /// none is. Shadow limits are decided on their own (they never refuse):
     /// charged when they admit an admitted request. Returns the permits of
     /// an admitted request.
-    pub(crate) fn decide_all(&self, pending: &mut [Pending]) -> Option<Permits> {
+    pub(crate) fn decide_all(&self, pending: &mut [Pending<'_>]) -> Option<Permits> {
         if pending.iter().any(|p| p.outcome.no_peer) {
             // Nothing to decide: answered 500 (see `reject_route`).
             return None;
@@ -421,7 +422,7 @@ impl Runtime {
 
     /// Decides prepared limits as a check would, charging nothing (a
     /// probe): whether every enforcing limit would admit.
-    pub(super) fn peek_all(&self, pending: &mut [Pending]) -> bool {
+    pub(super) fn peek_all(&self, pending: &mut [Pending<'_>]) -> bool {
         let mut admitted = true;
         for p in pending.iter_mut() {
             let (quota, cost) = (p.outcome.quota, p.outcome.cost);
@@ -438,7 +439,7 @@ impl Runtime {
     /// builder's, else problem+json). Nothing is charged.
     pub(crate) fn answer_probe(
         &self,
-        pending: &mut [Pending],
+        pending: &mut [Pending<'_>],
         parts: &Parts,
         hooks: &[fn(&Rejection<'_>) -> Option<Response>],
     ) -> Response {
@@ -485,9 +486,14 @@ pub(super) fn probe_answer<B>(outcomes: &[Outcome], response: &mut http::Respons
     headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
 }
 
+/// The most limits one decision stacks (attributes on a handler, or
+/// `[[rules]]` entries that say `stack`); a longer stack of rules applies
+/// its first eight.
+pub(crate) const MAX_STACK: usize = 8;
+
 /// One limit of a request, prepared: [`Runtime::prepare`]'s result.
-pub(crate) struct Pending {
-    pub(crate) route: RouteSpec,
+pub(crate) struct Pending<'c> {
+    pub(crate) route: Route<'c>,
     pub(crate) cell: crate::CellKey,
     /// The profile's limit on requests in flight, if any.
     pub(crate) concurrency: Option<u32>,

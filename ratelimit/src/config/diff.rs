@@ -107,7 +107,7 @@ fn rule(r: &RuleConfig) -> String {
     } else {
         r.methods.iter().map(http::Method::as_str).collect::<Vec<_>>().join(",")
     };
-    let resolve: Vec<String> = r.resolve.steps().iter().map(ToString::to_string).collect();
+    let resolve: Vec<String> = r.resolve.iter().map(ToString::to_string).collect();
     let mut s = format!(
         "{} {} key {} resolve [{}]",
         methods,

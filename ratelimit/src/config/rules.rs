@@ -7,7 +7,7 @@ use std::sync::Arc;
 use http::Method;
 
 use crate::key::AnyKey;
-use crate::resolve::AnyChain;
+use crate::resolve::Step;
 
 /// One `[[rules]]` entry, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +25,7 @@ pub struct RuleConfig {
     pub key: AnyKey,
     /// How much: the same resolvers `#[rate_limit(resolve = [...])]` uses,
     /// tried in order; ends with `default`.
-    pub resolve: AnyChain,
+    pub resolve: Vec<Step>,
     /// Units each request is charged before it is served.
     pub cost: u32,
     /// `cost = "response_bytes:<n>"`: the request is settled at one unit
@@ -45,7 +45,7 @@ pub struct RuleConfig {
 impl RuleConfig {
     /// The rule compiled against `limits` (see `crate::plan`).
     pub(crate) fn plan(&self, limits: crate::limits::LimitParts<'_>) -> crate::plan::RoutePlan {
-        let steps: Vec<crate::plan::StepRef<'_>> = self.resolve.steps().iter().map(Into::into).collect();
+        let steps: Vec<crate::plan::StepRef<'_>> = self.resolve.iter().map(Into::into).collect();
         crate::plan::RoutePlan::compile(
             limits,
             &crate::plan::RouteSource {
@@ -357,14 +357,14 @@ pub(crate) fn parse_key(text: &str) -> Result<AnyKey, String> {
 
 /// Parses a rule's `resolve` list (`["jwt", "profile:<name>", "default"]`)
 /// and checks its shape, reporting the first problem.
-pub(crate) fn parse_chain(items: &[String]) -> Result<AnyChain, ratelimit_spec::Error> {
+pub(crate) fn parse_chain(items: &[String]) -> Result<Vec<Step>, ratelimit_spec::Error> {
     let steps = items
         .iter()
         .map(|item| ratelimit_spec::step_text(item))
         .collect::<Result<Vec<_>, _>>()?;
     match ratelimit_spec::check_chain(&steps).into_iter().next() {
         Some((_, problem)) => Err(problem),
-        None => Ok(AnyChain::from_spec(steps)),
+        None => Ok(steps),
     }
 }
 

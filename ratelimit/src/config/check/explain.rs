@@ -315,7 +315,7 @@ fn explain_rule(
     } else {
         let _ = writeln!(out, "would apply: {}", numbers(config, rule, &anonymous));
     }
-    if rule.resolve.wants_service() {
+    if rule.resolve.contains(&Step::Service) {
         out.push_str(
             "  unless the limit service has answered for this client before (its cached answer comes at the \
              service step)\n",
@@ -490,7 +490,7 @@ fn steps(
 ) {
     let mut answered_anonymous = false;
     let mut answered_verified = false;
-    for (i, step) in rule.resolve.steps().iter().enumerate() {
+    for (i, step) in rule.resolve.iter().enumerate() {
         let _ = write!(out, "  {}. {step}: ", i + 1);
         let under = |ctx: &ResolveContext<'_>, answered: bool| {
             if answered {

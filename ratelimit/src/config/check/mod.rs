@@ -346,7 +346,7 @@ pub(crate) fn missing_features(config: &Config) -> Vec<(&'static str, String, St
             );
         }
         #[cfg(not(feature = "jwt"))]
-        if rule.resolve.wants_claims() {
+        if rule.resolve.contains(&crate::resolve::Step::Jwt) {
             missing(
                 "rules",
                 format!("rules[{i}].resolve"),
@@ -357,7 +357,7 @@ pub(crate) fn missing_features(config: &Config) -> Vec<(&'static str, String, St
             );
         }
         #[cfg(not(feature = "service"))]
-        if rule.resolve.wants_service() {
+        if rule.resolve.contains(&crate::resolve::Step::Service) {
             missing(
                 "rules",
                 format!("rules[{i}].resolve"),

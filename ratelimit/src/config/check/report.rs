@@ -55,7 +55,6 @@ pub(super) fn key_label(rule: &RuleConfig) -> String {
 /// `jwt -> service -> default`.
 pub(super) fn chain_label(rule: &RuleConfig) -> String {
     rule.resolve
-        .steps()
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()

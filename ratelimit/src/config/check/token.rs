@@ -15,7 +15,7 @@ use crate::config::{Config, RuleConfig};
 /// Whether `rule` reads claims (a `jwt` step, or a `jwt_claim` key), as the
 /// runtime decides whether to verify a request's token.
 pub(super) fn reads_claims(rule: &RuleConfig) -> bool {
-    rule.resolve.wants_claims() || rule.key_text().starts_with("jwt_claim:")
+    rule.resolve.contains(&crate::resolve::Step::Jwt) || rule.key_text().starts_with("jwt_claim:")
 }
 
 /// The bearer token of `authorization`, as the runtime reads it (one

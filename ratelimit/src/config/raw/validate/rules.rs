@@ -65,7 +65,7 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
             .collect::<Result<Vec<_>, _>>()?;
         let key = rules::parse_key(&r.key).map_err(|e| at("key", e))?;
         let resolve = rules::parse_chain(&r.resolve).map_err(|e| at("resolve", e.to_string()))?;
-        for step in resolve.steps() {
+        for step in &resolve {
             match step {
                 Step::Profile(p) if !known.profiles.contains_key(p) => {
                     return Err(at(
