@@ -159,24 +159,6 @@ pub trait LimitTable {
     fn limits(&self) -> LimitParts<'_>;
 }
 
-impl<T: LimitTable + ?Sized> LimitTable for &T {
-    fn limits(&self) -> LimitParts<'_> {
-        (**self).limits()
-    }
-}
-
-impl<T: LimitTable + ?Sized> LimitTable for std::sync::Arc<T> {
-    fn limits(&self) -> LimitParts<'_> {
-        (**self).limits()
-    }
-}
-
-impl LimitTable for LimitParts<'_> {
-    fn limits(&self) -> LimitParts<'_> {
-        *self
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::intern;
