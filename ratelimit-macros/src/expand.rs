@@ -282,8 +282,8 @@ fn rule_items(
         }
     });
     let steps = args.resolve.as_deref().unwrap_or(&[]);
-    let wants_claims = steps.iter().any(Step::needs_claims);
-    let wants_service = steps.iter().any(Step::needs_service);
+    let wants_claims = steps.contains(&Step::Jwt);
+    let wants_service = steps.contains(&Step::Service);
     // What needs a cargo feature of ratelimit: a macro of `__private` that
     // is empty with the feature and a `compile_error!` naming it without
     // (the attribute cannot see ratelimit's features).
@@ -297,7 +297,13 @@ fn rule_items(
     if wants_service {
         requires.push(quote!(#krate::__private::requires_service! { step }));
     }
-    let profiles: Vec<_> = steps.iter().filter_map(Step::profile).collect();
+    let profiles: Vec<&str> = steps
+        .iter()
+        .filter_map(|step| match step {
+            Step::Profile(name) => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
     // The route as written, registered at link time for startup's checks
     // and `RateLimit::routes()`.
     let key_text = match &args.key {

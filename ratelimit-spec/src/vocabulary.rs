@@ -74,28 +74,6 @@ impl std::fmt::Display for Step {
     }
 }
 
-impl Step {
-    /// The step reads verified claims (the runtime verifies the token even
-    /// when the key is not a claim).
-    pub fn needs_claims(&self) -> bool {
-        *self == Step::Jwt
-    }
-
-    /// The step asks the limit service (the runtime computes the client id).
-    pub fn needs_service(&self) -> bool {
-        *self == Step::Service
-    }
-
-    /// The profile the step names, if any (checked against the
-    /// configuration).
-    pub fn profile(&self) -> Option<&str> {
-        match self {
-            Step::Profile(name) => Some(name),
-            _ => None,
-        }
-    }
-}
-
 /// The resolver steps and whether each takes an argument: the one table
 /// [`step`](crate::step) and
 /// [`step_takes_argument`](crate::step_takes_argument) read.
