@@ -20,7 +20,7 @@
 use std::sync::OnceLock;
 
 use crate::limits::{LimitParts, RouteConfig};
-use crate::resolve::Resolved;
+use crate::resolve::{Resolved, Step};
 
 /// A step the plan asks of the request itself (its token, the limit
 /// service's answer for its client); each may pass.
@@ -30,27 +30,6 @@ pub(crate) enum Ask {
     Jwt,
     /// The limit service's cached answer for the client (`service`).
     Service,
-}
-
-/// A step of a chain as a route is written: the rule language's, borrowed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StepRef<'a> {
-    Jwt,
-    Service,
-    Profile(&'a str),
-    Default,
-}
-
-impl<'a> From<&'a ratelimit_spec::Step> for StepRef<'a> {
-    fn from(step: &'a ratelimit_spec::Step) -> Self {
-        use ratelimit_spec::Step;
-        match step {
-            Step::Jwt => StepRef::Jwt,
-            Step::Service => StepRef::Service,
-            Step::Profile(name) => StepRef::Profile(name),
-            Step::Default => StepRef::Default,
-        }
-    }
 }
 
 /// A route as it is written, attribute or `[[rules]]` entry: what its
@@ -65,7 +44,7 @@ pub(crate) struct RouteSource<'a> {
     pub(crate) bytes_per_unit: Option<u32>,
     pub(crate) shadow: bool,
     /// Its resolve chain, in order.
-    pub(crate) steps: &'a [StepRef<'a>],
+    pub(crate) steps: &'a [Step],
 }
 
 /// One route's limit, compiled: what every request of the route gets but
@@ -99,10 +78,10 @@ impl RoutePlan {
         let mut settled = None;
         let mut skipped_profile = false;
         for step in route.steps {
-            let ask = match *step {
-                StepRef::Jwt => Ask::Jwt,
-                StepRef::Service => Ask::Service,
-                StepRef::Profile(_) | StepRef::Default => match settled_by(limits, route.name, *step) {
+            let ask = match step {
+                Step::Jwt => Ask::Jwt,
+                Step::Service => Ask::Service,
+                Step::Profile(_) | Step::Default => match settled_by(limits, route.name, step) {
                     Some(answer) => {
                         settled = Some(answer);
                         break;
@@ -161,11 +140,11 @@ impl RoutePlan {
 /// What a `profile(..)` or `default` step of route `route` answers under
 /// `limits` (`None`: a profile it lacks, passed over); the steps that ask
 /// the request are not settled here (`None`).
-pub(crate) fn settled_by(limits: LimitParts<'_>, route: &str, step: StepRef<'_>) -> Option<Resolved> {
+pub(crate) fn settled_by(limits: LimitParts<'_>, route: &str, step: &Step) -> Option<Resolved> {
     match step {
-        StepRef::Profile(name) => limits.profiles.get(name).map(Resolved::of),
-        StepRef::Default => Some(default_of(limits, limits.routes.get(route))),
-        StepRef::Jwt | StepRef::Service => None,
+        Step::Profile(name) => limits.profiles.get(name).map(Resolved::of),
+        Step::Default => Some(default_of(limits, limits.routes.get(route))),
+        Step::Jwt | Step::Service => None,
     }
 }
 
@@ -277,7 +256,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
 
-    fn plan(config: &Config, steps: &[StepRef<'_>], cost: u32) -> RoutePlan {
+    fn plan(config: &Config, steps: &[Step], cost: u32) -> RoutePlan {
         let source = RouteSource {
             name: "r",
             id: route_id("r"),
@@ -300,22 +279,22 @@ mod tests {
     #[test]
     fn a_profile_step_settles_the_chain_and_default_is_never_reached() {
         let config = Config::from_toml_str(CONFIG).unwrap();
-        let p = plan(&config, &[StepRef::Profile("c"), StepRef::Default], 5);
+        let p = plan(&config, &[Step::Profile("c".into()), Step::Default], 5);
         assert_eq!(p.settled().profile, Some("c"));
         assert_eq!(p.resolve(|_| panic!("nothing to ask")).quota.burst(), 10);
         // A profile the configuration lacks is passed over.
-        let p = plan(&config, &[StepRef::Jwt, StepRef::Profile("gone"), StepRef::Default], 1);
+        let p = plan(&config, &[Step::Jwt, Step::Profile("gone".into()), Step::Default], 1);
         assert!(p.skipped_profile && p.asks(Ask::Jwt) && !p.asks(Ask::Service));
         assert_eq!(p.settled().profile, Some("a"));
         // Steps after the settling one are not asked.
-        let p = plan(&config, &[StepRef::Default, StepRef::Jwt], 1);
+        let p = plan(&config, &[Step::Default, Step::Jwt], 1);
         assert!(!p.asks(Ask::Jwt));
     }
 
     #[test]
     fn asks_run_in_order_until_one_answers() {
         let config = Config::from_toml_str(CONFIG).unwrap();
-        let p = plan(&config, &[StepRef::Service, StepRef::Jwt, StepRef::Default], 1);
+        let p = plan(&config, &[Step::Service, Step::Jwt, Step::Default], 1);
         let mut asked = Vec::new();
         let r = p.resolve(|a| {
             asked.push(a);
@@ -331,7 +310,7 @@ mod tests {
             "{CONFIG}\n[routes.r]\ncost = 2\nshadow = true\nprofile = \"c\"\n"
         ))
         .unwrap();
-        let p = plan(&config, &[StepRef::Default], 5);
+        let p = plan(&config, &[Step::Default], 5);
         assert_eq!((p.cost, p.bytes_per_unit, p.shadow), (2, None, true));
         assert_eq!(p.settled().profile, Some("c"));
     }

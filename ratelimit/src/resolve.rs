@@ -251,14 +251,14 @@ mod tests {
 
     /// `resolve = [jwt, default]` on `route`, as its plan decides it.
     fn jwt_then_default(config: &Config, route: &'static str, c: Option<&VerifiedClaims>) -> Resolved {
-        use crate::plan::{RoutePlan, RouteSource, StepRef};
+        use crate::plan::{RoutePlan, RouteSource};
         let source = RouteSource {
             name: route,
             id: 1,
             cost: 1,
             bytes_per_unit: None,
             shadow: false,
-            steps: &[StepRef::Jwt, StepRef::Default],
+            steps: &[Step::Jwt, Step::Default],
         };
         let plan = RoutePlan::compile(crate::limits::LimitTable::limits(config), &source);
         plan.resolve(|_| JwtTier.resolve(&ResolveContext::new(config, route, c)))

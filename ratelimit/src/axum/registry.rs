@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::config::Config;
 use crate::limits::LimitParts;
-use crate::plan::{Ask, RoutePlan, RouteSource, StepRef};
+use crate::plan::{Ask, RoutePlan, RouteSource};
 
 /// One `#[rate_limit]` attribute, as it was written: what
 /// [`RateLimit::routes`](super::RateLimit::routes) lists and what startup
@@ -220,7 +220,6 @@ impl AttributeRoute {
     /// The route compiled against `limits` (see `crate::plan`).
     pub(crate) fn plan(&self, limits: LimitParts<'_>) -> RoutePlan {
         let steps = self.steps();
-        let steps: Vec<StepRef<'_>> = steps.iter().map(StepRef::from).collect();
         RoutePlan::compile(
             limits,
             &RouteSource {

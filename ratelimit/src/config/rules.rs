@@ -45,7 +45,6 @@ pub struct RuleConfig {
 impl RuleConfig {
     /// The rule compiled against `limits` (see `crate::plan`).
     pub(crate) fn plan(&self, limits: crate::limits::LimitParts<'_>) -> crate::plan::RoutePlan {
-        let steps: Vec<crate::plan::StepRef<'_>> = self.resolve.iter().map(Into::into).collect();
         crate::plan::RoutePlan::compile(
             limits,
             &crate::plan::RouteSource {
@@ -54,7 +53,7 @@ impl RuleConfig {
                 cost: self.cost,
                 bytes_per_unit: self.bytes_per_unit,
                 shadow: self.shadow,
-                steps: &steps,
+                steps: &self.resolve,
             },
         )
     }

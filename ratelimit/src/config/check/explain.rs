@@ -523,7 +523,7 @@ fn describe(config: &Config, rule: &RuleConfig, step: &Step, ctx: &ResolveContex
     let answer = match step {
         Step::Jwt => JwtTier.resolve(ctx),
         Step::Service => None,
-        settled => crate::plan::settled_by(crate::limits::LimitTable::limits(config), rule.name, settled.into()),
+        settled => crate::plan::settled_by(crate::limits::LimitTable::limits(config), rule.name, settled),
     };
     let answered = |r: &Resolved| match &r.profile {
         Some(p) => format!("answers: profile {p}"),
