@@ -161,18 +161,14 @@ fn default_of(limits: LimitParts<'_>, overrides: Option<&RouteConfig>) -> Resolv
 #[cfg_attr(not(feature = "axum"), allow(dead_code))] // the runtime's
 #[derive(Debug, Default)]
 pub(crate) struct Plan {
-    attribute: Box<[RoutePlan]>,
-    rules: Box<[RoutePlan]>,
+    /// The attribute routes, by registry index.
+    pub(crate) attribute: Box<[RoutePlan]>,
+    /// The `[[rules]]` entries, in order.
+    pub(crate) rules: Box<[RoutePlan]>,
 }
 
 #[cfg_attr(not(feature = "axum"), allow(dead_code))] // the runtime's
 impl Plan {
-    /// The plans of the attribute routes (by registry index) and of the
-    /// `[[rules]]` entries (in order).
-    pub(crate) fn new(attribute: Box<[RoutePlan]>, rules: Box<[RoutePlan]>) -> Plan {
-        Plan { attribute, rules }
-    }
-
     /// The attribute route of registry index `index`.
     #[inline]
     pub(crate) fn attribute(&self, index: usize) -> Option<&RoutePlan> {
@@ -191,16 +187,7 @@ impl Plan {
 /// configuration). A copy of the configuration starts without one: its
 /// rules may be changed before it is used.
 #[derive(Default)]
-pub(crate) struct PlanCell(OnceLock<Plan>);
-
-#[cfg_attr(not(feature = "axum"), allow(dead_code))] // the runtime's
-impl PlanCell {
-    /// The plan, compiled by `compile` if this is its first use.
-    #[inline]
-    pub(crate) fn get_or_compile(&self, compile: impl FnOnce() -> Plan) -> &Plan {
-        self.0.get_or_init(compile)
-    }
-}
+pub(crate) struct PlanCell(pub(crate) OnceLock<Plan>);
 
 impl Clone for PlanCell {
     fn clone(&self) -> Self {

@@ -387,9 +387,12 @@ impl Config {
         &self,
         attribute: impl FnOnce(LimitParts<'_>) -> Box<[crate::plan::RoutePlan]>,
     ) -> &crate::plan::Plan {
-        self.plan.get_or_compile(|| {
+        self.plan.0.get_or_init(|| {
             let limits = self.limits();
-            crate::plan::Plan::new(attribute(limits), self.rules.iter().map(|r| r.plan(limits)).collect())
+            crate::plan::Plan {
+                attribute: attribute(limits),
+                rules: self.rules.iter().map(|r| r.plan(limits)).collect(),
+            }
         })
     }
 }
