@@ -14,9 +14,15 @@ pub(crate) fn bearer_of(headers: &http::HeaderMap) -> Option<&str> {
     let (Some(value), None) = (values.next(), values.next()) else {
         return None;
     };
-    // Header values are visible ASCII (`to_str`): byte searches, no
-    // Unicode-aware trimming or splitting on the request path.
-    let value = value.to_str().ok()?.trim_ascii();
+    // `to_str`'s rule (visible ASCII and tab) is checked byte by byte on a
+    // token of hundreds of bytes; a header value holds no other control
+    // character, so "ASCII" is the same rule, checked a word at a time.
+    // Then byte searches: no Unicode-aware trimming or splitting.
+    let bytes = value.as_bytes();
+    if !bytes.is_ascii() {
+        return None;
+    }
+    let value = std::str::from_utf8(bytes).ok()?.trim_ascii();
     let space = value.bytes().position(|b| b == b' ')?;
     let (scheme, token) = (&value[..space], &value[space + 1..]);
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_ascii())
@@ -205,5 +211,23 @@ mod tests {
         for n in [i128::MIN, i128::MAX, -1, 1] {
             assert_eq!(super::ClaimKey::integer(n).as_str(), n.to_string());
         }
+    }
+
+    /// The token as `HeaderValue::to_str` would give it: ASCII only (a
+    /// value with obs-text carries none), the scheme in any case, spaces
+    /// around trimmed.
+    #[test]
+    fn the_bearer_token_is_read_as_to_str_reads_it() {
+        let token = |v: &[u8]| {
+            let mut h = http::HeaderMap::new();
+            h.insert(http::header::AUTHORIZATION, http::HeaderValue::from_bytes(v).unwrap());
+            super::bearer_of(&h).map(str::to_owned)
+        };
+        assert_eq!(token(b"Bearer abc.def").as_deref(), Some("abc.def"));
+        assert_eq!(token(b"  bEaReR   abc  ").as_deref(), Some("abc"));
+        assert_eq!(token(b"Bearer ab\xc3\xa9c"), None, "obs-text, even valid UTF-8");
+        assert_eq!(token(b"Basic abc"), None);
+        assert_eq!(token(b"Bearer\tabc"), None);
+        assert_eq!(token(b"Bearer"), None);
     }
 }
