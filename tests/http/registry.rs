@@ -71,6 +71,15 @@ mod unanswerable {
     pub(in super::super) async fn asks() -> &'static str {
         "asks"
     }
+
+    pub(in super::super) mod costly {
+        use ratelimit::rate_limit;
+
+        #[rate_limit(key = ip, resolve = [jwt, default], cost = 5, name = "registry.costly")]
+        pub(in super::super::super) async fn tokens() -> &'static str {
+            "tokens"
+        }
+    }
 }
 
 /// This module's routes, not the submodule's.
@@ -319,7 +328,9 @@ async fn routes_lists_every_attribute_route_as_written() {
 async fn startup_and_reloads_warn_of_steps_that_never_answer() {
     let (log, _log) = crate::support::log::Captured::on_this_thread("ratelimit=warn");
     let config = "[profiles.standard]\nrate = \"60/min\"\n";
-    let rl = build(config, concat!(module_path!(), "::unanswerable")).await.unwrap();
+    let rl = build(config, concat!(module_path!(), "::unanswerable::asks"))
+        .await
+        .unwrap();
     let warned = |n: usize| {
         let lines = log.lines_with("registry.unanswerable");
         assert_eq!(lines.len(), n, "{}", log.text());
@@ -348,4 +359,31 @@ async fn startup_and_reloads_warn_of_steps_that_never_answer() {
     warned(2);
     rl.reload(Config::from_toml_str(config).unwrap()).unwrap();
     warned(4);
+}
+
+/// A `jwt` step may answer with any profile a tier names, or with numbers
+/// capped at `[jwt] max_burst`: those below the route's cost refuse every
+/// request they apply to. Startup says which.
+#[tokio::test]
+async fn startup_warns_of_token_limits_below_the_routes_cost() {
+    let (log, _log) = crate::support::log::Captured::on_this_thread("ratelimit=warn");
+    let config = "default_profile = \"big\"\n[profiles.big]\nrate = \"60/min\"\nburst = 10\n\
+                  [profiles.tiny]\nrate = \"60/min\"\nburst = 2\n[jwt]\nmax_rate = \"600/min\"\nmax_burst = 3\n";
+    build(config, concat!(module_path!(), "::unanswerable::costly"))
+        .await
+        .unwrap();
+    let lines = log.lines_with("registry.costly");
+    assert_eq!(lines.len(), 2, "{}", log.text());
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("profiles a token's tier or the limit service may name") && l.contains("tiny")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("above [jwt] max_burst") && l.contains("max_burst=3")),
+        "{lines:?}"
+    );
 }

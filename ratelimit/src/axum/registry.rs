@@ -89,10 +89,12 @@ pub(crate) fn all() -> &'static [&'static AttributeRoute] {
 }
 
 /// Warns about each of `routes` whose chain has a step that never answers
-/// under `config`: a `jwt` step without a `[jwt]` section, a `service` step
-/// without a limit service (`has_service`). A silent fall-through would
-/// hide a missing section. At startup and at each reload, off the request
-/// path.
+/// under `config` (a `jwt` step without a `[jwt]` section, a `service` step
+/// without a limit service, `has_service`: a silent fall-through would hide
+/// a missing section), or answers with limits that refuse every request
+/// they apply to (a tier naming a profile whose burst is below the route's
+/// cost, token numbers capped below it). At startup and at each reload,
+/// off the request path.
 pub(crate) fn warn_unanswerable(routes: &[&'static AttributeRoute], config: &Config, has_service: bool) {
     let plan = config.plan(compile);
     for route in routes {
@@ -111,6 +113,34 @@ pub(crate) fn warn_unanswerable(routes: &[&'static AttributeRoute], config: &Con
                 target: "ratelimit",
                 route = p.name,
                 "the route's `service` step needs a [service] section: it never answers"
+            );
+        }
+        // A token's tier or a service's answer can name any profile.
+        let asks = (p.asks(Ask::Jwt) && config.jwt.is_some()) || (p.asks(Ask::Service) && has_service);
+        let small: Vec<&str> = config
+            .profiles()
+            .values()
+            .filter(|f| f.quota.burst() < p.cost)
+            .map(|f| f.name)
+            .collect();
+        if asks && !small.is_empty() {
+            tracing::warn!(
+                target: "ratelimit",
+                route = p.name,
+                cost = p.cost,
+                profiles = small.join(", "),
+                "the route's cost is above the burst of profiles a token's tier or the limit service may name: \
+                 every request they apply to is refused"
+            );
+        }
+        let capped = config.jwt.as_ref().and_then(|j| j.max_burst).filter(|&b| b < p.cost);
+        if let (true, Some(max_burst)) = (p.asks(Ask::Jwt), capped) {
+            tracing::warn!(
+                target: "ratelimit",
+                route = p.name,
+                cost = p.cost,
+                max_burst,
+                "the route's cost is above [jwt] max_burst: every request whose token carries numbers is refused"
             );
         }
     }
