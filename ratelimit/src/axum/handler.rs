@@ -197,16 +197,6 @@ fn route<'c, R: Rule>(rt: &RateLimit, config: &'c Config) -> Option<Route<'c>> {
     })
 }
 
-/// Every limit's route of a stack, or `None` if one has none.
-fn every<'c, const N: usize>(routes: [Option<Route<'c>>; N]) -> Option<[Route<'c>; N]> {
-    let first = routes.first().copied().flatten()?;
-    let mut all = [first; N];
-    for (slot, route) in all.iter_mut().zip(routes) {
-        *slot = route?;
-    }
-    Some(all)
-}
-
 impl<R: Rule> Rules for R {
     type Outcomes = Outcome;
     const NAME: &'static str = R::NAME;
@@ -216,9 +206,7 @@ impl<R: Rule> Rules for R {
     #[inline(always)]
     fn admit(parts: &mut Parts, rt: &RateLimit, charged_at: u64) -> Result<Admitted<Outcome>, Response> {
         let config = super::config_cache::local(&rt.inner.config);
-        let Some(route) = route::<R>(rt, &config) else {
-            return Err(unregistered(R::NAME));
-        };
+        let route = route::<R>(rt, &config).ok_or_else(|| unregistered(R::NAME))?;
         rt.inner.decide_then(
             &config,
             parts,
@@ -265,13 +253,9 @@ macro_rules! stacked {
 
             fn admit(parts: &mut Parts, rt: &RateLimit, charged_at: u64) -> Result<Admitted<[Outcome; $n]>, Response> {
                 let config = super::config_cache::local(&rt.inner.config);
-                let Some(routes) = every([route::<$first>(rt, &config), $(route::<$rule>(rt, &config)),*]) else {
-                    return Err(unregistered($first::NAME));
-                };
-                let mut routes = routes.into_iter();
                 let mut pending = [
-                    rt.inner.prepare(&config, parts, routes.next().expect("one route per rule"), $first::key()),
-                    $(rt.inner.prepare(&config, parts, routes.next().expect("one route per rule"), $rule::key())),*
+                    rt.inner.prepare(&config, parts, route::<$first>(rt, &config).ok_or_else(|| unregistered($first::NAME))?, $first::key()),
+                    $(rt.inner.prepare(&config, parts, route::<$rule>(rt, &config).ok_or_else(|| unregistered($rule::NAME))?, $rule::key())),*
                 ];
                 let admitted = rt.inner.decide_all(&mut pending);
                 let mut outcomes = pending.map(|p| p.outcome);
@@ -287,13 +271,9 @@ macro_rules! stacked {
 
             fn probe(parts: &Parts, rt: &RateLimit) -> Response {
                 let config = super::config_cache::local(&rt.inner.config);
-                let Some(routes) = every([route::<$first>(rt, &config), $(route::<$rule>(rt, &config)),*]) else {
-                    return unregistered($first::NAME);
-                };
-                let mut routes = routes.into_iter();
                 let mut pending = [
-                    rt.inner.prepare(&config, parts, routes.next().expect("one route per rule"), $first::key()),
-                    $(rt.inner.prepare(&config, parts, routes.next().expect("one route per rule"), $rule::key())),*
+                    rt.inner.prepare(&config, parts, match route::<$first>(rt, &config) { Some(r) => r, None => return unregistered($first::NAME) }, $first::key()),
+                    $(rt.inner.prepare(&config, parts, match route::<$rule>(rt, &config) { Some(r) => r, None => return unregistered($rule::NAME) }, $rule::key())),*
                 ];
                 rt.inner.answer_probe(&mut pending, parts, &[$first::reject, $($rule::reject),*])
             }
