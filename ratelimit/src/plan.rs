@@ -64,7 +64,7 @@ pub(crate) struct RoutePlan {
     /// The reachable steps that ask the request, in order.
     asks: [Option<Ask>; 2],
     /// What every request gets when no ask answers.
-    settled: Resolved,
+    pub(crate) settled: Resolved,
     /// A `profile("name")` step the configuration lacks was passed over.
     pub(crate) skipped_profile: bool,
 }
@@ -129,11 +129,6 @@ impl RoutePlan {
     #[cfg_attr(not(feature = "axum"), allow(dead_code))] // the runtime's
     pub(crate) fn asks(&self, ask: Ask) -> bool {
         self.asks.contains(&Some(ask))
-    }
-
-    /// What every request gets when no ask answers.
-    pub(crate) fn settled(&self) -> &Resolved {
-        &self.settled
     }
 }
 
@@ -267,12 +262,12 @@ mod tests {
     fn a_profile_step_settles_the_chain_and_default_is_never_reached() {
         let config = Config::from_toml_str(CONFIG).unwrap();
         let p = plan(&config, &[Step::Profile("c".into()), Step::Default], 5);
-        assert_eq!(p.settled().profile, Some("c"));
+        assert_eq!(p.settled.profile, Some("c"));
         assert_eq!(p.resolve(|_| panic!("nothing to ask")).quota.burst(), 10);
         // A profile the configuration lacks is passed over.
         let p = plan(&config, &[Step::Jwt, Step::Profile("gone".into()), Step::Default], 1);
         assert!(p.skipped_profile && p.asks(Ask::Jwt) && !p.asks(Ask::Service));
-        assert_eq!(p.settled().profile, Some("a"));
+        assert_eq!(p.settled.profile, Some("a"));
         // Steps after the settling one are not asked.
         let p = plan(&config, &[Step::Default, Step::Jwt], 1);
         assert!(!p.asks(Ask::Jwt));
@@ -299,6 +294,6 @@ mod tests {
         .unwrap();
         let p = plan(&config, &[Step::Default], 5);
         assert_eq!((p.cost, p.bytes_per_unit, p.shadow), (2, None, true));
-        assert_eq!(p.settled().profile, Some("c"));
+        assert_eq!(p.settled.profile, Some("c"));
     }
 }

@@ -175,7 +175,10 @@ impl Charge {
     /// otherwise escape its size on, one unit a request. Returns the units
     /// really charged.
     fn charge_extra(&self, l: &Reserved, units: u32) -> u32 {
-        self.rt.inner.charge_more(&l.held, &l.quota, units, &l.decision)
+        self.rt
+            .inner
+            .fleet
+            .charge_more(&self.rt.inner.limiter, &l.held, &l.quota, units, &l.decision)
     }
 
     /// Hands back the last `units` of what a limit was charged: the last
@@ -183,7 +186,10 @@ impl Charge {
     /// `so_far - units` intervals after the reservation.
     fn hand_back(&self, l: &Reserved, units: u32) {
         let at = crate::gcra::last_units_charged_at(l.charged_at, &l.quota, l.so_far, units);
-        self.rt.inner.refund(&l.held, &l.quota, units, &l.decision, at);
+        self.rt
+            .inner
+            .fleet
+            .refund(&self.rt.inner.limiter, &l.held, &l.quota, units, &l.decision, at);
     }
 
     fn settle_one(&self, l: &Reserved, actual: u32) {

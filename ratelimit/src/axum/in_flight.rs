@@ -155,7 +155,14 @@ impl Runtime {
             for p in pending.iter_mut() {
                 let (quota, cost) = (p.outcome.quota, p.outcome.cost);
                 if p.outcome.decision.is_allowed() {
-                    self.refund(&p.outcome.held, &quota, cost, &p.outcome.decision, charged_at);
+                    self.fleet.refund(
+                        &self.limiter,
+                        &p.outcome.held,
+                        &quota,
+                        cost,
+                        &p.outcome.decision,
+                        charged_at,
+                    );
                 }
                 p.outcome.decision = self.rate_now(&p.outcome, cost);
             }

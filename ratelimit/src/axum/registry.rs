@@ -353,7 +353,7 @@ pub(crate) fn check(routes: &[&'static AttributeRoute], config: &Config) -> Vec<
         // (its cost with `[routes]` applied). The profile its chain settles
         // on must admit its cost (a missing profile is reported above).
         let plan = route.plan(crate::limits::LimitTable::limits(config));
-        let settled = plan.settled();
+        let settled = plan.settled;
         if !plan.skipped_profile && plan.cost > settled.quota.burst() {
             problems.push(format!(
                 "{}: cost {} is above the burst {} of profile {:?}: every request would be refused",

@@ -367,32 +367,6 @@ impl Runtime {
         permits
     }
 
-    /// Hands back `cost` units of a settled charge (a [`Charge`](super::Charge))
-    /// made at `charged_at`.
-    pub(crate) fn refund(
-        &self,
-        held: &super::respond::Held,
-        quota: &crate::Quota,
-        cost: u32,
-        charged: &crate::Decision,
-        charged_at: u64,
-    ) {
-        self.fleet.refund(&self.limiter, held, quota, cost, charged, charged_at);
-    }
-
-    /// Charges `cost` more units of a settled charge, unchecked, to the
-    /// cell its check `charged` was placed in: the units really charged
-    /// (the debt cap may stop it short).
-    pub(crate) fn charge_more(
-        &self,
-        held: &super::respond::Held,
-        quota: &crate::Quota,
-        cost: u32,
-        charged: &crate::Decision,
-    ) -> u32 {
-        self.fleet.charge_more(&self.limiter, held, quota, cost, charged)
-    }
-
     /// A clock reading taken before a decision, for a reservation: no later
     /// than its charge, so a refund never counts it as younger than it is.
     #[inline]

@@ -117,7 +117,7 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
                 jwt: None,
             };
             let plan = rule.plan(limits);
-            let settled = plan.settled();
+            let settled = plan.settled;
             if plan.cost > settled.quota.burst() {
                 return Err(at(
                     "cost",
