@@ -162,21 +162,6 @@ pub(crate) struct Plan {
     pub(crate) rules: Box<[RoutePlan]>,
 }
 
-#[cfg_attr(not(feature = "axum"), allow(dead_code))] // the runtime's
-impl Plan {
-    /// The attribute route of registry index `index`.
-    #[inline]
-    pub(crate) fn attribute(&self, index: usize) -> Option<&RoutePlan> {
-        self.attribute.get(index)
-    }
-
-    /// The `[[rules]]` entry at `index`.
-    #[inline]
-    pub(crate) fn rule(&self, index: usize) -> Option<&RoutePlan> {
-        self.rules.get(index)
-    }
-}
-
 /// A configuration's plan, compiled on first use (the runtime uses it at
 /// startup and at each reload, before any request sees the
 /// configuration). A copy of the configuration starts without one: its

@@ -191,7 +191,7 @@ impl<const N: usize> Report for [Outcome; N] {
 #[inline(always)]
 fn route<'c, R: Rule>(rt: &RateLimit, config: &'c Config) -> Option<Route<'c>> {
     Some(Route {
-        plan: rt.inner.plan(config).attribute(R::slot().index())?,
+        plan: rt.inner.plan(config).attribute.get(R::slot().index())?,
         name: RouteName::Static(R::NAME),
         series: Some(R::series()),
     })

@@ -98,7 +98,7 @@ pub(crate) fn all() -> &'static [&'static AttributeRoute] {
 pub(crate) fn warn_unanswerable(routes: &[&'static AttributeRoute], config: &Config, has_service: bool) {
     let plan = config.plan(compile);
     for route in routes {
-        let Some(p) = plan.attribute((route.slot)().index()) else {
+        let Some(p) = plan.attribute.get((route.slot)().index()) else {
             continue;
         };
         if p.asks(Ask::Jwt) && config.jwt.is_none() {

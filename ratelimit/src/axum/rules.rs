@@ -19,7 +19,7 @@ impl Runtime {
         let plan = self.plan(&config);
         let mut pending: Vec<Pending<'_>> = crate::config::applying(&config.rules, &parts.method, parts.uri.path())
             .take(MAX_STACK)
-            .filter_map(|(i, rule)| Some(self.prepare(&config, parts, rule_route(plan.rule(i)?), &rule.key)))
+            .filter_map(|(i, rule)| Some(self.prepare(&config, parts, rule_route(plan.rules.get(i)?), &rule.key)))
             .collect();
         if pending.is_empty() {
             return None;
@@ -57,7 +57,7 @@ impl Runtime {
         // another matching rule follows.
         let second = if first.stack { applying.next() } else { None };
         let Some(second) = second else {
-            let route = rule_route(plan.rule(i)?);
+            let route = rule_route(plan.rules.get(i)?);
             if route.plan.bytes_per_unit.is_some() {
                 *charged_at = self.now();
             }
@@ -74,7 +74,7 @@ impl Runtime {
             .collect();
         let routes: Vec<(Route<'_>, &RuleConfig)> = rules
             .iter()
-            .filter_map(|&(i, rule)| Some((rule_route(plan.rule(i)?), rule)))
+            .filter_map(|&(i, rule)| Some((rule_route(plan.rules.get(i)?), rule)))
             .collect();
         if routes.iter().any(|(r, _)| r.plan.bytes_per_unit.is_some()) {
             *charged_at = self.now();
