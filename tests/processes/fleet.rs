@@ -106,11 +106,15 @@ pub(super) fn fleet_bound(n: usize, rtt: Duration) -> u64 {
     BUDGET + lag.floor() as u64 + 5
 }
 
-/// The fleet's configuration: only what the demo needs to start (its other
-/// routes are never called, but startup checks the profiles they name).
+/// The fleet's configuration: only what the demo needs to start quietly (its
+/// other routes are never called, but startup checks the profiles they
+/// name, and warns of a `jwt` step without a `[jwt]` section).
 fn config_toml(redis_url: &str, key_prefix: &str, extra: &str) -> String {
     format!(
         r#"default_profile = "fleet"
+
+[jwt]
+tier_claim = "ratelimit_tier"
 
 [profiles.fleet]
 rate = "600/min"
