@@ -88,14 +88,15 @@ pub(crate) fn all() -> &'static [&'static AttributeRoute] {
     })
 }
 
-/// Warns about each of `routes` whose chain has a step that never answers
+/// Compiles `config`'s plan (before any request reads it), then warns
+/// about each of `routes` whose chain has a step that never answers
 /// under `config` (a `jwt` step without a `[jwt]` section, a `service` step
 /// without a limit service, `has_service`: a silent fall-through would hide
 /// a missing section), or answers with limits that refuse every request
 /// they apply to (a tier naming a profile whose burst is below the route's
 /// cost, token numbers capped below it). At startup and at each reload,
 /// off the request path.
-pub(crate) fn warn_unanswerable(routes: &[&'static AttributeRoute], config: &Config, has_service: bool) {
+pub(crate) fn compile_and_warn(routes: &[&'static AttributeRoute], config: &Config, has_service: bool) {
     let plan = config.plan(compile);
     for route in routes {
         let Some(p) = plan.attribute.get((route.slot)().index()) else {

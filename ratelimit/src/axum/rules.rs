@@ -50,6 +50,8 @@ impl Runtime {
         if config.rules.is_empty() {
             return None;
         }
+        // (The plan holds one route per rule of this configuration: an
+        // index never misses.)
         let plan = self.plan(&config);
         let mut applying = crate::config::applying(&config.rules, &parts.method, parts.uri.path());
         let (i, first) = applying.next()?;

@@ -199,8 +199,9 @@ impl Runtime {
         }
         let has_rules = std::sync::atomic::AtomicBool::new(!config.rules.is_empty());
         let max_keys_in_flight = config.store.max_keys_in_flight;
-        // Compiled before any request reads it (its rules are bound).
-        super::registry::warn_unanswerable(&routes, &config, service.is_on());
+        // The plan, compiled now that the rules are bound: no request
+        // compiles it.
+        super::registry::compile_and_warn(&routes, &config, service.is_on());
         Ok(Runtime {
             config: ConfigHandle::new(config),
             limiter,
@@ -250,8 +251,8 @@ impl Runtime {
                 ConfigError::new(source, format!("{first}; the running configuration stays")).with_field("routes"),
             );
         }
-        // Compiled before the swap: the first requests on it look nothing up.
-        super::registry::warn_unanswerable(&self.routes, &config, self.service.is_on());
+        // The plan, compiled before the swap: no request compiles it.
+        super::registry::compile_and_warn(&self.routes, &config, self.service.is_on());
         // A panic elsewhere while holding it poisons nothing that matters.
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let has_rules = !config.rules.is_empty();

@@ -375,9 +375,7 @@ impl Config {
         }
         builder.try_build()
     }
-}
 
-impl Config {
     /// Every route's plan under this configuration (see `crate::plan`):
     /// compiled on first use, with the attribute routes `attribute`
     /// compiles (the routes linked into the program: the same every call).

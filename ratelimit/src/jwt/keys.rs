@@ -1,5 +1,5 @@
-//! Key material: a key pinned to its algorithm, the verifier's key set, and
-//! a JWKS document parsed into keys by `kid`.
+//! Key material: a key pinned to its algorithm, and a JWKS document parsed
+//! into keys by `kid`.
 
 use std::collections::HashMap;
 
@@ -38,13 +38,6 @@ pub(super) fn same_keys(a: &HashMap<String, PinnedKey>, b: &HashMap<String, Pinn
     a.len() == b.len()
         && a.iter()
             .all(|(kid, k)| b.get(kid).is_some_and(|other| k.same_as(other)))
-}
-
-/// The keys a verifier holds.
-pub(super) enum Keys {
-    Single(PinnedKey),
-    ByKid(HashMap<String, PinnedKey>),
-    Remote(std::sync::Arc<super::jwks::RemoteJwks>),
 }
 
 /// The algorithm a key without `alg` is pinned to: RS256 for an RSA key,

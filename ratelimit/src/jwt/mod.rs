@@ -49,7 +49,7 @@ mod settings;
 use budget::FailureBudget;
 pub use error::JwtConfigError;
 pub use jwks::JwksSettings;
-use keys::{parse_jwks, Keys, PinnedKey};
+use keys::{parse_jwks, PinnedKey};
 
 /// The longest token examined; longer ones are anonymous without parsing.
 pub const MAX_TOKEN_LEN: usize = 8 * 1024;
@@ -72,6 +72,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 fn err(message: impl Into<String>) -> JwtConfigError {
     JwtConfigError::new(message)
+}
+
+/// The keys a verifier holds (the fetcher of a JWKS URL builds its own
+/// key sets: it sits below the verifier, and the key material below both).
+enum Keys {
+    Single(PinnedKey),
+    ByKid(HashMap<String, PinnedKey>),
+    Remote(std::sync::Arc<jwks::RemoteJwks>),
 }
 
 /// Verifies bearer tokens (see the module docs for what is checked).

@@ -79,7 +79,7 @@ impl JwtVerifier {
     /// required, the leeway.
     #[cfg(feature = "axum")]
     pub(crate) fn summary(&self) -> String {
-        use super::keys::Keys;
+        use super::Keys;
         let algorithms = |keys: &mut dyn Iterator<Item = jsonwebtoken::Algorithm>| {
             let mut names: Vec<String> = keys.map(|a| format!("{a:?}")).collect();
             names.sort();
