@@ -617,7 +617,7 @@ fn summary() {
 criterion_group!(benches, bench);
 
 fn main() {
-    // `HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|named|in_flight|layer|rules|noop_layer|jwt`: run one app only (for
+    // `HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|named|in_flight|layer|rules|noop_layer|jwt|state_bearer`: run one app only (for
     // valgrind's callgrind or dhat; `HTTP_BENCH_N` requests).
     if let Ok(which) = std::env::var("HTTP_BENCH_PROFILE") {
         let mut a = apps();
@@ -636,10 +636,13 @@ fn main() {
             "rules" => &mut a.rules,
             "noop_layer" => &mut a.noop_layer,
             "jwt" => &mut a.jwt,
+            "state_bearer" => &mut a.state,
             _ => &mut a.attribute,
         };
-        // The `jwt` app with a valid token (verified once, then cached).
-        let bearer = (which == "jwt").then_some(&a.valid);
+        // The `jwt` app with a valid token (verified once, then cached);
+        // `state_bearer` is the `ip` route sent the same token, which it
+        // does not read: the baseline that leaves the client's header out.
+        let bearer = matches!(which.as_str(), "jwt" | "state_bearer").then_some(&a.valid);
         assert_eq!(send(&a.rt, app, bearer).status(), 200, "{which}: not served");
         let before = ALLOCATIONS.load(Ordering::Relaxed);
         for _ in 0..n {

@@ -10,22 +10,33 @@ use serde_json::Value;
 /// `headers` (none for two headers, another scheme, or a value that is not
 /// text): what the verifier reads, and `ratelimit explain` too.
 pub(crate) fn bearer_of(headers: &http::HeaderMap) -> Option<&str> {
+    token_text(bearer_bytes(headers)?)
+}
+
+/// The token of [`bearer_of`] as the header's bytes, not yet checked to be
+/// text: what the verifier's cache is keyed by. A token of hundreds of
+/// bytes is checked (and hashed) once when it is verified; a cache hit,
+/// the same bytes, needs no second look at them.
+pub(crate) fn bearer_bytes(headers: &http::HeaderMap) -> Option<&[u8]> {
     let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
     let (Some(value), None) = (values.next(), values.next()) else {
         return None;
     };
-    // `to_str`'s rule (visible ASCII and tab) is checked byte by byte on a
-    // token of hundreds of bytes; a header value holds no other control
-    // character, so "ASCII" is the same rule, checked a word at a time.
-    // Then byte searches: no Unicode-aware trimming or splitting.
-    let bytes = value.as_bytes();
-    if !bytes.is_ascii() {
+    // Byte searches: no Unicode-aware trimming or splitting.
+    let value = value.as_bytes().trim_ascii();
+    let space = value.iter().position(|&b| b == b' ')?;
+    let (scheme, token) = (&value[..space], &value[space + 1..]);
+    scheme.eq_ignore_ascii_case(b"bearer").then(|| token.trim_ascii())
+}
+
+/// A token's bytes as text by `HeaderValue::to_str`'s rule (visible ASCII
+/// and tab): a header value holds no other control character, so "ASCII" is
+/// the same rule, checked a word at a time.
+pub(crate) fn token_text(token: &[u8]) -> Option<&str> {
+    if !token.is_ascii() {
         return None;
     }
-    let value = std::str::from_utf8(bytes).ok()?.trim_ascii();
-    let space = value.bytes().position(|b| b == b' ')?;
-    let (scheme, token) = (&value[..space], &value[space + 1..]);
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_ascii())
+    std::str::from_utf8(token).ok()
 }
 
 /// Claims of a token whose signature, expiry, issuer and audience have been
@@ -33,19 +44,34 @@ pub(crate) fn bearer_of(headers: &http::HeaderMap) -> Option<&str> {
 /// this type in the request's extensions. Claims from anything else (an
 /// unverified or expired token) must never be wrapped in this type: the
 /// limiter trusts it completely.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VerifiedClaims(Arc<serde_json::Map<String, Value>>);
+///
+/// The top-level claims are kept as a slice, not a map: a token carries a
+/// handful of claims, and the request path reads one or two of them by
+/// name, where comparing lengths first beats a tree's string comparisons.
+#[derive(Clone, PartialEq)]
+pub struct VerifiedClaims(Arc<[(String, Value)]>);
+
+impl std::fmt::Debug for VerifiedClaims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.0.iter().map(|(k, v)| (k, v))).finish()
+    }
+}
 
 impl VerifiedClaims {
     /// Wraps verified claims.
     pub fn new(claims: serde_json::Map<String, Value>) -> Self {
-        VerifiedClaims(Arc::new(claims))
+        VerifiedClaims(claims.into_iter().collect())
     }
 
     /// Parses a JSON object of already verified claims (for tests and for
     /// layers that hand over the payload as text).
     pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(json).map(Self::new)
+    }
+
+    /// The top-level claim `name`.
+    fn top(&self, name: &str) -> Option<&Value> {
+        self.0.iter().find(|(k, _)| k.as_str() == name).map(|(_, v)| v)
     }
 
     /// A claim by name, or by dotted path (`"org.id"` reads
@@ -57,16 +83,16 @@ impl VerifiedClaims {
         let bytes = path.as_bytes();
         // The common case, a claim at the top level: one lookup.
         if !bytes.contains(&b'.') {
-            return if path.is_empty() { None } else { self.0.get(path) };
+            return if path.is_empty() { None } else { self.top(path) };
         }
         if bytes.first() == Some(&b'.') || bytes.last() == Some(&b'.') || bytes.windows(2).any(|w| w == b"..") {
             return None;
         }
-        if let Some(whole) = self.0.get(path) {
+        if let Some(whole) = self.top(path) {
             return Some(whole);
         }
         let mut segments = path.split('.');
-        let mut value = self.0.get(segments.next()?)?;
+        let mut value = self.top(segments.next()?)?;
         for seg in segments {
             value = value.as_object()?.get(seg)?;
         }

@@ -28,6 +28,7 @@
 //! implies), or a JWKS URL refreshed in the background with a cooldown.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,10 +58,44 @@ const CACHE_SHARDS: usize = 16;
 
 /// Verified tokens by a 128-bit keyed hash of the token: claims, `exp`, and
 /// the generation of the key set that verified them.
-type TokenCacheShard = Mutex<HashMap<(u64, u64), (VerifiedClaims, u64, usize)>>;
+type TokenCacheShard = Mutex<HashMap<TokenId, (VerifiedClaims, u64, usize), BuildHasherDefault<TokenIdHash>>>;
 /// Tokens that failed their signature check, keyed like the verified ones:
 /// until when (seconds) the failure is remembered, and under which key set.
-type FailedCacheShard = Mutex<HashMap<(u64, u64), (u64, usize)>>;
+type FailedCacheShard = Mutex<HashMap<TokenId, (u64, usize), BuildHasherDefault<TokenIdHash>>>;
+
+/// A token's identity in the caches: two independent keyed hashes of its
+/// bytes. The first picks the shard, the second the map's bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TokenId(u64, u64);
+
+impl std::hash::Hash for TokenId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.1);
+    }
+}
+
+/// The caches' hasher: a [`TokenId`]'s second half as it is. It is a keyed
+/// hash already (a client cannot aim at a bucket without the verifier's
+/// random keys), so hashing it again (SipHash, on every request) buys
+/// nothing; it is not the half that picks the shard, whose bits are the
+/// same for every token of a shard.
+#[derive(Default)]
+struct TokenIdHash(u64);
+
+impl std::hash::Hasher for TokenIdHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is called (`TokenId`'s `Hash`); folded anyway.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
 /// How long a failed token is remembered (at most; a key set change ends it).
 const FAILED_TTL_SECS: u64 = 60;
 
@@ -158,9 +193,9 @@ impl JwtVerifier {
             audience: None,
             leeway: crate::defaults::JWT_LEEWAY,
             hasher: (ahash::RandomState::new(), ahash::RandomState::new()),
-            cache: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            cache: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::default())).collect(),
             cache_per_shard: 10_000 / CACHE_SHARDS,
-            failed: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            failed: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::default())).collect(),
             budget: FailureBudget::new(
                 crate::defaults::JWT_MAX_FAILED_PER_IP,
                 crate::defaults::JWT_FAILED_WINDOW,
@@ -384,7 +419,7 @@ impl JwtVerifier {
     /// No per-address budget applies (the failed-token cache does); on a
     /// request path, use [`verify_from`](Self::verify_from).
     pub fn verify(&self, token: &str) -> Option<VerifiedClaims> {
-        self.verify_for(token, None)
+        self.verify_for(token.as_bytes(), None)
     }
 
     /// [`verify`](Self::verify) for a token from `client` (the client's
@@ -393,18 +428,20 @@ impl JwtVerifier {
     /// signature check is refused unchecked when `client` has used its
     /// budget of failed checks ([`failed_checks_per_ip`](Self::failed_checks_per_ip)).
     pub fn verify_from(&self, token: &str, client: Option<IpAddr>) -> Option<VerifiedClaims> {
-        self.verify_for(token, Some(client))
+        self.verify_for(token.as_bytes(), Some(client))
     }
 
     /// `client`: `None` for no budget, else the address whose budget applies.
-    fn verify_for(&self, token: &str, client: Option<Option<IpAddr>>) -> Option<VerifiedClaims> {
+    /// `token` is checked to be text only past the caches: a hit is the
+    /// bytes of a token that was checked when it was verified.
+    fn verify_for(&self, token: &[u8], client: Option<Option<IpAddr>>) -> Option<VerifiedClaims> {
         use outcome::Verification as V;
         let fail = |outcome: V| self.outcomes.record(outcome);
         if token.is_empty() || token.len() > MAX_TOKEN_LEN {
             return fail(V::Malformed);
         }
         let now = jsonwebtoken::get_current_timestamp();
-        let id = (self.hasher.0.hash_one(token), self.hasher.1.hash_one(token));
+        let id = TokenId(self.hasher.0.hash_one(token), self.hasher.1.hash_one(token));
         let shard = &self.cache[(id.0 as usize) % CACHE_SHARDS];
         let generation = self.key_generation();
         if let Ok(cache) = shard.lock() {
@@ -430,6 +467,9 @@ impl JwtVerifier {
             }
         }
 
+        let Some(token) = crate::claims::token_text(token) else {
+            return fail(V::Malformed);
+        };
         let Ok(header) = jsonwebtoken::decode_header(token) else {
             return fail(V::Malformed);
         };
@@ -572,13 +612,13 @@ impl JwtVerifier {
     /// The claims of the request's `Authorization: Bearer` token, if exactly
     /// one such header is present and the token verifies.
     pub fn verify_request(&self, parts: &http::request::Parts) -> Option<VerifiedClaims> {
-        self.verify(bearer_token(parts)?)
+        self.verify_for(crate::claims::bearer_bytes(&parts.headers)?, None)
     }
 
     /// [`verify_request`](Self::verify_request) under `client`'s budget of
     /// failed checks (see [`verify_from`](Self::verify_from)).
     pub fn verify_request_from(&self, parts: &http::request::Parts, client: Option<IpAddr>) -> Option<VerifiedClaims> {
-        self.verify_from(bearer_token(parts)?, client)
+        self.verify_for(crate::claims::bearer_bytes(&parts.headers)?, Some(client))
     }
 }
 
