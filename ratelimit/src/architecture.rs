@@ -1,9 +1,11 @@
 //! The crate's layers, checked: every `crate::` path in the library's
 //! source (unit-test modules aside) points to its own layer's modules or to
 //! a lower layer's, so the map in the crate docs cannot rot. A new module is
-//! placed in [`LAYERS`] or this test fails naming it.
+//! placed in [`LAYERS`] or this test fails naming it. Inside the layers, no
+//! two files import each other, directly or around a circle: a file's
+//! imports (grouped ones expanded, `super::` resolved) point one way.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The top-level modules, lowest layer first. A module may use its own
@@ -42,8 +44,9 @@ const LAYERS: &[(&str, &[&str])] = &[
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
-    // The crate root re-exports the engine's types (`crate::Quota`).
-    if module.starts_with(|c: char| c.is_ascii_uppercase()) {
+    // The crate root re-exports the engine's types (`crate::Quota`), and
+    // holds the exported macros' helpers (`crate::__rate_limit_*`).
+    if module.starts_with(|c: char| c.is_ascii_uppercase()) || module.starts_with("__") {
         return Some(0);
     }
     LAYERS.iter().position(|(_, modules)| modules.contains(&module))
@@ -75,23 +78,228 @@ fn code(path: &Path) -> String {
         .join("\n")
 }
 
-/// The modules `code` names as `crate::<module>`.
-fn uses(code: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
+/// The paths `code` names: every `use` (its groups expanded, `use
+/// crate::{a, b::{c, d}}` naming `crate::a`, `crate::b::c` and
+/// `crate::b::d`) and every `crate::`, `super::` or `self::` path written
+/// inline, as segments.
+fn paths(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
     let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        let before = rest[..at].chars().next_back();
-        rest = &rest[at + "crate::".len()..];
+    // `use` statements, groups expanded (`pub use`, `pub(crate) use` too).
+    while let Some(at) = find_word(rest, "use") {
+        let after = &rest[at + 3..];
+        let Some(end) = after.find(';') else { break };
+        // `a as b` kept as `a@b` (the name is `a`), then spaces dropped.
+        let tree: String = after[..end]
+            .replace(" as ", "@")
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        expand(&tree, &mut Vec::new(), &mut out);
+        rest = &after[end..];
+    }
+    // Inline paths (`crate::config::Config::load()`).
+    let mut rest = code;
+    while let Some(at) = rest.find("::") {
+        let head_start = rest[..at]
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map_or(0, |i| i + 1);
+        let head = &rest[head_start..at];
+        let before = rest[..head_start].chars().next_back();
+        let tail: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        rest = &rest[at + 2..];
         // `$crate::` and `::crate` are not this crate's paths.
-        if before.is_some_and(|c| c == '$' || c.is_alphanumeric() || c == '_') {
+        if !matches!(head, "crate" | "super" | "self") || before.is_some_and(|c| c == '$' || c == ':') {
             continue;
         }
-        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-        if !name.is_empty() {
-            out.insert(name);
-        }
+        let mut path = vec![head.to_owned()];
+        path.extend(tail.split("::").filter(|s| !s.is_empty()).map(str::to_owned));
+        out.push(path);
     }
     out
+}
+
+/// Where `word` starts in `text` as a whole word.
+fn find_word(text: &str, word: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = text[from..].find(word).map(|i| i + from) {
+        let before = text[..i].chars().next_back();
+        let after = text[i + word.len()..].chars().next();
+        let boundary = |c: Option<char>| c.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        if boundary(before) && boundary(after) {
+            return Some(i);
+        }
+        from = i + word.len();
+    }
+    None
+}
+
+/// Expands a use tree (whitespace removed) under `prefix` into its paths.
+fn expand(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let tree = tree.trim_start_matches("::");
+    let (head, group) = match tree.find('{') {
+        Some(open) if tree.ends_with('}') => (&tree[..open], Some(&tree[open + 1..tree.len() - 1])),
+        _ => (tree, None),
+    };
+    let depth = prefix.len();
+    prefix.extend(
+        head.split("::")
+            .filter(|s| !s.is_empty())
+            .map(|s| s.split('@').next().unwrap_or(s).to_owned()),
+    );
+    match group {
+        None => out.push(prefix.clone()),
+        Some(items) => {
+            for item in split_top(items) {
+                expand(item, prefix, out);
+            }
+        }
+    }
+    prefix.truncate(depth);
+}
+
+/// A group's items, split at its own commas (not at nested groups').
+fn split_top(items: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0, 0);
+    for (i, c) in items.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&items[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&items[start..]);
+    out.into_iter().filter(|s| !s.is_empty()).collect()
+}
+
+/// The modules `code` names as `crate::<module>`.
+fn uses(code: &str) -> BTreeSet<String> {
+    paths(code)
+        .into_iter()
+        .filter(|p| p.first().is_some_and(|h| h == "crate"))
+        .filter_map(|p| p.get(1).cloned())
+        .collect()
+}
+
+/// A source file's module path (`axum/mod.rs`: `["axum"]`, `lib.rs`: `[]`).
+fn module_of(relative: &Path) -> Vec<String> {
+    let mut segments: Vec<String> = relative
+        .components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .map(|c| c.trim_end_matches(".rs").to_owned())
+        .collect();
+    if segments.last().is_some_and(|s| s == "mod" || s == "lib") {
+        segments.pop();
+    }
+    segments
+}
+
+/// The file-level import graph: each file's module, and the modules (files)
+/// its paths reach, each path resolved to the longest module prefix that is
+/// a file. A parent and its own child naming each other (re-exports,
+/// `super::`) is Rust's shape for a module and its parts: not an edge.
+fn import_graph(src: &Path, files: &[PathBuf]) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let modules: BTreeSet<Vec<String>> = files
+        .iter()
+        .map(|f| module_of(f.strip_prefix(src).expect("under src")))
+        .collect();
+    let mut graph = BTreeMap::new();
+    for file in files {
+        let own = module_of(file.strip_prefix(src).expect("under src"));
+        let mut targets = BTreeSet::new();
+        for path in paths(&code(file)) {
+            // Other heads are extern crates (or a module's own children).
+            let mut full = match path.first().map(String::as_str) {
+                Some("crate") => Vec::new(),
+                Some("super") => own[..own.len().saturating_sub(1)].to_vec(),
+                Some("self") => own.clone(),
+                _ => continue,
+            };
+            let mut rest = &path[1..];
+            while rest.first().is_some_and(|s| s == "super") {
+                full.pop();
+                rest = &rest[1..];
+            }
+            full.extend(rest.iter().cloned());
+            let Some(target) = (0..=full.len())
+                .rev()
+                .map(|n| full[..n].to_vec())
+                .find(|m| modules.contains(m))
+            else {
+                continue;
+            };
+            let parent_child = |a: &Vec<String>, b: &Vec<String>| a.len() + 1 == b.len() && b.starts_with(a);
+            if target != own && !parent_child(&own, &target) && !parent_child(&target, &own) {
+                targets.insert(target);
+            }
+        }
+        graph.insert(own, targets);
+    }
+    graph
+}
+
+/// The strongly connected sets of more than one module (Tarjan's).
+fn circles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Vec<String>>> {
+    struct Walk<'g> {
+        graph: &'g BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        index: BTreeMap<&'g Vec<String>, (usize, usize)>,
+        stack: Vec<&'g Vec<String>>,
+        on_stack: BTreeSet<&'g Vec<String>>,
+        found: Vec<Vec<Vec<String>>>,
+    }
+    fn visit<'g>(w: &mut Walk<'g>, v: &'g Vec<String>) {
+        let n = w.index.len();
+        w.index.insert(v, (n, n));
+        w.stack.push(v);
+        w.on_stack.insert(v);
+        for t in w.graph.get(v).into_iter().flatten() {
+            let Some((t, _)) = w.graph.get_key_value(t) else {
+                continue;
+            };
+            if !w.index.contains_key(t) {
+                visit(w, t);
+                let low = w.index[t].1.min(w.index[v].1);
+                w.index.get_mut(v).expect("visited").1 = low;
+            } else if w.on_stack.contains(t) {
+                let low = w.index[t].0.min(w.index[v].1);
+                w.index.get_mut(v).expect("visited").1 = low;
+            }
+        }
+        if w.index[v].0 == w.index[v].1 {
+            let mut set = Vec::new();
+            while let Some(m) = w.stack.pop() {
+                w.on_stack.remove(m);
+                set.push(m.clone());
+                if m == v {
+                    break;
+                }
+            }
+            if set.len() > 1 {
+                set.sort();
+                w.found.push(set);
+            }
+        }
+    }
+    let mut w = Walk {
+        graph,
+        index: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !w.index.contains_key(v) {
+            visit(&mut w, v);
+        }
+    }
+    w.found
 }
 
 #[test]
@@ -146,4 +354,52 @@ fn the_reader_sees_paths_as_written() {
     let code = "use crate::config::Config;\nlet q = crate::Quota::per_second(1);\n$crate::setters::with!(x);";
     let found: Vec<_> = uses(code).into_iter().collect();
     assert_eq!(found, ["Quota", "config"]);
+}
+
+#[test]
+fn no_file_imports_itself_around_a_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let found = circles(&import_graph(&src, &files));
+    let named: Vec<String> = found
+        .iter()
+        .map(|set| {
+            set.iter()
+                .map(|m| if m.is_empty() { "lib".to_owned() } else { m.join("::") })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect();
+    assert!(
+        named.is_empty(),
+        "import circles between files:\n  {}",
+        named.join("\n  ")
+    );
+}
+
+#[test]
+fn grouped_imports_and_super_paths_are_read() {
+    let code = "use crate::{config::{Config, ConfigError}, key::KeySource as K};\npub(crate) use super::runtime::Pending;\nfn f() { super::super::plan::compile(); self::x::y(); }";
+    let found = paths(code);
+    let has = |p: &[&str]| found.iter().any(|f| f == p);
+    assert!(has(&["crate", "config", "Config"]), "{found:?}");
+    assert!(has(&["crate", "config", "ConfigError"]), "{found:?}");
+    assert!(has(&["crate", "key", "KeySource"]), "{found:?}");
+    assert!(has(&["super", "runtime", "Pending"]), "{found:?}");
+    assert!(has(&["super", "super", "plan", "compile"]), "{found:?}");
+    assert!(has(&["self", "x", "y"]), "{found:?}");
+    // A circle of two files is found; a parent and its child are not one.
+    let module = |s: &str| {
+        s.split('/')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let mut graph = BTreeMap::new();
+    graph.insert(module("a/x"), BTreeSet::from([module("a/y")]));
+    graph.insert(module("a/y"), BTreeSet::from([module("a/x")]));
+    graph.insert(module("b"), BTreeSet::from([module("a/x")]));
+    assert_eq!(circles(&graph), vec![vec![module("a/x"), module("a/y")]]);
 }

@@ -9,26 +9,10 @@ use std::process::ExitCode;
 
 use tower_service::Service as _;
 
+use super::runtime::{Explained, EXPLAIN};
 use super::RateLimit;
 use crate::config::check::{self, CheckReport, Request};
 use crate::config::Config;
-
-/// The probe bit of `explain`'s runtime (beside `[responses]
-/// probe_methods`' `HEAD` and `OPTIONS` bits): every method is a probe.
-pub(crate) const EXPLAIN: u8 = 4;
-
-/// What `explain`'s runtime answers: the names of the limited routes the
-/// request reached, in the order of their decision.
-#[derive(Debug, Clone)]
-struct Explained(Vec<String>);
-
-/// `explain`'s runtime's answer to a request on limited routes.
-pub(crate) fn explained(pending: &[super::runtime::Pending<'_>]) -> axum::response::Response {
-    let mut response = axum::response::Response::new(axum::body::Body::empty());
-    let names = pending.iter().map(|p| p.route.plan.name.to_owned()).collect();
-    response.extensions_mut().insert(Explained(names));
-    response
-}
 
 impl super::runtime::Runtime {
     /// Makes this runtime `explain`'s: every request is a probe whose

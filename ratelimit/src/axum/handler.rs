@@ -11,12 +11,13 @@ use std::marker::PhantomData;
 use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
+use http::HeaderMap;
 
-use super::in_flight::Permits;
 use super::observe::{Once, RouteSeries};
+use super::permits::Permits;
 use super::registry::RouteSlot;
 use super::reject::Rejection;
-use super::respond::{Headers, Outcome, RouteName};
+use super::respond::{write_triple, Outcome, RouteName, Triple};
 use super::runtime::Route;
 use super::RateLimit;
 use crate::claims::VerifiedClaims;
@@ -499,5 +500,46 @@ impl IntoResponse for Limited {
     #[inline]
     fn into_response(self) -> Response {
         self.0
+    }
+}
+
+/// The rate-limit headers of an admitted request's response, fixed by its
+/// decision and kept while the handler runs. The `-06` triple (the default
+/// style) is three numbers; structured fields name every limit, and keep
+/// the outcomes, boxed: the handler's future carries this across its await
+/// and moves it several times, and a move of the outcomes (200 bytes each)
+/// is a `memcpy` (structured fields allocate their values anyway).
+#[derive(Debug)]
+pub(crate) enum Headers<O> {
+    /// `headers = "none"`.
+    None,
+    Triple(Triple),
+    Outcomes(Box<O>),
+}
+
+impl<O: Report> Headers<O> {
+    /// The headers of `outcomes` (one limit, or a stack of them), as
+    /// [`Report::write_over`](Report::write_over) writes them.
+    #[inline]
+    pub(crate) fn of(outcomes: &O) -> Headers<O> {
+        let Some(first) = outcomes.reported() else {
+            return Headers::None;
+        };
+        if first.style.structured() {
+            Headers::Outcomes(Box::new(outcomes.clone()))
+        } else if first.style.draft06() {
+            Headers::Triple(first.triple())
+        } else {
+            Headers::None
+        }
+    }
+
+    /// Writes them on the handler's own response.
+    pub(crate) fn write_over(&self, headers: &mut HeaderMap) {
+        match self {
+            Headers::None => {}
+            Headers::Triple(t) => write_triple(headers, *t),
+            Headers::Outcomes(o) => o.write_over(headers),
+        }
     }
 }

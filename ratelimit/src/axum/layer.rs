@@ -15,7 +15,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::handler::CURRENT;
-use super::in_flight::Permits;
+use super::permits::Permits;
 use super::respond::Outcome;
 use super::rules::Decided;
 use super::RateLimit;

@@ -158,15 +158,38 @@ mod layer;
 mod meter;
 pub(crate) mod observe;
 mod optional;
+mod permits;
 pub(crate) mod registry;
 pub(crate) mod reject;
 mod reload;
 mod report;
 mod respond;
+mod route;
 mod rules;
 mod runtime;
 mod setup;
 mod telemetry;
+
+/// What `#[rate_limit]` expansions call. Not a public API: no stability
+/// promise, do not use directly.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::axum::handler::{Admit, InState, Limited, Report, RouterState, Rule, Rules, ViaLayer};
+    pub use crate::axum::observe::RouteSeries;
+    pub use crate::axum::registry::RouteSlot;
+    pub use crate::axum::reject::call_reject;
+    pub use crate::axum::{AttributeRoute, Rejection};
+    pub use ::axum::response::{IntoResponse, Response};
+    pub use ::inventory;
+    // Every key source, by the names the spec gives them
+    // (`KeyKind::runtime`): a new kind needs no edit here.
+    pub use crate::key::*;
+    /// `jwt_claim("path")`: the attribute's paths are `&'static str`.
+    pub type Claim = crate::key::Claim<&'static str>;
+    // What a rule needs of a cargo feature (`requires_jwt! { key }`): empty
+    // with the feature, a compile error naming it without.
+    pub use crate::{__rate_limit_requires_jwt as requires_jwt, __rate_limit_requires_service as requires_service};
+}
 
 use std::sync::Arc;
 

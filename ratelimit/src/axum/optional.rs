@@ -329,7 +329,7 @@ impl Fleet {
     ) -> bool {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
-            let mut fleet = [crate::global::FleetCheck::new(checks[0], 0, 0); super::runtime::MAX_STACK];
+            let mut fleet = [crate::global::FleetCheck::new(checks[0], 0, 0); crate::config::MAX_STACK];
             for ((slot, check), held) in fleet.iter_mut().zip(checks).zip(held) {
                 *slot = request(held, &check.quota, check.cost);
             }

@@ -4,7 +4,7 @@
 
 use super::observe::{LogGate, Metrics, Once, Series};
 use super::respond::Outcome;
-use super::runtime::Route;
+use super::route::Route;
 use crate::Denial;
 
 /// What the runtime reports: metric series and the gates of its log events.

@@ -72,7 +72,7 @@ pub struct Outcome {
     /// adjusts.
     pub(crate) held: Held,
     /// The limit's requests in flight, when it has a concurrency limit.
-    pub(crate) in_flight: Option<super::in_flight::InFlight>,
+    pub(crate) in_flight: Option<InFlight>,
     /// The key needed the client's address and the server gave none (it was
     /// not served with connect info): answered 500, nothing decided.
     pub(crate) no_peer: bool,
@@ -294,7 +294,7 @@ impl Outcome {
     /// by the concurrency (a shadow route's), the triple describes that:
     /// the next permit comes when one of the client's requests ends, said
     /// as 1 s.
-    fn triple(&self) -> Triple {
+    pub(crate) fn triple(&self) -> Triple {
         if let Some(c) = self.in_flight.filter(|c| c.refused && !self.decision.is_denied()) {
             return Triple {
                 limit: c.limit,
@@ -495,51 +495,10 @@ pub(crate) struct Triple {
     reset: u64,
 }
 
-fn write_triple(headers: &mut HeaderMap, t: Triple) {
+pub(crate) fn write_triple(headers: &mut HeaderMap, t: Triple) {
     headers.insert(RATELIMIT_LIMIT.clone(), number(u64::from(t.limit)));
     headers.insert(RATELIMIT_REMAINING.clone(), number(u64::from(t.remaining)));
     headers.insert(RATELIMIT_RESET.clone(), number(t.reset));
-}
-
-/// The rate-limit headers of an admitted request's response, fixed by its
-/// decision and kept while the handler runs. The `-06` triple (the default
-/// style) is three numbers; structured fields name every limit, and keep
-/// the outcomes, boxed: the handler's future carries this across its await
-/// and moves it several times, and a move of the outcomes (200 bytes each)
-/// is a `memcpy` (structured fields allocate their values anyway).
-#[derive(Debug)]
-pub(crate) enum Headers<O> {
-    /// `headers = "none"`.
-    None,
-    Triple(Triple),
-    Outcomes(Box<O>),
-}
-
-impl<O: super::handler::Report> Headers<O> {
-    /// The headers of `outcomes` (one limit, or a stack of them), as
-    /// [`Report::write_over`](super::handler::Report::write_over) writes them.
-    #[inline]
-    pub(crate) fn of(outcomes: &O) -> Headers<O> {
-        let Some(first) = outcomes.reported() else {
-            return Headers::None;
-        };
-        if first.style.structured() {
-            Headers::Outcomes(Box::new(outcomes.clone()))
-        } else if first.style.draft06() {
-            Headers::Triple(first.triple())
-        } else {
-            Headers::None
-        }
-    }
-
-    /// Writes them on the handler's own response.
-    pub(crate) fn write_over(&self, headers: &mut HeaderMap) {
-        match self {
-            Headers::None => {}
-            Headers::Triple(t) => write_triple(headers, *t),
-            Headers::Outcomes(o) => o.write_over(headers),
-        }
-    }
 }
 
 /// What an outer limit (a `[[rules]]` entry of the layer) needs before it
@@ -596,6 +555,17 @@ pub(crate) fn number(n: u64) -> HeaderValue {
         Some(v) => v.clone(),
         None => HeaderValue::from(n),
     }
+}
+
+/// A limit's requests in flight, as the response reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InFlight {
+    /// The key's concurrency.
+    pub(crate) limit: u32,
+    /// Permits left after this request's (0 when refused).
+    pub(crate) remaining: u32,
+    /// The key already held its limit: refused (unless shadow).
+    pub(crate) refused: bool,
 }
 
 #[cfg(test)]

@@ -4,10 +4,11 @@
 use bytes::Bytes;
 use http::request::Parts;
 
-use super::in_flight::Permits;
+use super::permits::Permits;
 use super::respond::{Outcome, OuterWait, RouteName};
-use super::runtime::{probe_answer, Pending, Route, Runtime, MAX_STACK};
+use super::runtime::{probe_answer, Pending, Route, Runtime};
 use crate::config::RuleConfig;
+use crate::config::MAX_STACK;
 use crate::plan::RoutePlan;
 
 impl Runtime {

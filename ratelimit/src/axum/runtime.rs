@@ -10,15 +10,16 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::request::Parts;
 
-use super::in_flight::Permits;
-use super::observe::RouteSeries;
 use super::optional::{Fleet, Service, Tokens};
+use super::permits::Permits;
 use super::reject::{RejectHook, Rejection};
 use super::report::Observer;
-use super::respond::{Outcome, OuterWait, RouteName};
+use super::respond::{Outcome, OuterWait};
+pub(crate) use super::route::Route;
+use crate::config::MAX_STACK;
 use crate::config::{Config, ConfigHandle};
 use crate::key::{ClientKey, HeaderBudget, KeyContext, KeyHasher, KeySource};
-use crate::plan::{Ask, Plan, RoutePlan};
+use crate::plan::{Ask, Plan};
 use crate::resolve::{JwtTier, ResolveContext, Resolver};
 use crate::{AnyClock, Clock, Limiter, MemoryStore};
 
@@ -379,8 +380,7 @@ impl Runtime {
     #[inline]
     pub(crate) fn is_probe(&self, method: &http::Method) -> bool {
         let probes = self.probes.load(std::sync::atomic::Ordering::Relaxed);
-        probes != 0
-            && (probes & super::command::EXPLAIN != 0 || crate::config::ResponseConfig::mask_has(probes, method))
+        probes != 0 && (probes & EXPLAIN != 0 || crate::config::ResponseConfig::mask_has(probes, method))
     }
 
     /// What a request refused by its requests in flight reports of its
@@ -417,8 +417,8 @@ impl Runtime {
         parts: &Parts,
         hooks: &[fn(&Rejection<'_>) -> Option<Response>],
     ) -> Response {
-        if self.probes.load(std::sync::atomic::Ordering::Relaxed) & super::command::EXPLAIN != 0 {
-            return super::command::explained(pending);
+        if self.probes.load(std::sync::atomic::Ordering::Relaxed) & EXPLAIN != 0 {
+            return explained(pending);
         }
         self.peek_permits(pending);
         let admitted = self.peek_all(pending);
@@ -434,6 +434,23 @@ impl Runtime {
         probe_answer(&outcomes, &mut response);
         response
     }
+}
+
+/// The probe bit of `explain`'s runtime (beside `[responses]
+/// probe_methods`' `HEAD` and `OPTIONS` bits): every method is a probe.
+pub(crate) const EXPLAIN: u8 = 4;
+
+/// What `explain`'s runtime answers: the names of the limited routes the
+/// request reached, in the order of their decision.
+#[derive(Debug, Clone)]
+pub(crate) struct Explained(pub(crate) Vec<String>);
+
+/// `explain`'s runtime's answer to a request on limited routes.
+fn explained(pending: &[Pending<'_>]) -> axum::response::Response {
+    let mut response = axum::response::Response::new(axum::body::Body::empty());
+    let names = pending.iter().map(|p| p.route.plan.name.to_owned()).collect();
+    response.extensions_mut().insert(Explained(names));
+    response
 }
 
 /// The answer to a request whose key needs the client's address when the
@@ -460,11 +477,6 @@ pub(super) fn probe_answer<B>(outcomes: &[Outcome], response: &mut http::Respons
     headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
 }
 
-/// The most limits one decision stacks (attributes on a handler, or
-/// `[[rules]]` entries that say `stack`); a longer stack of rules applies
-/// its first eight.
-pub(crate) const MAX_STACK: usize = 8;
-
 /// One limit of a request, prepared: [`Runtime::prepare`]'s result.
 pub(crate) struct Pending<'c> {
     pub(crate) route: Route<'c>,
@@ -472,14 +484,4 @@ pub(crate) struct Pending<'c> {
     /// The profile's limit on requests in flight, if any.
     pub(crate) concurrency: Option<u32>,
     pub(crate) outcome: Outcome,
-}
-
-/// A route a request is decided on: its plan under the configuration the
-/// request read, the name its responses carry, and its own metric handles
-/// (attribute routes) if any.
-#[derive(Clone, Copy)]
-pub(crate) struct Route<'c> {
-    pub(crate) plan: &'c RoutePlan,
-    pub(crate) name: RouteName,
-    pub(crate) series: Option<&'static RouteSeries>,
 }

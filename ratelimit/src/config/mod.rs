@@ -48,6 +48,8 @@ pub use error::ConfigError;
 pub use ratelimit_spec::Cost;
 pub use reload::ConfigHandle;
 pub(crate) use rules::applying;
+#[cfg(feature = "axum")]
+pub(crate) use rules::MAX_STACK;
 pub use rules::{PathPattern, PathPatternError, RuleConfig};
 
 use crate::key::ClientIpConfig;

@@ -9,6 +9,11 @@ use http::Method;
 use crate::key::AnyKey;
 use crate::resolve::Step;
 
+/// The most limits one decision stacks (attributes on a handler, or
+/// `[[rules]]` entries that say `stack`); a longer stack of rules applies
+/// its first eight.
+pub(crate) const MAX_STACK: usize = 8;
+
 /// One `[[rules]]` entry, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

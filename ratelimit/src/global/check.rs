@@ -1,7 +1,7 @@
 //! One request's limit through the fleet gate: the local check and the
 //! key's fleet identity, what the gate's `*_id` methods take.
 
-use super::gate::NONZERO;
+use super::ids::NONZERO;
 use crate::{Check, Decision};
 
 /// One limit of a request through the [`FleetGate`](super::FleetGate): the

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::check::FleetCheck;
 use super::history::History;
-use super::ids::FleetHasher;
+use super::ids::{FleetHasher, NONZERO};
 use super::settings::{GateError, GateSettings};
 use super::table::{Closed, Slot, Slots, Table};
 use crate::defaults::OnOutage;
@@ -74,10 +74,6 @@ impl std::fmt::Debug for FleetGate {
             .finish_non_exhaustive()
     }
 }
-
-/// Set in every fleet id, so none is 0 (an empty slot); the table places
-/// keys by the high half.
-pub(super) const NONZERO: u64 = 1;
 
 /// Written first into a group's fleet id ([`FleetGate::group_id`]), so a
 /// group's id and a key's are hashes of different inputs.

@@ -3,8 +3,8 @@
 //! rounds behind the gate's mutex. It knows nothing of the gate or of the
 //! store's connection: the loop (`sync.rs`) fills it and reads it.
 
-use super::hot::HotKeys;
 use super::ids::{IdMap, IdSet};
+use super::marks::HotKeys;
 use super::ration::{ReadRation, Roster};
 use super::store::Counter;
 use super::table::{pack, unpack, Release};

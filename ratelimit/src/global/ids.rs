@@ -3,6 +3,10 @@
 
 use std::hash::Hasher;
 
+/// Set in every fleet id, so none is 0 (an empty slot); the table places
+/// keys by the high half.
+pub(crate) const NONZERO: u64 = 1;
+
 /// Keyed, fleet-stable hashing of keys: the folded-multiply construction of
 /// ahash's portable path (and foldhash), under four 64-bit keys derived from
 /// the shared secret with SipHash. Pure integer arithmetic, so every

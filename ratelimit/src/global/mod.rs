@@ -47,6 +47,7 @@ mod health;
 mod history;
 mod hot;
 mod ids;
+mod marks;
 mod names;
 mod ration;
 mod redis;

@@ -150,7 +150,7 @@ impl RedisStore {
         let prefix = &self.settings.prefix;
         // (Writing to a String cannot fail.)
         let _ = if key == 0 {
-            let what = if route == super::hot::HOT_LIST_ROUTE {
+            let what = if route == super::marks::HOT_LIST_ROUTE {
                 "hot"
             } else {
                 "instances"

@@ -5,7 +5,8 @@
 use std::sync::atomic::Ordering;
 
 use super::check::FleetCheck;
-use super::gate::{FleetGate, MAX_FLEET_BURST, NONZERO};
+use super::gate::{FleetGate, MAX_FLEET_BURST};
+use super::ids::NONZERO;
 use super::table::{Pending, Slot};
 use crate::limiter::placement_of;
 use crate::window::Fit;

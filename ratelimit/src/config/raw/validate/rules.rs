@@ -9,12 +9,9 @@ use super::super::schema::RawRule;
 use super::super::spans::field;
 use super::profiles::profile_names;
 use super::Ctx;
-use crate::config::rules::{self, PathPattern, RuleConfig};
+use crate::config::rules::{self, PathPattern, RuleConfig, MAX_STACK};
 use crate::config::{ConfigError, Profile, RouteConfig};
 use crate::resolve::Step;
-
-/// The most rules one decision stacks (the runtime's `MAX_STACK`).
-const MAX_RULE_STACK: usize = 8;
 
 /// What the rules may refer to.
 pub(super) struct Known<'a> {
@@ -36,16 +33,16 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
         let at = |key: &str, message: String| ctx.error(&entry.key(key), message);
         if r.stack {
             stacking += 1;
-            // A stack applies at most MAX_RULE_STACK rules: with fewer rules
+            // A stack applies at most MAX_STACK rules: with fewer rules
             // saying `stack` than that, no request can reach a longer one,
             // so no limit is ever dropped from a stack.
-            if stacking >= MAX_RULE_STACK {
+            if stacking >= MAX_STACK {
                 return Err(at(
                     "stack",
                     format!(
-                        "at most {} rules can say stack = true (one decision stacks at most {MAX_RULE_STACK} \
+                        "at most {} rules can say stack = true (one decision stacks at most {MAX_STACK} \
                          rules)",
-                        MAX_RULE_STACK - 1
+                        MAX_STACK - 1
                     ),
                 ));
             }
