@@ -78,12 +78,14 @@
 //! ## Layers
 //!
 //! Dependencies point one way, down: a module uses its own layer's leaf
-//! modules or lower layers, never one above (`src/architecture.rs` checks
-//! every `crate::` path against this list).
+//! modules or lower layers, never one above, and no two files import each
+//! other, directly or around a circle (`src/architecture.rs` checks every
+//! path, grouped imports and `super::` included, against this list).
 //!
 //! ```text
 //!  integrations   axum/      setup (config to runtime), runtime (the request path), config_cache,
-//!                            handler, layer, respond, reject, report, observe, telemetry, charge, meter, gate, grpc
+//!                            handler, layer, rules, route, respond, reject, report, observe, telemetry,
+//!                            in_flight, permits, charge, meter, gate, grpc, command (check and explain)
 //!  configuration  config/    the model (mod.rs), raw/ (TOML to Config: schema, env, spans, validate/*),
 //!                            rules, reload, diff, check/ (the checker and explain)
 //!  routes compiled plan.rs   each route's limit settled once per configuration, read by index
