@@ -59,6 +59,8 @@ pub(crate) struct Runtime {
     /// The gRPC services the application named (checked against gRPC-shaped
     /// `[[rules]]` at startup and on every reload).
     pub(super) grpc_services: Vec<&'static str>,
+    /// `RateLimitBuilder::routes_in`: which attribute routes it serves.
+    pub(super) routes_in: &'static str,
     /// The attribute routes this runtime serves (checked at startup and on
     /// every reload).
     pub(crate) routes: Vec<&'static super::AttributeRoute>,

@@ -30,11 +30,10 @@ pub(crate) struct Extras {
     pub(crate) grpc_services: Vec<&'static str>,
 }
 
-/// The attribute routes under `prefix`, refused (every problem, one per
-/// line) when `config` cannot serve them.
-fn attribute_routes(prefix: &str, config: &Config) -> Result<Vec<&'static super::AttributeRoute>, String> {
-    let routes = super::registry::routes_under(prefix);
-    let mut problems = super::registry::check(&routes, config);
+/// Refuses `config` (every problem, one per line) when it cannot serve
+/// `routes`, the attribute routes under `prefix`.
+fn check_routes(prefix: &str, routes: &[&'static super::AttributeRoute], config: &Config) -> Result<(), String> {
+    let mut problems = super::registry::check(routes, config);
     let orphans = super::registry::orphan_overrides(config);
     if !orphans.is_empty() && problems.is_empty() {
         // Only [routes] sections are wrong: no hint about other
@@ -43,7 +42,7 @@ fn attribute_routes(prefix: &str, config: &Config) -> Result<Vec<&'static super:
     }
     problems.extend(orphans);
     if problems.is_empty() {
-        return Ok(routes);
+        return Ok(());
     }
     let mut refused = problems.join("\n");
     if prefix.is_empty() {
@@ -122,17 +121,6 @@ fn log_rules(config: &Config, when: &str) {
     }
 }
 
-/// The configuration needs no cargo feature this build lacks (`[jwt]`
-/// keys, `jwt` and `service` steps, `jwt_claim` keys, `[service]`,
-/// `[global]`): the checker's verdict, so that startup, a reload and
-/// `Config::check_startup` refuse the same files with the same words.
-fn features(config: &Config) -> Result<(), (&'static str, String, String)> {
-    match crate::config::check::missing_features(config).into_iter().next() {
-        Some(problem) => Err(problem),
-        None => Ok(()),
-    }
-}
-
 /// Binds every `"custom:<name>"` rule key of `config` to the extractor
 /// registered under its name: the rule's index and what is wrong for one
 /// that names none.
@@ -163,6 +151,83 @@ fn bind_keys(config: &mut Config, keys: &BTreeMap<String, Arc<dyn KeySource>>) -
     Ok(())
 }
 
+/// What a configuration is prepared against: the application that runs it.
+pub(super) struct Served<'a> {
+    /// `RateLimitBuilder::routes_in`: which attribute routes it serves.
+    pub(super) routes_in: &'a str,
+    pub(super) routes: &'a [&'static super::AttributeRoute],
+    /// Its key extractors, by the names `"custom:<name>"` keys give.
+    pub(super) keys: &'a BTreeMap<String, Arc<dyn KeySource>>,
+    /// The gRPC services it named.
+    pub(super) grpc_services: &'a [&'static str],
+    /// Whether it runs a limit service (which the `service` step asks).
+    pub(super) service_on: bool,
+}
+
+/// Why [`prepare`] refused a configuration: the section at fault (startup's
+/// [`SetupError::section`]), the field (a reload's [`ConfigError`]) and what
+/// is wrong.
+pub(super) struct Refused {
+    section: &'static str,
+    field: String,
+    message: String,
+}
+
+impl Refused {
+    fn new(section: &'static str, field: impl Into<String>, message: impl Into<String>) -> Refused {
+        Refused {
+            section,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// As startup reports it.
+    fn at_startup(self) -> SetupError {
+        SetupError::new(self.section, self.message)
+    }
+
+    /// As a reload from `source` reports it.
+    fn at_reload(self, source: &str) -> ConfigError {
+        ConfigError::new(source, format!("{}; the running configuration stays", self.message)).with_field(self.field)
+    }
+}
+
+/// Prepares `config` to run in `served`: what startup and every reload do,
+/// the same checks with the same words, before any request sees it. It
+/// needs no cargo feature the build lacks (the checker's verdict, so that
+/// `Config::check_startup` refuses the same files too); its custom keys are
+/// bound to the application's extractors; its probe methods, gRPC-shaped
+/// rules and route overrides fit what the application serves; then its
+/// plan is compiled (warning of what it finds) and its rules logged.
+/// Returns the probe mask requests read.
+pub(super) fn prepare(config: &mut Config, served: &Served<'_>, when: &str) -> Result<u8, Refused> {
+    if let Some((section, field, message)) = crate::config::check::missing_features(config).into_iter().next() {
+        return Err(Refused::new(section, field, message));
+    }
+    bind_keys(config, served.keys).map_err(|(i, message)| {
+        Refused::new(
+            "rules",
+            format!("rules[{i}].key"),
+            format!("[[rules]] entry {}: {message}", i + 1),
+        )
+    })?;
+    let probes = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods).map_err(|e| {
+        Refused::new(
+            "responses",
+            "responses.probe_methods",
+            format!("[responses] probe_methods: {e}"),
+        )
+    })?;
+    unserved_grpc_rules(config, served.grpc_services).map_err(|message| Refused::new("rules", "rules", message))?;
+    check_routes(served.routes_in, served.routes, config)
+        .map_err(|message| Refused::new("routes", "routes", message))?;
+    // The plan, compiled now that the rules are bound: no request compiles it.
+    super::registry::compile_and_warn(served.routes, config, served.service_on);
+    log_rules(config, when);
+    Ok(probes)
+}
+
 impl Runtime {
     pub(crate) async fn build(
         mut config: Config,
@@ -177,14 +242,17 @@ impl Runtime {
             routes_in,
             grpc_services,
         } = extras;
-        let routes = attribute_routes(routes_in, &config).map_err(|message| SetupError::new("routes", message))?;
-        let probes = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods)
-            .map_err(|e| SetupError::new("responses", format!("[responses] probe_methods: {e}")))?;
-        features(&config).map_err(|(section, _, message)| SetupError::new(section, message))?;
-        bind_keys(&mut config, &keys)
-            .map_err(|(i, message)| SetupError::new("rules", format!("[[rules]] entry {}: {message}", i + 1)))?;
-        unserved_grpc_rules(&config, &grpc_services).map_err(|message| SetupError::new("rules", message))?;
-        log_rules(&config, "startup");
+        let routes = super::registry::routes_under(routes_in);
+        // `[service]` starts a limit service (or the start refuses it).
+        let service_on = config.service.is_some();
+        let served = Served {
+            routes_in,
+            routes: &routes,
+            keys: &keys,
+            grpc_services: &grpc_services,
+            service_on,
+        };
+        let probes = prepare(&mut config, &served, "startup").map_err(Refused::at_startup)?;
         let store = config
             .build_store()
             .map_err(|e| SetupError::caused_by("store", "[store]: ", e))?;
@@ -199,9 +267,7 @@ impl Runtime {
         }
         let has_rules = std::sync::atomic::AtomicBool::new(!config.rules.is_empty());
         let max_keys_in_flight = config.store.max_keys_in_flight;
-        // The plan, compiled now that the rules are bound: no request
-        // compiles it.
-        super::registry::compile_and_warn(&routes, &config, service.is_on());
+        debug_assert_eq!(service.is_on(), service_on);
         Ok(Runtime {
             config: ConfigHandle::new(config),
             limiter,
@@ -220,6 +286,7 @@ impl Runtime {
             in_flight: std::sync::OnceLock::new(),
             max_keys_in_flight,
             grpc_services,
+            routes_in,
             routes,
         })
     }
@@ -227,32 +294,19 @@ impl Runtime {
     /// Swaps the running configuration, once its custom keys are bound
     /// (`source` names it in the error: a file's path, or `<config>`).
     pub(crate) fn reload(&self, mut config: Config, source: &str) -> Result<ConfigChanges, ConfigError> {
-        features(&config).map_err(|(_, field, message)| {
-            ConfigError::new(source, format!("{message}; the running configuration stays")).with_field(field)
-        })?;
-        self.service.fits(&config).map_err(|message| {
-            ConfigError::new(source, format!("{message}; the running configuration stays")).with_field("service")
-        })?;
-        bind_keys(&mut config, &self.keys).map_err(|(i, message)| {
-            ConfigError::new(source, format!("{message}; the running configuration stays"))
-                .with_field(format!("rules[{i}].key"))
-        })?;
-        let probes = crate::config::ResponseConfig::probe_mask(&config.responses.probe_methods).map_err(|e| {
-            ConfigError::new(source, format!("{e}; the running configuration stays"))
-                .with_field("responses.probe_methods")
-        })?;
-        unserved_grpc_rules(&config, &self.grpc_services).map_err(|message| {
-            ConfigError::new(source, format!("{message}; the running configuration stays")).with_field("rules")
-        })?;
-        let mut problems = super::registry::check(&self.routes, &config);
-        problems.extend(super::registry::orphan_overrides(&config));
-        if let Some(first) = problems.first() {
-            return Err(
-                ConfigError::new(source, format!("{first}; the running configuration stays")).with_field("routes"),
-            );
-        }
-        // The plan, compiled before the swap: no request compiles it.
-        super::registry::compile_and_warn(&self.routes, &config, self.service.is_on());
+        // The limit service keeps its startup settings: a reload's must
+        // fit them.
+        self.service
+            .fits(&config)
+            .map_err(|message| Refused::new("service", "service", message).at_reload(source))?;
+        let served = Served {
+            routes_in: self.routes_in,
+            routes: &self.routes,
+            keys: &self.keys,
+            grpc_services: &self.grpc_services,
+            service_on: self.service.is_on(),
+        };
+        let probes = prepare(&mut config, &served, "reload").map_err(|r| r.at_reload(source))?;
         // A panic elsewhere while holding it poisons nothing that matters.
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let has_rules = !config.rules.is_empty();
