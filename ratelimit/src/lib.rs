@@ -84,8 +84,8 @@
 //!
 //! ```text
 //!  integrations   axum/      setup (config to runtime), runtime (the request path), config_cache,
-//!                            handler, layer, rules, route, respond, reject, report, observe, telemetry,
-//!                            in_flight, permits, charge, meter, gate, grpc, command (check and explain)
+//!                            handler, layer, rules, route, outcome, reject, report, observe, telemetry,
+//!                            in_flight, permits, charge, meter, fleet, grpc, command (check and explain)
 //!  configuration  config/    the model (mod.rs), raw/ (TOML to Config: schema, env, spans, validate/*),
 //!                            rules, reload, diff, check/ (the checker and explain)
 //!  routes compiled plan.rs   each route's limit settled once per configuration, read by index
@@ -116,7 +116,7 @@
 //! | `axum/setup.rs` | from a configuration to a running runtime (store, verifier, limit service, fleet gate, keys) |
 //! | `axum/runtime.rs` | the one `decide` every route takes: key, its plan's limit, check, fleet gate |
 //! | `axum/handler.rs`, `axum/layer.rs` | the attribute's extractor; the `tower::Layer` of `[[rules]]` |
-//! | `axum/respond.rs`, `axum/reject.rs`, `axum/report.rs`, `axum/observe.rs` | headers and 429s; logs, metrics and route warnings |
+//! | `axum/outcome.rs`, `axum/reject.rs`, `axum/report.rs`, `axum/observe.rs` | a limit's outcome, its headers and 429s; logs, metrics and route warnings |
 //! | `net/`, `service/` | networks, the one rustls client setup and the CA file, the HTTP(S) client; the limit service |
 //! | `global/` | the fleet gate: request path, table, sync rounds, history, Redis and `rediss://` |
 //! | `store/`, `gcra.rs`, `limiter.rs` | the engine: the bounded lock-free table and the arithmetic |

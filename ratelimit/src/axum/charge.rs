@@ -6,7 +6,7 @@ use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 
-use super::respond::{Held, Outcome};
+use super::outcome::{Held, Outcome};
 use super::RateLimit;
 use crate::Quota;
 

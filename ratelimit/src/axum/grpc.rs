@@ -22,7 +22,7 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Response, StatusCode};
 
-use super::respond::{ceil_secs, Outcome};
+use super::outcome::{ceil_secs, Outcome};
 use crate::Denial;
 
 /// `grpc-status`.

@@ -14,10 +14,10 @@ use http::request::Parts;
 use http::HeaderMap;
 
 use super::observe::{Once, RouteSeries};
+use super::outcome::{write_triple, Outcome, RouteName, Triple};
 use super::permits::Permits;
 use super::registry::RouteSlot;
 use super::reject::Rejection;
-use super::respond::{write_triple, Outcome, RouteName, Triple};
 use super::runtime::Route;
 use super::RateLimit;
 use crate::claims::VerifiedClaims;
@@ -155,7 +155,7 @@ pub trait Report: Clone + Send + Sync + std::fmt::Debug + 'static {
     #[doc(hidden)]
     fn reported(&self) -> Option<&Outcome> {
         let all = self.outcomes();
-        super::respond::reported(all).map(|i| &all[i])
+        super::outcome::reported(all).map(|i| &all[i])
     }
 }
 
@@ -183,7 +183,7 @@ impl<const N: usize> Report for [Outcome; N] {
         self
     }
     fn write_over(&self, headers: &mut http::HeaderMap) {
-        super::respond::write_stack(self, headers, false);
+        super::outcome::write_stack(self, headers, false);
     }
 }
 
@@ -238,7 +238,7 @@ impl<R: Rule> Rules for R {
 #[cold]
 #[inline(never)]
 fn refuse<R: Rule>(outcome: &Outcome, parts: &Parts, rt: &RateLimit) -> Response {
-    let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
+    let outer = parts.extensions.get::<super::outcome::OuterWait>().copied();
     rt.inner
         .reject_route(std::slice::from_ref(outcome), parts, outer, R::reject)
 }
@@ -265,8 +265,8 @@ macro_rules! stacked {
                 }
                 // The hook of the limit the refusal reports.
                 let hooks: [fn(&Rejection<'_>) -> Option<Response>; $n] = [$first::reject, $($rule::reject),*];
-                let main = super::respond::reported(&outcomes).unwrap_or(0);
-                let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
+                let main = super::outcome::reported(&outcomes).unwrap_or(0);
+                let outer = parts.extensions.get::<super::outcome::OuterWait>().copied();
                 Err(rt.inner.reject_route(&outcomes, parts, outer, hooks[main]))
             }
 
@@ -410,7 +410,7 @@ fn unregistered(route: &'static str) -> Response {
              answering 500 rather than serving it unlimited"
         );
     }
-    super::respond::wiring_problem(
+    super::outcome::wiring_problem(
         "Rate limit not registered",
         &format!("route {route:?} is rate limited, but its limit is not registered with the rate limiter"),
     )
@@ -431,7 +431,7 @@ fn missing_limiter(route: &'static str) -> Response {
              (answering 500 rather than serving it unlimited)"
         );
     }
-    super::respond::wiring_problem(
+    super::outcome::wiring_problem(
         "Rate limiter not installed",
         &format!("route {route:?} is rate limited, but no rate limiter is installed on this router"),
     )

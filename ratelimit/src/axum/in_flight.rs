@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 
+use super::outcome::{append_member, InFlight, Outcome, RATELIMIT, RATELIMIT_POLICY};
 use super::permits::{HeldPermit, Permits};
-use super::respond::{append_member, InFlight, Outcome, RATELIMIT, RATELIMIT_POLICY};
 use super::runtime::Pending;
 use super::runtime::Runtime;
 use crate::concurrency::ConcurrencyLimiter;

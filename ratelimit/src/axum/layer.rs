@@ -15,8 +15,8 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::handler::CURRENT;
+use super::outcome::Outcome;
 use super::permits::Permits;
-use super::respond::Outcome;
 use super::rules::Decided;
 use super::RateLimit;
 
@@ -82,7 +82,7 @@ where
             // An outer layer's wait (it admitted, with nothing left) is
             // this refusal's too: the outer layer raises Retry-After to it,
             // and the body must say the same number.
-            let outer = parts.extensions.get::<super::respond::OuterWait>().copied();
+            let outer = parts.extensions.get::<super::outcome::OuterWait>().copied();
             let rejection = self.rt.inner.reject_rule(d.outcomes(), &parts, outer);
             return ResponseFuture {
                 state: State::Rejected {
@@ -97,11 +97,11 @@ where
             // refusal from beneath tells the whole wait, in its body too.
             // The longest of every layer's: an outer layer's wait is not
             // replaced by a shorter one from a layer nested inside it.
-            let outer = parts.extensions.get::<super::respond::OuterWait>().map_or(0, |w| w.0);
+            let outer = parts.extensions.get::<super::outcome::OuterWait>().map_or(0, |w| w.0);
             let own = d.outcomes().iter().map(Outcome::outer_wait_secs).max().unwrap_or(0);
             let wait = own.max(outer);
             if wait > 0 {
-                parts.extensions.insert(super::respond::OuterWait(wait));
+                parts.extensions.insert(super::outcome::OuterWait(wait));
             }
             let upstream = parts.extensions.get::<crate::claims::VerifiedClaims>().is_some();
             let mut claims = None;
@@ -201,7 +201,7 @@ where
                 let mut response = ready!(future.poll(cx))?;
                 match outcome.take() {
                     Some(Decided::One(o)) => o.write_headers(response.headers_mut()),
-                    Some(Decided::Many(stack)) => super::respond::write_stack(&stack, response.headers_mut(), true),
+                    Some(Decided::Many(stack)) => super::outcome::write_stack(&stack, response.headers_mut(), true),
                     None => {}
                 }
                 // Held until the body has been sent; an empty body gives

@@ -150,7 +150,7 @@ pub mod command;
 mod config_cache;
 mod error;
 #[cfg(feature = "redis")]
-mod gate;
+mod fleet;
 mod grpc;
 pub(crate) mod handler;
 mod in_flight;
@@ -158,12 +158,12 @@ mod layer;
 mod meter;
 pub(crate) mod observe;
 mod optional;
+mod outcome;
 mod permits;
 pub(crate) mod registry;
 pub(crate) mod reject;
 mod reload;
 mod report;
-mod respond;
 mod route;
 mod rules;
 mod runtime;
@@ -196,9 +196,9 @@ use std::sync::Arc;
 pub use charge::Charge;
 pub use error::SetupError;
 pub use layer::{RateLimitLayer, RateLimitService, ResponseFuture};
+pub use outcome::{Outcome, RATELIMIT, RATELIMIT_LIMIT, RATELIMIT_POLICY, RATELIMIT_REMAINING, RATELIMIT_RESET};
 pub use registry::AttributeRoute;
 pub use reject::Rejection;
-pub use respond::{Outcome, RATELIMIT, RATELIMIT_LIMIT, RATELIMIT_POLICY, RATELIMIT_REMAINING, RATELIMIT_RESET};
 
 use crate::config::{Config, ConfigError};
 #[cfg(feature = "jwt")]

@@ -5,7 +5,7 @@
 //! build; the `cfg`s stay here, at the module's boundary.
 
 use super::error::SetupError;
-use super::respond::Held;
+use super::outcome::Held;
 use crate::config::Config;
 use crate::key::{ClientKey, KeyContext, KeySource};
 use crate::resolve::ResolveContext;
@@ -251,7 +251,7 @@ impl Fleet {
             ..g.clone()
         };
         Ok(Fleet {
-            gate: Some(super::gate::start_gate(&g, config.profiles(), clock)?),
+            gate: Some(super::fleet::start_gate(&g, config.profiles(), clock)?),
         })
     }
 

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 
-use super::respond::{Outcome, OuterWait};
+use super::outcome::{Outcome, OuterWait};
 use crate::config::ResponseConfig;
 use crate::Decision;
 
@@ -74,7 +74,7 @@ impl<'a> Rejection<'a> {
         responses: &'a ResponseConfig,
         outer: Option<OuterWait>,
     ) -> Self {
-        let main = super::respond::reported(stack).unwrap_or(0);
+        let main = super::outcome::reported(stack).unwrap_or(0);
         let outcome = &stack[main];
         let retry = stack
             .iter()
@@ -101,7 +101,7 @@ impl<'a> Rejection<'a> {
     /// The policy names of every refusing limit, as the default body's
     /// `violated-policies` lists them.
     pub fn violated_policies(&self) -> Vec<String> {
-        super::respond::violated(self.stack)
+        super::outcome::violated(self.stack)
     }
 
     /// What every refusal carries whoever built it: `Retry-After` (a
@@ -115,9 +115,9 @@ impl<'a> Rejection<'a> {
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
         if own.is_none_or(|secs| secs < self.retry) {
-            headers.insert(http::header::RETRY_AFTER, super::respond::number(self.retry));
+            headers.insert(http::header::RETRY_AFTER, super::outcome::number(self.retry));
         }
-        super::respond::write_stack(self.stack, headers, false);
+        super::outcome::write_stack(self.stack, headers, false);
     }
 
     /// The engine's decision (why: [`Decision::denial`]).
@@ -167,7 +167,7 @@ impl<'a> Rejection<'a> {
     /// either way).
     pub fn default_response(&self) -> Response<Bytes> {
         self.outcome
-            .problem_of(self.responses, self.retry, super::respond::violated(self.stack))
+            .problem_of(self.responses, self.retry, super::outcome::violated(self.stack))
     }
 
     /// Whether the refused request is a gRPC call: its `content-type` is

@@ -3,7 +3,7 @@
 //! name what the configuration lacks.
 
 use super::observe::{LogGate, Metrics, Once, Series};
-use super::respond::Outcome;
+use super::outcome::Outcome;
 use super::route::Route;
 use crate::Denial;
 

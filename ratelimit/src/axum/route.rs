@@ -1,7 +1,7 @@
 //! A route a request is decided on, as the request path carries it.
 
 use super::observe::RouteSeries;
-use super::respond::RouteName;
+use super::outcome::RouteName;
 use crate::plan::RoutePlan;
 
 /// A route a request is decided on: its plan under the configuration the

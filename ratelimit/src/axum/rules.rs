@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use http::request::Parts;
 
+use super::outcome::{Outcome, OuterWait, RouteName};
 use super::permits::Permits;
-use super::respond::{Outcome, OuterWait, RouteName};
 use super::runtime::{probe_answer, Pending, Route, Runtime};
 use crate::config::RuleConfig;
 use crate::config::MAX_STACK;

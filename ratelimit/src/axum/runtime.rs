@@ -11,10 +11,10 @@ use bytes::Bytes;
 use http::request::Parts;
 
 use super::optional::{Fleet, Service, Tokens};
+use super::outcome::{Outcome, OuterWait};
 use super::permits::Permits;
 use super::reject::{RejectHook, Rejection};
 use super::report::Observer;
-use super::respond::{Outcome, OuterWait};
 pub(crate) use super::route::Route;
 use crate::config::MAX_STACK;
 use crate::config::{Config, ConfigHandle};
@@ -302,7 +302,7 @@ impl Runtime {
                 style: config.headers,
                 claims_checked: cx.claims_checked(),
                 claims: cx.take_claims(),
-                held: super::respond::Held {
+                held: super::outcome::Held {
                     cell,
                     route_id: plan.id,
                     fleet_id,
@@ -427,7 +427,7 @@ impl Runtime {
         // A probe is not the hot path: one small allocation is fine.
         let outcomes: Vec<Outcome> = pending.iter().map(|p| p.outcome.clone()).collect();
         if !admitted {
-            let main = super::respond::reported(&outcomes).unwrap_or(0);
+            let main = super::outcome::reported(&outcomes).unwrap_or(0);
             let outer = parts.extensions.get::<OuterWait>().copied();
             let hook = hooks.get(main).copied().unwrap_or(|_| None);
             return self.reject_route(&outcomes, parts, outer, hook);
@@ -459,7 +459,7 @@ fn explained(pending: &[Pending<'_>]) -> axum::response::Response {
 /// server gave none: 500, naming the fix (axum's `ConnectInfo` extractor
 /// answers the same way), never a bucket shared by every client.
 fn no_peer_response(route: &str) -> http::Response<Bytes> {
-    super::respond::wiring_problem(
+    super::outcome::wiring_problem(
         "Client address unavailable",
         &format!(
             "route {route:?} is rate limited by client address, but the server gives no peer address: serve the \
@@ -475,7 +475,7 @@ fn no_peer_response(route: &str) -> http::Response<Bytes> {
 pub(super) fn probe_answer<B>(outcomes: &[Outcome], response: &mut http::Response<B>) {
     *response.status_mut() = http::StatusCode::NO_CONTENT;
     let headers = response.headers_mut();
-    super::respond::write_stack(outcomes, headers, false);
+    super::outcome::write_stack(outcomes, headers, false);
     headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
 }
 

@@ -10,7 +10,7 @@ use super::names::{
     set_degraded, Reason, DEGRADED_KEYS, FAILED_KEYS, HOT_KEYS, LIVE_INSTANCES, SYNCED_KEYS, SYNC_ROUNDS, SYNC_SECONDS,
     UNREAD_KEYS,
 };
-use super::report::SyncReport;
+use super::round::SyncReport;
 use super::store::GlobalError;
 
 /// The state of a gate, for health checks and tests.

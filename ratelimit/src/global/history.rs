@@ -1,7 +1,7 @@
 //! The sync loop's memory of each key: the fleet's totals per slice as this
 //! instance last knew them (a ring of slice totals per key), kept across
 //! rounds behind the gate's mutex. It knows nothing of the gate or of the
-//! store's connection: the loop (`sync.rs`) fills it and reads it.
+//! store's connection: the loop (`round.rs`) fills it and reads it.
 
 use super::ids::{IdMap, IdSet};
 use super::marks::HotKeys;

@@ -51,12 +51,11 @@ mod marks;
 mod names;
 mod ration;
 mod redis;
-mod report;
+mod round;
 mod settings;
 mod settlement;
 mod stacked;
 mod store;
-mod sync;
 mod table;
 mod task;
 #[cfg(feature = "redis-tls")]
@@ -69,7 +68,7 @@ pub use crate::window::{Fit, Position, SlidingWindow, WindowError, MAX_SLICES};
 pub use check::FleetCheck;
 pub use gate::{FleetGate, MAX_FLEET_BURST};
 pub use health::{FleetHealth, GateStatus};
-pub use report::SyncReport;
+pub use round::SyncReport;
 pub use settings::{GateError, GateSettings, DEFAULT_SUB_EPOCHS};
 pub use store::{Counter, GlobalError, GlobalStore, MemoryGlobalStore, OpResult, SyncOp};
 

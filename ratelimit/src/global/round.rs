@@ -16,7 +16,6 @@ use super::history::{Histories, History, KeyHistory, Taken};
 use super::hot::Kept;
 use super::names::UNTRACKED;
 use super::ration::{rank, Roster};
-use super::report::SyncReport;
 use super::store::{Counter, GlobalError, GlobalStore, OpResult, SyncOp};
 use super::table::{pack, tag32, Closed, ROUND};
 use super::visit::{Place, Tables, Visit};
@@ -586,4 +585,36 @@ impl FleetGate {
     pub(super) fn counter_ttl(&self) -> Duration {
         self.window.length() * 2 + Duration::from_nanos(self.window.slice_ns()) + Duration::from_secs(1)
     }
+}
+
+/// What one sync round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Keys in the round.
+    pub keys: usize,
+    /// Units pushed and confirmed.
+    pub pushed: u64,
+    /// Keys whose totals were refreshed.
+    pub pulled: usize,
+    /// Keys with a failed operation (an error reply such as OOM, READONLY,
+    /// MISCONF, NOPERM or WRONGTYPE; an unusable reply; a cluster node
+    /// down): limited locally only until a round succeeds for them.
+    pub failed_keys: usize,
+    /// Redis operations in the round.
+    pub operations: usize,
+    /// Active keys not read this round: rounds ran long (a flood of keys),
+    /// so reads are rationed, keys refused by the fleet and then the
+    /// busiest first. Their closed sums come from the totals their pushes
+    /// answered and those last read, and until a round reads them they are
+    /// held to their fair share of the budget (budget / live instances).
+    pub unread_keys: usize,
+    /// Active keys pushed and read this round (see the module docs).
+    pub hot_keys: usize,
+    /// Active keys decided locally, held to their share of the budget:
+    /// neither pushed nor read.
+    pub cold_keys: usize,
+    /// How long the store took to answer, leaving out the round's own work
+    /// done while the reply was on the wire: what rations the next round's
+    /// reads when it passes half the sync interval.
+    pub store_time: Duration,
 }
