@@ -119,10 +119,16 @@ impl FleetGate {
         }
         let window =
             SlidingWindow::new(settings.window, sub_epochs).map_err(|e| GateError::new(format!("sub_epochs: {e}")))?;
-        let capacity = settings.max_keys.saturating_mul(2);
+        // `max_keys` cold keys, and as many slots again for the reserve
+        // (keys at their share, hot keys) and for short probes.
+        let (capacity, cold) = (settings.max_keys.saturating_mul(2), settings.max_keys);
         let gate = FleetGate {
             window,
-            tables: [Table::new(capacity), Table::new(capacity), Table::new(capacity)],
+            tables: [
+                Table::new(capacity, cold),
+                Table::new(capacity, cold),
+                Table::new(capacity, cold),
+            ],
             hasher: FleetHasher::new(&settings.secret),
             offset: AtomicI64::new(0),
             slice_hint: AtomicU64::new(0),
@@ -346,9 +352,15 @@ impl FleetGate {
         let look = self.look(fleet_id, &quota, cost, now);
         if let Some(Fit::Exceeds { retry_ns }) = look.fit {
             if let (Mode::Check, Some(at)) = (mode, &look.at) {
+                let round = self.round.load(Ordering::Relaxed);
+                // Untracked, at its share: a slot from the reserve, and the
+                // fleet decides it there (refusing it, which turns it hot).
+                if at.untracked && self.reserve(at, request.route, fleet_id, round) {
+                    return self.decide_tracked(limiter, request, now);
+                }
                 // Kept synced, read first and turned hot: the key is
                 // requested, and at its fleet budget (or its share) here.
-                self.refused(at, request.route, self.round.load(Ordering::Relaxed));
+                self.refused(at, request.route, round);
             }
             return local(0).fleet_denied(retry_ns, cost);
         }
@@ -389,6 +401,14 @@ impl FleetGate {
             self.count(at, request.route, fleet_id, self.round.load(Ordering::Relaxed), cost);
         }
         self.within(d, &look, &quota, cost)
+    }
+
+    /// [`decide_at`](Self::decide_at) again for a key that just claimed a
+    /// slot from the reserve (so, once only): the fleet decides it now.
+    #[cold]
+    #[inline(never)]
+    fn decide_tracked<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck, now: u64) -> Decision {
+        self.decide_at(limiter, request, Mode::Check, now)
     }
 
     /// The fleet id of `group` (a client's network) on `route`: what a
@@ -434,6 +454,11 @@ impl FleetGate {
         let live = || self.live.load(Ordering::Relaxed).max(1);
         let at = self.slots(place, fleet_id);
         let used = match (in_force, at.own) {
+            // The table holds no more cold keys this epoch (a flood of new
+            // keys filled it): the sketch's count, held to its share until
+            // the fleet refuses it there and it claims a slot from the
+            // reserve (`decide_at`).
+            (true, None) if at.untracked => Some((self.untracked_used(&at, fleet_id), true)),
             (false, _) => None,
             // `None` also when this key's last round failed.
             (true, Some(slot)) => self.used(slot, place.epoch, fleet_id, place.slice, place.into),

@@ -140,6 +140,121 @@ async fn cold_keys_cost_the_store_nothing_and_a_key_at_its_share_turns_hot() {
     assert!(on_b > 30, "B never got more than its cold share once it read the key");
 }
 
+/// A flood of new keys fills what the tables hold for cold keys on both
+/// instances; a key that turns hot afterwards still holds the fleet budget
+/// (it escaped it before: each instance limited it locally only, 201 of
+/// 100 measured from outside) and still gets it: untracked, it is counted
+/// in the sketch and held to its share, then claims a slot from the
+/// reserve, turns hot and gets what the fleet has left.
+#[tokio::test]
+async fn a_key_that_turns_hot_after_a_flood_of_new_keys_holds_the_fleet_budget() {
+    let clock = ManualClock::new();
+    let settings = || settings().with_max_keys(16);
+    let (a, b) = (
+        FleetGate::new(settings(), &clock).unwrap(),
+        FleetGate::new(settings(), &clock).unwrap(),
+    );
+    let (la, lb) = (
+        Limiter::new(MemoryStore::default(), clock.clone()),
+        Limiter::new(MemoryStore::default(), clock.clone()),
+    );
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(600).with_burst(1000); // 100 per window
+    to_next_epoch(&clock, Duration::from_millis(1_000));
+    for g in [&a, &b, &a] {
+        g.sync_once(&store, &clock).await.unwrap();
+    }
+    assert_eq!(a.status().live_instances, 2);
+    // The flood: 1,000 new keys on each, a request each.
+    for i in 0..1000u32 {
+        assert!(a.check(&la, 1, &i, &q, 1).is_allowed());
+        assert!(b.check(&lb, 1, &(i + 1000), &q, 1).is_allowed());
+    }
+    let untracked = a.status().untracked;
+    assert!(untracked >= 1000 - 16, "{untracked} of the flood untracked on A");
+    clock.advance(Duration::from_millis(100));
+    let report = a.sync_once(&store, &clock).await.unwrap();
+    assert!(report.keys <= 16, "a round visits the tracked keys only: {report:?}");
+    b.sync_once(&store, &clock).await.unwrap();
+    // "k" on both, both asking for more than the budget, over one window.
+    let (mut on_a, mut on_b) = (0, 0);
+    for _ in 0..100 {
+        on_a += (0..5).filter(|_| a.check(&la, 1, "k", &q, 1).is_allowed()).count();
+        on_b += (0..5).filter(|_| b.check(&lb, 1, "k", &q, 1).is_allowed()).count();
+        clock.advance(Duration::from_millis(100));
+        a.sync_once(&store, &clock).await.unwrap();
+        b.sync_once(&store, &clock).await.unwrap();
+        if on_a + on_b >= 100 {
+            break;
+        }
+    }
+    let total = on_a + on_b;
+    assert!(
+        total <= 105,
+        "{total} admitted ({on_a} + {on_b}) in one window of a budget of 100"
+    );
+    assert!(total >= 90, "only {total} of 100 admitted: the key lost its budget");
+    let hot = (a.status().hot_keys, b.status().hot_keys);
+    assert!(hot.0 >= 1 && hot.1 >= 1, "the key turned hot on both: {hot:?}");
+}
+
+/// A key the fleet marked hot claims a slot on an instance whose table is
+/// closed to cold keys, on its first request there: it is pushed and read
+/// from that instance's next round, not held to its share by the sketch
+/// while what it used elsewhere is in the store.
+#[tokio::test]
+async fn a_key_hot_elsewhere_takes_a_slot_from_the_reserve() {
+    let Among {
+        clock,
+        g,
+        limiter,
+        store,
+    } = among(settings().with_max_keys(16), 2).await;
+    let q = Quota::per_minute(600).with_burst(1000);
+    for i in 0..200u32 {
+        g.check(&limiter, 1, &i, &q, 1);
+    }
+    let id = g.fleet_id(1, "k");
+    fn table<'g>(g: &'g FleetGate, clock: &ManualClock) -> &'g table::Table {
+        use crate::Clock;
+        let epoch = g.window.epoch_of(g.window.locate(g.wall(clock.now())).slice);
+        &g.tables[(epoch % 3) as usize]
+    }
+    assert!(!table(&g, &clock).open_to_cold());
+    // Another instance marks "k" hot; this one reads the mark.
+    g.mark_hot(&store, &clock, &[id]).await.unwrap();
+    clock.advance(Duration::from_millis(100));
+    g.sync_once(&store, &clock).await.unwrap();
+    assert!(g.check(&limiter, 1, "k", &q, 1).is_allowed());
+    assert!(
+        table(&g, &clock).find(id | ids::NONZERO).is_some(),
+        "no slot for a key hot in the fleet"
+    );
+    // A cold key still gets none.
+    assert!(g.check(&limiter, 1, "cold", &q, 1).is_allowed());
+    assert!(table(&g, &clock).find(g.fleet_id(1, "cold") | ids::NONZERO).is_none());
+}
+
+/// The sketch's error cannot refuse an honest key: with the tables full of
+/// a flood's keys, each new key that sends a few requests is still
+/// admitted (its two counters are shared with a few flood keys at most).
+#[test]
+fn untracked_honest_keys_are_not_refused_by_the_sketch() {
+    let clock = ManualClock::new();
+    let g = FleetGate::new(settings().with_max_keys(1024), &clock).unwrap();
+    let limiter = Limiter::new(MemoryStore::default(), clock.clone());
+    let q = Quota::per_minute(600).with_burst(1000);
+    // 20,000 flood keys (the cold part holds 1,024), then 2,000 keys that
+    // send 10 requests each, within their budget of 100.
+    for i in 0..20_000u32 {
+        g.check(&limiter, 1, &i, &q, 1);
+    }
+    let refused = (0..2_000u32)
+        .map(|i| (0..10).filter(|_| g.check(&limiter, 2, &i, &q, 1).is_denied()).count())
+        .sum::<usize>();
+    assert_eq!(refused, 0, "honest untracked keys refused by the sketch's error");
+}
+
 /// A key whose share is below one request (more live instances than units
 /// in the budget) gets one request per window while cold (an empty window
 /// always fits one), then the fleet's refusal turns it hot, and it gets the

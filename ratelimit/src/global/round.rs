@@ -550,6 +550,8 @@ impl FleetGate {
         // instance no longer reads: its next read takes the whole window (after this
         // round's reads, which set how far it has read).
         for key in new_marks {
+            // For requests: a key hot elsewhere claims a slot here.
+            self.tables[(epoch % 3) as usize].mark_fleet_hot(key);
             if let Some(h) = history.keys.get_mut(&key) {
                 h.final_upto = None;
                 if h.own_cold {

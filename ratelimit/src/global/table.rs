@@ -6,7 +6,7 @@
 //!
 //! A slot is one cache line: everything a request reads and writes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::window::SlidingWindow;
 
@@ -100,6 +100,14 @@ impl Closed {
     pub(crate) fn is_held(word: u64) -> bool {
         let sum = word & LOW;
         sum != Self::DEGRADED && sum & Self::HELD != 0
+    }
+
+    /// Whether a word holds a sum the fleet read (the key was hot): not
+    /// fresh, not degraded, not held to its share.
+    #[inline(always)]
+    pub(crate) fn is_read(word: u64) -> bool {
+        let sum = word & LOW;
+        word != Self::UNKNOWN && sum != Self::DEGRADED && sum & Self::HELD == 0
     }
 
     pub(crate) fn degraded(slice: u64) -> u64 {
@@ -305,7 +313,32 @@ pub(crate) struct Table {
     /// (units to take, a refusal), so a round visits the keys requested
     /// since the last one, not every slot of the table.
     dirty: Box<[AtomicU64]>,
+    /// Slots claimed this epoch.
+    claimed: AtomicUsize,
+    /// Claims past which the table is closed to cold keys (`max_keys`): the
+    /// slots left are the reserve of keys that reached their share of the
+    /// fleet budget here or are hot, so that no flood of keys that stay
+    /// cold can leave such a key without a slot.
+    open_to_cold: usize,
+    /// The units of the keys the table had no slot for this epoch: a
+    /// count-min sketch of two rows (each key adds to one counter per row,
+    /// and the smaller of its two is never below what it used), so an
+    /// untracked key is still held to its share of the fleet budget. A row
+    /// has four counters per slot: the keys it counts are a flood's, more
+    /// than the table holds, and what other keys add to a key's counters
+    /// is the sketch's error (a flood's units spread over the row).
+    untracked: Box<[AtomicU32]>,
+    /// A row's width, less one (a power of two).
+    row_mask: usize,
+    /// The keys the fleet marked hot, as the rounds of this epoch read the
+    /// marks: a Bloom filter (two bits a key, as many bits as slots), so
+    /// that a request of a key hot elsewhere claims a slot (from the
+    /// reserve if need be) and is pushed and read like any hot key.
+    fleet_hot: Box<[AtomicU64]>,
 }
+
+/// The sketch's counters per row, per slot of the table.
+const SKETCH_PER_SLOT: usize = 4;
 
 /// How many slots a key may probe before it is counted as untracked. At
 /// most half full, linear probing almost never needs more than a few; 64
@@ -313,14 +346,82 @@ pub(crate) struct Table {
 const PROBE: usize = 64;
 
 impl Table {
-    pub(crate) fn new(capacity: usize) -> Table {
+    /// A table of `capacity` slots (rounded up to a power of two), open to
+    /// cold keys for its first `open_to_cold` claims of an epoch.
+    pub(crate) fn new(capacity: usize, open_to_cold: usize) -> Table {
         let capacity = capacity.next_power_of_two().max(PROBE);
         Table {
             epoch: AtomicU64::new(u64::MAX),
             slots: (0..capacity).map(|_| Slot::default()).collect(),
             mask: capacity - 1,
             dirty: (0..capacity.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            claimed: AtomicUsize::new(0),
+            open_to_cold: open_to_cold.min(capacity),
+            untracked: (0..2 * SKETCH_PER_SLOT * capacity).map(|_| AtomicU32::new(0)).collect(),
+            row_mask: SKETCH_PER_SLOT * capacity - 1,
+            fleet_hot: (0..capacity / 64).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// `key`'s two bits in [`fleet_hot`](Self::fleet_hot): other bits of
+    /// the fleet id than the table's and the sketch's.
+    #[inline]
+    fn hot_bits(&self, key: u64) -> [(usize, u64); 2] {
+        let mask = self.mask;
+        [(key >> 7) as usize & mask, (key >> 40) as usize & mask].map(|bit| (bit / 64, 1 << (bit % 64)))
+    }
+
+    /// Records that the fleet marked `key` hot (a round read the mark).
+    pub(crate) fn mark_fleet_hot(&self, key: u64) {
+        for (word, bit) in self.hot_bits(key) {
+            self.fleet_hot[word].fetch_or(bit, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the fleet marked `key` hot, as far as this table knows (a
+    /// false positive, rare and not one a client can aim at, only lets a
+    /// cold key take a slot from the reserve).
+    #[inline]
+    pub(crate) fn fleet_hot(&self, key: u64) -> bool {
+        self.hot_bits(key)
+            .iter()
+            .all(|&(word, bit)| self.fleet_hot[word].load(Ordering::Relaxed) & bit != 0)
+    }
+
+    /// `key`'s counter in each row of the sketch: bits of the fleet id (a
+    /// keyed hash a client cannot aim) that do not overlap (widths are at
+    /// most 2^30) and leave out bit 0 (`NONZERO`, always set).
+    #[inline]
+    fn counters(&self, key: u64) -> [&AtomicU32; 2] {
+        let (a, b) = (
+            (key >> 1) as usize & self.row_mask,
+            (key >> 33) as usize & self.row_mask,
+        );
+        [&self.untracked[a], &self.untracked[self.row_mask + 1 + b]]
+    }
+
+    /// What `key` used this epoch while it had no slot here: at least what
+    /// it did (more when other keys share both its counters).
+    #[inline]
+    pub(crate) fn untracked_units(&self, key: u64) -> u64 {
+        let [a, b] = self.counters(key);
+        u64::from(a.load(Ordering::Relaxed).min(b.load(Ordering::Relaxed)))
+    }
+
+    /// Counts `units` of `key`, which has no slot here. Saturating: a
+    /// counter that wrapped would read as a key that used nothing.
+    #[inline]
+    pub(crate) fn add_untracked(&self, key: u64, units: u64) {
+        let units = u32::try_from(units).unwrap_or(u32::MAX);
+        for c in self.counters(key) {
+            let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v.saturating_add(units)));
+        }
+    }
+
+    /// Whether a cold key may still claim a slot this epoch.
+    #[inline]
+    pub(crate) fn open_to_cold(&self) -> bool {
+        self.claimed.load(Ordering::Relaxed) < self.open_to_cold
     }
 
     /// Marks `slot` (one of this table's) for the sync loop's next round:
@@ -361,10 +462,12 @@ impl Table {
         })
     }
 
-    /// The key's slot, claiming a free one if needed; `None` when its probe
-    /// window is full (the key is then limited locally only, and counted).
-    /// `fresh` is called with a newly claimed slot before it is returned.
-    pub(crate) fn slot(&self, key: u64, fresh: impl FnOnce(&Slot)) -> Option<&Slot> {
+    /// The key's slot, claiming a free one if needed (from the reserve
+    /// only for a key that may use it, `reserve`); `None` when its probe
+    /// window is full, or the table is closed to a cold key (the key is then
+    /// held to its share by the local limiter, and counted). `fresh` is
+    /// called with a newly claimed slot before it is returned.
+    pub(crate) fn slot(&self, key: u64, reserve: bool, fresh: impl FnOnce(&Slot)) -> Option<&Slot> {
         let start = home(key) & self.mask;
         for i in 0..PROBE {
             let slot = &self.slots[(start + i) & self.mask];
@@ -373,8 +476,12 @@ impl Table {
                 return Some(slot);
             }
             if k == 0 {
+                if !reserve && !self.open_to_cold() {
+                    return None;
+                }
                 match slot.key.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
+                        self.claimed.fetch_add(1, Ordering::Relaxed);
                         fresh(slot);
                         return Some(slot);
                     }
@@ -437,6 +544,13 @@ impl Table {
         for word in self.dirty.iter() {
             word.store(0, Ordering::Relaxed);
         }
+        self.claimed.store(0, Ordering::Relaxed);
+        for c in self.untracked.iter() {
+            c.store(0, Ordering::Relaxed);
+        }
+        for word in self.fleet_hot.iter() {
+            word.store(0, Ordering::Relaxed);
+        }
         self.epoch.store(epoch, Ordering::Release);
     }
 }
@@ -459,6 +573,10 @@ pub(super) struct Slots<'g> {
     pub(super) own: Option<&'g Slot>,
     /// Only looked up when the key has no slot of its own.
     pub(super) previous: Option<&'g Slot>,
+    /// No slot of its own, and the table closed to cold keys: the key's
+    /// units are counted in the table's sketch, and it is held to its share
+    /// until it reaches it (then it claims a slot from the reserve).
+    pub(super) untracked: bool,
 }
 
 /// The round bits of the `touched` word (rounds wrap after 2^31: 68 years

@@ -36,17 +36,30 @@ impl FleetGate {
             Some(_) => None,
             None => self.previous_slot(place.epoch, fleet_id),
         };
-        Slots { place, own, previous }
+        // A hot key claims from the reserve: not untracked.
+        let untracked = own.is_none() && !place.table.open_to_cold() && !self.is_hot(&place, previous, fleet_id);
+        Slots {
+            place,
+            own,
+            previous,
+            untracked,
+        }
     }
 
     /// Counts an admitted request of `cost` for `fleet_id` at its slots,
     /// claiming the key's slot if it has none (its first admitted request
-    /// of the epoch).
+    /// of the epoch). An untracked key is counted as such, and claims
+    /// nothing (the table is closed to it).
     #[inline]
     pub(super) fn count(&self, at: &Slots<'_>, route: u32, fleet_id: u64, round: u64, cost: u32) {
         let slot = match at.own {
             Some(slot) => Some(slot),
-            None => self.claim(at.place.table, fleet_id, at.previous, route, round, at.place.slice),
+            None if at.untracked => {
+                self.untracked.fetch_add(1, Ordering::Relaxed);
+                at.place.table.add_untracked(fleet_id, u64::from(cost));
+                None
+            }
+            None => self.claim(&at.place, fleet_id, at.previous, route, round),
         };
         if let Some(slot) = slot {
             touch(slot, route, round);
@@ -76,20 +89,23 @@ impl FleetGate {
         }
     }
 
-    /// Claims `fleet_id`'s slot in `table` for its first request of the
-    /// epoch, carrying over what the previous epoch's slot knew. `None`
-    /// when the table is full: the key is limited locally only, and counted
-    /// (the sync loop exports the count: no metrics call per request).
+    /// Claims `fleet_id`'s slot in `place`'s table for its first request of
+    /// the epoch, carrying over what the previous epoch's slot knew (from
+    /// the reserve for a hot key once the table is closed to cold ones).
+    /// `None` when its probe window is full: the key is limited locally
+    /// only, and counted (the sync loop exports the count: no metrics call
+    /// per request).
     fn claim<'t>(
         &self,
-        table: &'t Table,
+        place: &Place<'t>,
         fleet_id: u64,
         previous: Option<&Slot>,
         route: u32,
         round: u64,
-        slice: u64,
     ) -> Option<&'t Slot> {
-        let claimed = table.slot(fleet_id, |fresh| {
+        let (table, slice) = (place.table, place.slice);
+        let reserve = !table.open_to_cold() && self.is_hot(place, previous, fleet_id);
+        let claimed = table.slot(fleet_id, reserve, |fresh| {
             fresh.touched.store(touched(route, round), Ordering::Relaxed);
             if let Some(p) = previous {
                 carry_over(p, fresh, slice, &self.window);
@@ -101,6 +117,68 @@ impl FleetGate {
         claimed
     }
 
+    /// Whether `fleet_id` is hot, as a request can tell: the fleet read it
+    /// in the previous epoch (its slot there holds a sum read from the
+    /// store), or a round of this epoch or the last read the fleet's mark.
+    #[inline]
+    fn is_hot(&self, place: &Place<'_>, previous: Option<&Slot>, fleet_id: u64) -> bool {
+        previous.is_some_and(|p| Closed::is_read(p.closed.load(Ordering::Relaxed)))
+            || place.table.fleet_hot(fleet_id)
+            || self.previous_table(place.epoch).is_some_and(|t| t.fleet_hot(fleet_id))
+    }
+
+    /// What an untracked key used in the window, at least: its units in
+    /// this epoch's sketch, and before that its previous epoch's slot's
+    /// estimate, or its units in that epoch's sketch.
+    #[inline]
+    pub(super) fn untracked_used(&self, at: &Slots<'_>, fleet_id: u64) -> u64 {
+        let place = &at.place;
+        let before = match at.previous {
+            Some(p) => p.used(&self.window, place.slice, place.into).unwrap_or(0),
+            None => self
+                .previous_table(place.epoch)
+                .map_or(0, |t| t.untracked_units(fleet_id)),
+        };
+        place.table.untracked_units(fleet_id) + before
+    }
+
+    /// An untracked key the fleet refuses at its share here claims a slot
+    /// from the reserve, starting from what the sketch says it used (its
+    /// previous epoch's slot carried over, if it had one), dated now: more
+    /// than it used, never less. Refused there at its share, it turns hot:
+    /// from the next round its units are pushed and the fleet's read, like
+    /// any hot key's. `false` when the reserve has no slot for it either
+    /// (it stays held to its share by the sketch).
+    pub(super) fn reserve(&self, at: &Slots<'_>, route: u32, fleet_id: u64, round: u64) -> bool {
+        let place = at.place;
+        let units = place.table.untracked_units(fleet_id)
+            + match at.previous {
+                Some(_) => 0,
+                None => self
+                    .previous_table(place.epoch)
+                    .map_or(0, |t| t.untracked_units(fleet_id)),
+            };
+        let claimed = place.table.slot(fleet_id, true, |fresh| {
+            fresh.touched.store(touched(route, round), Ordering::Relaxed);
+            if let Some(p) = at.previous {
+                carry_over(p, fresh, place.slice, &self.window);
+            }
+            if units > 0 {
+                fresh.add_backlog(place.slice, units);
+            }
+        });
+        match claimed {
+            Some(slot) => {
+                at.place.table.mark(slot);
+                true
+            }
+            None => {
+                self.untracked.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
     /// The key's slot in the previous epoch's table, if that table still
     /// holds the previous epoch.
     #[inline]
@@ -110,7 +188,7 @@ impl FleetGate {
 
     /// The previous epoch's table, if it still holds that epoch.
     #[inline]
-    fn previous_table(&self, epoch: u64) -> Option<&Table> {
+    pub(super) fn previous_table(&self, epoch: u64) -> Option<&Table> {
         let before = epoch.checked_sub(1)?;
         let table = &self.tables[((epoch + 2) % 3) as usize];
         (table.epoch.load(Ordering::Acquire) == before).then_some(table)

@@ -344,7 +344,11 @@ impl FleetGate {
             if w.active && w.current.is_none() {
                 let previous = w.previous;
                 let last = previous.map_or(0, |p| p.touched.load(Ordering::Relaxed));
-                w.current = current.slot(key, |fresh| {
+                // Hot keys may take the reserve; cold ones only what the
+                // table holds for cold keys (a flood's keys cannot carry
+                // themselves into every epoch's table).
+                let hot = history.hot_here.contains(&key) || w.refused || history.hot.is_hot(key, epoch);
+                w.current = current.slot(key, hot, |fresh| {
                     fresh.touched.store(last, Ordering::Relaxed);
                     // What requests see until this round writes the slot.
                     if let Some(p) = previous {

@@ -2,15 +2,15 @@ use super::*;
 
 #[test]
 fn claims_finds_and_resets() {
-    let t = Table::new(64);
+    let t = Table::new(64, 64);
     let mut fresh = 0;
-    let a = t.slot(5, |_| fresh += 1).unwrap() as *const Slot;
-    assert_eq!(t.slot(5, |_| fresh += 1).unwrap() as *const Slot, a);
+    let a = t.slot(5, false, |_| fresh += 1).unwrap() as *const Slot;
+    assert_eq!(t.slot(5, false, |_| fresh += 1).unwrap() as *const Slot, a);
     assert_eq!(fresh, 1);
     assert!(t.find(6).is_none());
     assert_eq!(t.occupied().count(), 1);
     // Same home slot (the high half): the next slot.
-    assert!(t.slot(6, |_| ()).is_some());
+    assert!(t.slot(6, false, |_| ()).is_some());
     assert!(t.find(6).is_some());
     assert_eq!(t.occupied().count(), 2);
     t.reset(9);
@@ -21,13 +21,35 @@ fn claims_finds_and_resets() {
 
 #[test]
 fn a_full_probe_window_refuses() {
-    let t = Table::new(64);
+    let t = Table::new(64, 64);
     for k in 1..=64u64 {
-        assert!(t.slot(k << 38, |_| ()).is_some());
+        assert!(t.slot(k << 38, false, |_| ()).is_some());
     }
-    assert!(t.slot(65 << 38, |_| ()).is_none());
+    assert!(t.slot(65 << 38, false, |_| ()).is_none());
+    assert!(
+        t.slot(65 << 38, true, |_| ()).is_none(),
+        "the reserve probes the same window"
+    );
     assert_eq!(pack(1 << 40, 3), (LOW << 32) | 3);
     assert_eq!(unpack(pack(7, 9)), (7, 9));
+}
+
+/// Past its cold keys, a table claims only from the reserve; keys already
+/// in it are found either way, and a reset opens it again.
+#[test]
+fn past_its_cold_keys_a_table_claims_only_from_the_reserve() {
+    let t = Table::new(64, 2);
+    assert!(t.slot(1 << 40, false, |_| ()).is_some());
+    assert!(t.open_to_cold());
+    assert!(t.slot(2 << 40, false, |_| ()).is_some());
+    assert!(!t.open_to_cold());
+    assert!(t.slot(3 << 40, false, |_| ()).is_none(), "closed to a cold key");
+    assert!(t.slot(1 << 40, false, |_| ()).is_some(), "a key it holds is found");
+    assert!(t.slot(3 << 40, true, |_| ()).is_some(), "the reserve");
+    assert_eq!(t.occupied().count(), 3);
+    t.reset(1);
+    assert!(t.open_to_cold());
+    assert!(t.slot(4 << 40, false, |_| ()).is_some());
 }
 
 #[test]
