@@ -353,9 +353,10 @@ impl FleetGate {
         if let Some(Fit::Exceeds { retry_ns }) = look.fit {
             if let (Mode::Check, Some(at)) = (mode, &look.at) {
                 let round = self.round.load(Ordering::Relaxed);
-                // Untracked, at its share: a slot from the reserve, and the
-                // fleet decides it there (refusing it, which turns it hot).
-                if at.untracked && self.reserve(at, request.route, fleet_id, round) {
+                // No slot, in this epoch or the last (what it used is in the
+                // sketches): one from the reserve, and the fleet decides it
+                // there (refusing it, which turns it hot).
+                if at.own.is_none() && at.previous.is_none() && self.reserve(at, request.route, fleet_id, round) {
                     return self.decide_tracked(limiter, request, now);
                 }
                 // Kept synced, read first and turned hot: the key is
@@ -454,22 +455,22 @@ impl FleetGate {
         let live = || self.live.load(Ordering::Relaxed).max(1);
         let at = self.slots(place, fleet_id);
         let used = match (in_force, at.own) {
-            // The table holds no more cold keys this epoch (a flood of new
-            // keys filled it): the sketch's count, held to its share until
-            // the fleet refuses it there and it claims a slot from the
-            // reserve (`decide_at`).
-            (true, None) if at.untracked => Some((self.untracked_used(&at, fleet_id), true)),
             (false, _) => None,
             // `None` also when this key's last round failed.
             (true, Some(slot)) => self.used(slot, place.epoch, fleet_id, place.slice, place.into),
-            // The key's first request here this epoch. What the previous
-            // epoch's slot knew still counts (the sync loop has not moved
-            // it yet). A key new here is cold: held to its share.
+            // No slot here this epoch. What the previous epoch's slot knew
+            // still counts (the sync loop has not moved it yet), and what
+            // the sketches counted while it had no slot: in this epoch,
+            // when the table holds no more cold keys (a flood of new keys
+            // filled it), and in the last one if it had no slot there
+            // either. Held to its share, until the fleet refuses it there
+            // and it claims a slot from the reserve (`decide_at`).
             (true, None) => match at.previous {
-                Some(p) => p
-                    .used(&self.window, place.slice, place.into)
-                    .map(|used| (used, Closed::is_held(p.closed.load(Ordering::Relaxed)))),
-                None => Some((0, true)),
+                Some(p) => p.used(&self.window, place.slice, place.into).map(|used| {
+                    let held = Closed::is_held(p.closed.load(Ordering::Relaxed));
+                    (used + place.table.untracked_units(fleet_id), held)
+                }),
+                None => Some((self.untracked_units(&place, fleet_id), true)),
             },
         };
         let Some((used, held)) = used else {

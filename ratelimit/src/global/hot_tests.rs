@@ -235,6 +235,78 @@ async fn a_key_hot_elsewhere_takes_a_slot_from_the_reserve() {
     assert!(table(&g, &clock).find(g.fleet_id(1, "cold") | ids::NONZERO).is_none());
 }
 
+/// A key that turns hot while a flood fills the tables, on four instances
+/// in turn (each below its share in the first epoch, so each counts it in
+/// its sketch only), keeps the fleet budget across the epoch boundary: an
+/// instance that refuses it with no slot claims one and turns it hot, so
+/// what it counted reaches the fleet's count. (Before, the instances that
+/// read the key hot in the store admitted 140 in a window: the others'
+/// sketch units never reached it.)
+#[tokio::test]
+async fn a_hot_key_keeps_the_budget_across_epochs_while_a_flood_fills_the_tables() {
+    use crate::Clock;
+    let clock = ManualClock::new();
+    let settings = || settings().with_max_keys(64);
+    let gates: Vec<FleetGate> = (0..4).map(|_| FleetGate::new(settings(), &clock).unwrap()).collect();
+    let limiters: Vec<_> = (0..4)
+        .map(|_| Limiter::new(MemoryStore::default(), clock.clone()))
+        .collect();
+    let store = MemoryGlobalStore::new();
+    let q = Quota::per_minute(600).with_burst(1000); // 100 per window
+    to_next_epoch(&clock, Duration::from_millis(9_700));
+    for _ in 0..2 {
+        for g in &gates {
+            g.sync_once(&store, &clock).await.unwrap();
+        }
+    }
+    clock.advance(Duration::from_millis(300));
+    let start = clock.now();
+    let (mut admitted, mut flood, mut turn) = (Vec::new(), 0u32, 0usize);
+    // 30 s: the key once a second from 0.5 s, twice its budget from 5.3 s,
+    // round robin; 10 new keys a round on each instance (the first
+    // instance's table still takes the key at 0.5 s, the others' no longer
+    // do), and keys that come back once a second.
+    for round in 0..300u64 {
+        for (g, l) in gates.iter().zip(&limiters) {
+            for _ in 0..10 {
+                flood += 1;
+                g.check(l, 2, &flood, &q, 1);
+            }
+            // Keys that come back: once a second each.
+            for c in 0..20 {
+                g.check(l, 3, &(c + 100 * (round % 10)), &q, 1);
+            }
+        }
+        for half in 0..2u64 {
+            let t = round * 100 + half * 50;
+            if t >= 5_300 || (t >= 500 && t % 1_000 == 500) {
+                let i = turn % 4;
+                turn += 1;
+                if gates[i].check(&limiters[i], 1, "k", &q, 1).is_allowed() {
+                    admitted.push(clock.now() - start);
+                }
+            }
+            clock.advance(Duration::from_millis(50 - 10 * half));
+        }
+        for g in &gates {
+            g.sync_once(&store, &clock).await.unwrap();
+        }
+        clock.advance(Duration::from_millis(10));
+    }
+    assert!(
+        gates.iter().all(|g| g.status().untracked > 0),
+        "the flood filled the tables"
+    );
+    let w = 10_000_000_000u64;
+    let busiest = admitted
+        .iter()
+        .map(|&t| admitted.iter().filter(|&&u| u >= t && u < t + w).count())
+        .max()
+        .unwrap_or(0);
+    assert!(busiest <= 105, "busiest window {busiest} of a budget of 100");
+    assert!(busiest >= 90, "busiest window {busiest}: the key lost its budget");
+}
+
 /// The sketch's error cannot refuse an honest key: with the tables full of
 /// a flood's keys, each new key that sends a few requests is still
 /// admitted (its two counters are shared with a few flood keys at most).

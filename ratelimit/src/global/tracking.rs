@@ -59,7 +59,14 @@ impl FleetGate {
                 at.place.table.add_untracked(fleet_id, u64::from(cost));
                 None
             }
-            None => self.claim(&at.place, fleet_id, at.previous, route, round),
+            None => {
+                let claimed = self.claim(&at.place, fleet_id, at.previous, route, round);
+                if claimed.is_none() {
+                    // No room in its probe window: the sketch counts it.
+                    at.place.table.add_untracked(fleet_id, u64::from(cost));
+                }
+                claimed
+            }
         };
         if let Some(slot) = slot {
             touch(slot, route, round);
@@ -103,12 +110,38 @@ impl FleetGate {
         route: u32,
         round: u64,
     ) -> Option<&'t Slot> {
-        let (table, slice) = (place.table, place.slice);
-        let reserve = !table.open_to_cold() && self.is_hot(place, previous, fleet_id);
-        let claimed = table.slot(fleet_id, reserve, |fresh| {
+        let reserve = !place.table.open_to_cold() && self.is_hot(place, previous, fleet_id);
+        self.claim_from(place, fleet_id, previous, route, round, reserve)
+    }
+
+    /// Claims `fleet_id`'s slot (from the reserve too when `reserve`),
+    /// starting from what the previous epoch's slot knew and what the
+    /// sketches counted of the key while it had no slot (dated now: more
+    /// than it used, never less).
+    fn claim_from<'t>(
+        &self,
+        place: &Place<'t>,
+        fleet_id: u64,
+        previous: Option<&Slot>,
+        route: u32,
+        round: u64,
+        reserve: bool,
+    ) -> Option<&'t Slot> {
+        let slice = place.slice;
+        let sketched = place.table.untracked_units(fleet_id)
+            + match previous {
+                Some(_) => 0,
+                None => self
+                    .previous_table(place.epoch)
+                    .map_or(0, |t| t.untracked_units(fleet_id)),
+            };
+        let claimed = place.table.slot(fleet_id, reserve, |fresh| {
             fresh.touched.store(touched(route, round), Ordering::Relaxed);
             if let Some(p) = previous {
                 carry_over(p, fresh, slice, &self.window);
+            }
+            if sketched > 0 {
+                fresh.add_backlog(slice, sketched);
             }
         });
         if claimed.is_none() {
@@ -127,55 +160,33 @@ impl FleetGate {
             || self.previous_table(place.epoch).is_some_and(|t| t.fleet_hot(fleet_id))
     }
 
-    /// What an untracked key used in the window, at least: its units in
-    /// this epoch's sketch, and before that its previous epoch's slot's
-    /// estimate, or its units in that epoch's sketch.
+    /// What the sketches counted of `fleet_id` in the window: this
+    /// epoch's, and the last one's (a key with no slot there; one with a
+    /// slot there counts it in the slot).
     #[inline]
-    pub(super) fn untracked_used(&self, at: &Slots<'_>, fleet_id: u64) -> u64 {
-        let place = &at.place;
-        let before = match at.previous {
-            Some(p) => p.used(&self.window, place.slice, place.into).unwrap_or(0),
-            None => self
-                .previous_table(place.epoch)
-                .map_or(0, |t| t.untracked_units(fleet_id)),
-        };
+    pub(super) fn untracked_units(&self, place: &Place<'_>, fleet_id: u64) -> u64 {
+        let before = self
+            .previous_table(place.epoch)
+            .map_or(0, |t| t.untracked_units(fleet_id));
         place.table.untracked_units(fleet_id) + before
     }
 
-    /// An untracked key the fleet refuses at its share here claims a slot
-    /// from the reserve, starting from what the sketch says it used (its
-    /// previous epoch's slot carried over, if it had one), dated now: more
-    /// than it used, never less. Refused there at its share, it turns hot:
-    /// from the next round its units are pushed and the fleet's read, like
-    /// any hot key's. `false` when the reserve has no slot for it either
-    /// (it stays held to its share by the sketch).
+    /// A key the fleet refuses with no slot here (untracked, or counted
+    /// only in the previous epoch's sketch) claims one, from the reserve if
+    /// need be ([`claim`](Self::claim)'s). Refused there, it turns hot: from
+    /// the next round its units (what the sketches counted among them) are
+    /// pushed and the fleet's read, like any hot key's. Without a slot it
+    /// could not turn hot, and what it used here would never reach the
+    /// fleet's count while other instances read it hot. `false` when the
+    /// reserve has no slot for it either (it stays held to its share by the
+    /// sketch).
     pub(super) fn reserve(&self, at: &Slots<'_>, route: u32, fleet_id: u64, round: u64) -> bool {
-        let place = at.place;
-        let units = place.table.untracked_units(fleet_id)
-            + match at.previous {
-                Some(_) => 0,
-                None => self
-                    .previous_table(place.epoch)
-                    .map_or(0, |t| t.untracked_units(fleet_id)),
-            };
-        let claimed = place.table.slot(fleet_id, true, |fresh| {
-            fresh.touched.store(touched(route, round), Ordering::Relaxed);
-            if let Some(p) = at.previous {
-                carry_over(p, fresh, place.slice, &self.window);
-            }
-            if units > 0 {
-                fresh.add_backlog(place.slice, units);
-            }
-        });
-        match claimed {
+        match self.claim_from(&at.place, fleet_id, at.previous, route, round, true) {
             Some(slot) => {
                 at.place.table.mark(slot);
                 true
             }
-            None => {
-                self.untracked.fetch_add(1, Ordering::Relaxed);
-                false
-            }
+            None => false,
         }
     }
 
