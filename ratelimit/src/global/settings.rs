@@ -21,10 +21,13 @@ pub struct GateSettings {
     pub sub_epochs: Option<u32>,
     /// How often the sync loop runs.
     pub sync_interval: Duration,
-    /// Keys tracked per epoch; beyond, new keys are limited locally only
-    /// (and counted in `ratelimit_global_untracked_total`). Memory:
-    /// 3 tables of `2 * max_keys` (rounded up to a power of two) slots of
-    /// 64 bytes, plus the sync loop's history of active keys.
+    /// Cold keys tracked per epoch; beyond, new keys are counted in a
+    /// sketch and held to their share of the budget (and counted in
+    /// `ratelimit_global_untracked_total`), and a key at its share or hot
+    /// takes a slot from the reserve (as many slots again). Memory: 3
+    /// tables of `2 * max_keys` (rounded up to a power of two) slots of 96
+    /// bytes (the slot, its sketch's counters, a filter bit), plus the sync
+    /// loop's history of active keys.
     pub max_keys: usize,
     /// Rounds a key stays synced after its last request.
     pub idle_rounds: u64,
