@@ -93,9 +93,11 @@ struct Shard {
     held: Mutex<HashMap<u64, u32, BuildHasherDefault<KeyedHash>>>,
 }
 
-/// The keys are keyed hashes already: used as they are.
+/// A hasher for keys that are keyed hashes already (a client cannot aim
+/// them at a bucket without the key): the key as it is, with no second
+/// hash per lookup. Here and in the token verifier's caches.
 #[derive(Default)]
-struct KeyedHash(u64);
+pub(crate) struct KeyedHash(u64);
 
 impl Hasher for KeyedHash {
     fn finish(&self) -> u64 {

@@ -50,31 +50,22 @@ const MOVE_AT: Duration = Duration::from_millis(12_700);
 /// that refused it (or failed) would pass the bound trivially.
 const SERVED_MIN: u64 = 90;
 
-/// Tables and stores large enough for the flood: past `[global] max_keys`
-/// a key is counted in the gate's sketch, past `[store] max_keys` it shares
-/// an overflow cell; neither is what the first test measures.
-const EXTRA: &str = r#"max_keys = 400000
+/// The instances' configuration beyond the fleet's: `[global] max_keys`
+/// (past it, a key is counted in the gate's sketch), a store large enough
+/// for the flood (past `[store] max_keys` a key would share an overflow
+/// cell, which is not what these tests measure), and the proxy.
+fn extra(global_max_keys: u32) -> String {
+    format!(
+        r#"max_keys = {global_max_keys}
 
 [store]
 max_keys = 2000000
 
 [ip]
 trusted_proxies = ["127.0.0.1/32"]
-"#;
-
-/// The gate's tables far smaller than the flood (and than the cold keys):
-/// each epoch's table holds 2,000 cold keys, the rest are counted in its
-/// sketch. Before, a key past a full table was limited locally only, and
-/// a key that turned hot after a flood got up to N times its budget (201
-/// of 100 measured from outside).
-const FULL_TABLES: &str = r#"max_keys = 2000
-
-[store]
-max_keys = 2000000
-
-[ip]
-trusted_proxies = ["127.0.0.1/32"]
-"#;
+"#
+    )
+}
 
 /// What a proxied stream of requests got.
 #[derive(Debug, Default, Clone, Copy)]
@@ -176,7 +167,8 @@ fn flood_key(c: u8, n: u32) -> Ipv4Addr {
 
 #[test]
 fn the_fleet_limit_holds_beside_cold_keys_and_a_flood_of_new_ones() {
-    busy_fleet("busy", EXTRA);
+    // Tables large enough for the flood.
+    busy_fleet("busy", &extra(400_000));
 }
 
 /// The same fleet, cold keys and flood, with tables that the flood fills
@@ -184,7 +176,11 @@ fn the_fleet_limit_holds_beside_cold_keys_and_a_flood_of_new_ones() {
 /// and the cold keys (most of them past the tables too) are never refused.
 #[test]
 fn the_fleet_limit_holds_when_a_flood_of_new_keys_fills_the_tables() {
-    busy_fleet("full", FULL_TABLES);
+    // Each epoch's table holds 2,000 cold keys, the rest are counted in its
+    // sketch. Before, a key past a full table was limited locally only,
+    // and a key that turned hot after a flood got up to N times its budget
+    // (201 of 100 measured from outside).
+    busy_fleet("full", &extra(2_000));
 }
 
 fn busy_fleet(name: &str, extra: &str) {

@@ -396,12 +396,7 @@ impl Outcome {
             "retry_after": retry,
             "violated-policies": violated,
         });
-        let mut response = Response::new(Bytes::from(json.to_string()));
-        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-        response
-            .headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
-        response
+        problem(StatusCode::TOO_MANY_REQUESTS, &json)
     }
 
     /// What every rejection carries, whoever built its body: `Retry-After`
@@ -516,8 +511,13 @@ pub(crate) fn wiring_problem(title: &str, detail: &str) -> Response<Bytes> {
         "status": 500,
         "detail": detail,
     });
+    problem(StatusCode::INTERNAL_SERVER_ERROR, &body)
+}
+
+/// An RFC 9457 problem+json response of `status` with `body`.
+fn problem(status: StatusCode, body: &serde_json::Value) -> Response<Bytes> {
     let mut response = Response::new(Bytes::from(body.to_string()));
-    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    *response.status_mut() = status;
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));

@@ -39,6 +39,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
 use crate::claims::VerifiedClaims;
+use crate::concurrency::KeyedHash;
 
 mod budget;
 mod error;
@@ -58,13 +59,16 @@ const CACHE_SHARDS: usize = 16;
 
 /// Verified tokens by a 128-bit keyed hash of the token: claims, `exp`, and
 /// the generation of the key set that verified them.
-type TokenCacheShard = Mutex<HashMap<TokenId, (VerifiedClaims, u64, usize), BuildHasherDefault<TokenIdHash>>>;
+type TokenCacheShard = Mutex<HashMap<TokenId, (VerifiedClaims, u64, usize), BuildHasherDefault<KeyedHash>>>;
 /// Tokens that failed their signature check, keyed like the verified ones:
 /// until when (seconds) the failure is remembered, and under which key set.
-type FailedCacheShard = Mutex<HashMap<TokenId, (u64, usize), BuildHasherDefault<TokenIdHash>>>;
+type FailedCacheShard = Mutex<HashMap<TokenId, (u64, usize), BuildHasherDefault<KeyedHash>>>;
 
 /// A token's identity in the caches: two independent keyed hashes of its
-/// bytes. The first picks the shard, the second the map's bucket.
+/// bytes. The first picks the shard, the second the map's bucket, as it is
+/// ([`KeyedHash`]: hashing a keyed hash again, SipHash on every request,
+/// buys nothing; the first half's bits are the same for every token of a
+/// shard).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct TokenId(u64, u64);
 
@@ -74,28 +78,6 @@ impl std::hash::Hash for TokenId {
     }
 }
 
-/// The caches' hasher: a [`TokenId`]'s second half as it is. It is a keyed
-/// hash already (a client cannot aim at a bucket without the verifier's
-/// random keys), so hashing it again (SipHash, on every request) buys
-/// nothing; it is not the half that picks the shard, whose bits are the
-/// same for every token of a shard.
-#[derive(Default)]
-struct TokenIdHash(u64);
-
-impl std::hash::Hasher for TokenIdHash {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is called (`TokenId`'s `Hash`); folded anyway.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
 /// How long a failed token is remembered (at most; a key set change ends it).
 const FAILED_TTL_SECS: u64 = 60;
 
