@@ -16,7 +16,8 @@
 //! `cargo bench --bench global` (`RATELIMIT_BENCH_PARTS=ab,rounds,scale`
 //! picks the summaries, `RATELIMIT_BENCH_SCALE=1000,100000` the scale rows,
 //! `RATELIMIT_BENCH_COLD_EVERY=1,10` how often a cold key is requested, in
-//! rounds, `RATELIMIT_BENCH_ROUNDS=30` how many rounds a scale row
+//! rounds, `RATELIMIT_BENCH_MAX_KEYS=50000` the cold keys a table holds
+//! (every active key by default), `RATELIMIT_BENCH_ROUNDS=30` how many rounds a scale row
 //! measures (6), `RATELIMIT_BENCH_AB_KEYS=1` or `10000` one row of the A/B,
 //! for a profiler).
 
@@ -383,9 +384,13 @@ fn scale() {
         let limiter = Limiter::new(MemoryStore::with_max_keys(keys as usize * 2), clock.clone());
         let hot = keys / 100;
         let before = rss();
+        // `RATELIMIT_BENCH_MAX_KEYS`: the cold keys a table holds (every
+        // active key by default); past it keys are counted in the sketch,
+        // and rounds never visit them.
+        let max_keys = env_list("RATELIMIT_BENCH_MAX_KEYS", &[keys])[0] as usize;
         let settings = GateSettings::new(SECRET)
             .with_sync_interval(Duration::from_millis(100))
-            .with_max_keys(keys as usize);
+            .with_max_keys(max_keys);
         let g = FleetGate::new(settings, &clock).unwrap_or_else(|e| panic!("gate: {e}"));
         let (mut times, mut cmds, mut unread) = (Vec::new(), Vec::new(), 0);
         // Rounds in the first tenth of an epoch (by the wall clock, as the
