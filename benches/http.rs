@@ -18,6 +18,11 @@
 //! (repeatable to about 1%). A profiled run also prints that app's heap
 //! allocations per request.
 
+// The bench uses only part of the suites' Redis fixture.
+#[allow(dead_code)]
+#[path = "../tests/support/redis.rs"]
+mod redis_support;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -224,6 +229,9 @@ fn request_with(bearer: &http::HeaderValue) -> Request<Body> {
 
 struct Apps {
     rt: tokio::runtime::Runtime,
+    /// The `state` route with the fleet gate on (`fleet`), and its Redis.
+    fleet: App,
+    _redis: redis_support::RedisServer,
     plain: App,
     headers: App,
     extract: App,
@@ -326,6 +334,22 @@ fn apps() -> Apps {
         .route("/hello", get(annotated_in_state))
         .with_state(limiter.clone())
         .into_service();
+    // The same route with `[global]` on, a redis-server on loopback and
+    // the sync loop running: the key stays cold (its fleet budget, the rate
+    // over the 10 s window, is never near), so no request waits on Redis;
+    // what the gate adds to a request (its slot, the window estimate).
+    let redis = redis_support::RedisServer::start();
+    let mut fleet_config = Config::from_toml_str(CONFIG).expect("config");
+    fleet_config.global = Some(ratelimit::config::GlobalConfig::new(redis.url()).with_key_secret(
+        ratelimit::config::FleetSecret(b"the http bench's fleet secret, 32 bytes".to_vec()),
+    ));
+    let fleet_limiter = rt
+        .block_on(RateLimit::builder(fleet_config).routes_in(module_path!()).build())
+        .expect("runtime");
+    let fleet = Router::new()
+        .route("/hello", get(annotated_in_state))
+        .with_state(fleet_limiter)
+        .into_service();
     let in_flight = Router::new()
         .route("/hello", get(annotated_in_flight))
         .with_state(limiter.clone())
@@ -350,6 +374,8 @@ fn apps() -> Apps {
         governor,
         governor_headers,
         state,
+        fleet,
+        _redis: redis,
         app_state,
         in_flight,
         named,
@@ -617,7 +643,7 @@ fn summary() {
 criterion_group!(benches, bench);
 
 fn main() {
-    // `HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|named|in_flight|layer|rules|noop_layer|jwt|state_bearer`: run one app only (for
+    // `HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|named|in_flight|layer|rules|noop_layer|jwt|state_bearer|fleet`: run one app only (for
     // valgrind's callgrind or dhat; `HTTP_BENCH_N` requests).
     if let Ok(which) = std::env::var("HTTP_BENCH_PROFILE") {
         let mut a = apps();
@@ -637,6 +663,7 @@ fn main() {
             "noop_layer" => &mut a.noop_layer,
             "jwt" => &mut a.jwt,
             "state_bearer" => &mut a.state,
+            "fleet" => &mut a.fleet,
             _ => &mut a.attribute,
         };
         // The `jwt` app with a valid token (verified once, then cached);
