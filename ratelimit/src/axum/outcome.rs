@@ -256,16 +256,7 @@ impl Outcome {
             append_member(headers, &RATELIMIT, &name, &self.limit_member(&name));
             self.write_in_flight(headers);
         }
-        let wait = self.outer_wait_secs();
-        if wait > 0 {
-            let earlier = headers
-                .get(RETRY_AFTER)
-                .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-                .is_some_and(|secs| secs < wait);
-            if earlier {
-                headers.insert(RETRY_AFTER, number(wait));
-            }
-        }
+        raise_retry_after(headers, self.outer_wait_secs());
     }
 
     /// Adds this outcome's rate-limit headers, replacing any there (the
@@ -469,16 +460,10 @@ pub(crate) fn write_stack(outcomes: &[Outcome], headers: &mut HeaderMap, merge: 
         }
     }
     if merge {
-        let wait = outcomes.iter().map(Outcome::outer_wait_secs).max().unwrap_or(0);
-        if wait > 0 {
-            let earlier = headers
-                .get(RETRY_AFTER)
-                .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-                .is_some_and(|secs| secs < wait);
-            if earlier {
-                headers.insert(RETRY_AFTER, number(wait));
-            }
-        }
+        raise_retry_after(
+            headers,
+            outcomes.iter().map(Outcome::outer_wait_secs).max().unwrap_or(0),
+        );
     }
 }
 
@@ -512,6 +497,21 @@ pub(crate) fn wiring_problem(title: &str, detail: &str) -> Response<Bytes> {
         "detail": detail,
     });
     problem(StatusCode::INTERNAL_SERVER_ERROR, &body)
+}
+
+/// Raises a `Retry-After` below `wait` seconds (an outer limit's, which
+/// the client must also wait out) to it; none set, none added.
+fn raise_retry_after(headers: &mut HeaderMap, wait: u64) {
+    if wait == 0 {
+        return;
+    }
+    let earlier = headers
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+        .is_some_and(|secs| secs < wait);
+    if earlier {
+        headers.insert(RETRY_AFTER, number(wait));
+    }
 }
 
 /// An RFC 9457 problem+json response of `status` with `body`.

@@ -128,13 +128,11 @@ impl FleetGate {
         reserve: bool,
     ) -> Option<&'t Slot> {
         let slice = place.slice;
-        let sketched = place.table.untracked_units(fleet_id)
-            + match previous {
-                Some(_) => 0,
-                None => self
-                    .previous_table(place.epoch)
-                    .map_or(0, |t| t.untracked_units(fleet_id)),
-            };
+        let sketched = match previous {
+            // Its units of the last epoch are in that slot.
+            Some(_) => place.table.untracked_units(fleet_id),
+            None => self.untracked_units(place, fleet_id),
+        };
         let claimed = place.table.slot(fleet_id, reserve, |fresh| {
             fresh.touched.store(touched(route, round), Ordering::Relaxed);
             if let Some(p) = previous {
