@@ -30,7 +30,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
-use ratelimit::global::{FleetGate, GateSettings, MemoryGlobalStore, RedisSettings, RedisStore};
+use ratelimit::fleet::{FleetGate, GateSettings, MemoryFleetStore, RedisSettings, RedisStore};
 use ratelimit::{Limiter, MemoryStore, Quota, SystemClock};
 
 const SECRET: &[u8] = b"bench fleet secret of 32 bytes..";
@@ -39,7 +39,7 @@ const SECRET: &[u8] = b"bench fleet secret of 32 bytes..";
 /// (see `key`), it never limits, and the gate's arithmetic and table run in
 /// full.
 fn quota() -> Quota {
-    Quota::per_second(ratelimit::global::MAX_FLEET_BURST).with_burst(ratelimit::global::MAX_FLEET_BURST)
+    Quota::per_second(ratelimit::fleet::MAX_FLEET_BURST).with_burst(ratelimit::fleet::MAX_FLEET_BURST)
 }
 
 /// The key of the `n`th check: one key (a new one every 2^20 checks, so no
@@ -62,7 +62,7 @@ fn run_sync(gate: &std::sync::Arc<FleetGate>) -> tokio::runtime::Runtime {
         .build()
         .unwrap_or_else(|e| panic!("tokio: {e}"));
     let _guard = rt.enter();
-    gate.spawn_sync(MemoryGlobalStore::new(), SystemClock::default(), Duration::from_secs(1));
+    gate.spawn_sync(MemoryFleetStore::new(), SystemClock::default(), Duration::from_secs(1));
     rt
 }
 

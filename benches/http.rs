@@ -340,7 +340,7 @@ fn apps() -> Apps {
     // what the gate adds to a request (its slot, the window estimate).
     let redis = redis_support::RedisServer::start();
     let mut fleet_config = Config::from_toml_str(CONFIG).expect("config");
-    fleet_config.global = Some(ratelimit::config::GlobalConfig::new(redis.url()).with_key_secret(
+    fleet_config.global = Some(ratelimit::config::FleetConfig::new(redis.url()).with_key_secret(
         ratelimit::config::FleetSecret(b"the http bench's fleet secret, 32 bytes".to_vec()),
     ));
     let fleet_limiter = rt

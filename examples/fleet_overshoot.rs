@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use ratelimit::global::{FleetGate, GateSettings, MemoryGlobalStore};
+use ratelimit::fleet::{FleetGate, GateSettings, MemoryFleetStore};
 use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
 
 const STEP_MS: u64 = 10;
@@ -30,7 +30,7 @@ fn bound(n: u64) -> u64 {
 
 async fn run(n: usize) -> Vec<u64> {
     let clock = ManualClock::new();
-    let store = MemoryGlobalStore::new();
+    let store = MemoryFleetStore::new();
     let quota = Quota::per_minute(600).with_burst(10);
     let settings = GateSettings::new(b"overshoot demo secret, 32 bytes.")
         .with_window(Duration::from_secs(10))

@@ -229,7 +229,7 @@ fn load_config(opts: &Options) -> Result<Config, ratelimit::config::ConfigError>
         let secret =
             std::env::var("QUICKSTART_FLEET_SECRET").unwrap_or_else(|_| "quickstart-fleet-secret-change-me".to_owned());
         config.global = Some(
-            ratelimit::config::GlobalConfig::new(url.clone())
+            ratelimit::config::FleetConfig::new(url.clone())
                 .with_sync_interval(std::time::Duration::from_millis(100))
                 .with_window(std::time::Duration::from_secs(10))
                 .with_key_prefix("quickstart")

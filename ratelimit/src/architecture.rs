@@ -1,47 +1,78 @@
-//! The crate's layers, checked: every `crate::` path in the library's
-//! source (unit-test modules aside) points to its own layer's modules or to
-//! a lower layer's, so the map in the crate docs cannot rot. A new module is
-//! placed in [`LAYERS`] or this test fails naming it. Inside the layers, no
-//! two files import each other, directly or around a circle: a file's
-//! imports (grouped ones expanded, `super::` resolved) point one way.
+//! The crate's wings and layers, checked: every `crate::` path in the
+//! library's source (unit-test modules aside) points to its own layer's
+//! modules or to a lower layer's, so the map in the crate docs cannot rot.
+//! The wings are folders (`engine/`, `shared/`, `fleet/`, `runtime/`), and
+//! the code names a module by the folder it is in (`crate::engine::store`,
+//! `crate::runtime::config`: never the crate root's re-export, which is the
+//! path users write); a new module is placed in [`WINGS`] or this test
+//! fails naming it. Inside the layers, no two files import each other,
+//! directly or around a circle: a file's imports (grouped ones expanded,
+//! `super::` resolved) point one way.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The top-level modules, lowest layer first. A module may use its own
-/// layer's modules only where that layer is the engine (the leaf pool);
-/// elsewhere only lower layers'.
-const LAYERS: &[(&str, &[&str])] = &[
+/// A layer: its name and its modules.
+type Layer = (&'static str, &'static [&'static str]);
+
+/// The wings, lowest first, each a folder of `src/` holding its layers'
+/// modules, lowest layer first. A module may use its own layer's modules
+/// only in a pool of leaves (the engine, the shared leaves); elsewhere only
+/// lower layers'. The fleet is its own folder and module (`crate::fleet`).
+const WINGS: &[(&str, &[Layer])] = &[
     (
-        "engine and leaf types",
+        "engine",
+        &[(
+            "the engine and its leaves",
+            &[
+                "clock",
+                "concurrency",
+                "decision",
+                "errors",
+                "gcra",
+                "limiter",
+                "quota",
+                "store",
+                "sync",
+                "units",
+                "window",
+            ],
+        )],
+    ),
+    (
+        "shared",
+        &[(
+            "leaves the fleet and the runtime share",
+            &["defaults", "metrics", "net", "setters"],
+        )],
+    ),
+    ("fleet", &[("the fleet limit", &["fleet"])]),
+    (
+        "runtime",
         &[
-            "clock",
-            "concurrency",
-            "decision",
-            "errors",
-            "gcra",
-            "limiter",
-            "quota",
-            "store",
-            "sync",
-            "units",
-            "window",
-            "defaults",
-            "setters",
-            "metrics",
-            "net",
-            "claims",
+            ("verified claims, profiles as data", &["claims", "limits"]),
+            ("token verification", &["jwt"]),
+            ("keys", &["key"]),
+            ("the limit service", &["service"]),
+            ("resolution", &["resolve"]),
+            ("routes compiled", &["plan"]),
+            ("configuration", &["config"]),
+            ("integrations", &["axum"]),
         ],
     ),
-    ("profiles as data, the fleet gate", &["limits", "global"]),
-    ("token verification", &["jwt"]),
-    ("keys", &["key"]),
-    ("the limit service", &["service"]),
-    ("resolution", &["resolve"]),
-    ("routes compiled", &["plan"]),
-    ("configuration", &["config"]),
-    ("integrations", &["axum"]),
 ];
+
+/// The layers of every wing in order: (wing, layer name, modules, a pool).
+fn layers() -> Vec<(&'static str, &'static str, &'static [&'static str], bool)> {
+    WINGS
+        .iter()
+        .flat_map(|(wing, layers)| {
+            layers
+                .iter()
+                .map(move |(name, modules)| (*wing, *name, *modules, matches!(*wing, "engine" | "shared")))
+        })
+        .collect()
+}
 
 fn layer_of(module: &str) -> Option<usize> {
     // The crate root re-exports the engine's types (`crate::Quota`), and
@@ -49,7 +80,19 @@ fn layer_of(module: &str) -> Option<usize> {
     if module.starts_with(|c: char| c.is_ascii_uppercase()) || module.starts_with("__") {
         return Some(0);
     }
-    LAYERS.iter().position(|(_, modules)| modules.contains(&module))
+    layers().iter().position(|(_, _, modules, _)| modules.contains(&module))
+}
+
+/// The folder a crate-root module name lives in: `store` is `engine/store`,
+/// `fleet` is `fleet` (the wing is the module).
+fn folder_of(module: &str) -> Vec<String> {
+    match WINGS
+        .iter()
+        .find(|(_, layers)| layers.iter().any(|(_, modules)| modules.contains(&module)))
+    {
+        Some((wing, _)) if *wing != module => vec![(*wing).to_owned(), module.to_owned()],
+        _ => vec![module.to_owned()],
+    }
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -179,12 +222,18 @@ fn split_top(items: &str) -> Vec<&str> {
     out.into_iter().filter(|s| !s.is_empty()).collect()
 }
 
-/// The modules `code` names as `crate::<module>`.
-fn uses(code: &str) -> BTreeSet<String> {
+/// The modules `code` names as `crate::<module>`, a wing's module by its
+/// name (`crate::engine::store` names `store`), and whether each was
+/// written through its wing's folder.
+fn uses(code: &str) -> BTreeSet<(String, bool)> {
     paths(code)
         .into_iter()
         .filter(|p| p.first().is_some_and(|h| h == "crate"))
-        .filter_map(|p| p.get(1).cloned())
+        .filter_map(|p| match p.get(1).map(String::as_str) {
+            Some("engine" | "shared" | "runtime") => p.get(2).map(|m| (m.clone(), true)),
+            Some(m) => Some((m.to_owned(), false)),
+            None => None,
+        })
         .collect()
 }
 
@@ -311,36 +360,60 @@ fn layers_point_one_way() {
     let mut problems = Vec::new();
     for file in &files {
         let relative = file.strip_prefix(&src).expect("under src");
-        let top = relative
+        let parts: Vec<&str> = relative
             .components()
-            .next()
-            .and_then(|c| c.as_os_str().to_str())
+            .filter_map(|c| c.as_os_str().to_str())
             .map(|c| c.trim_end_matches(".rs"))
-            .expect("a file name");
-        if top == "lib" || top == "architecture" {
-            continue;
-        }
+            .collect();
+        // A wing's folder holds modules; its `mod.rs` only declares them.
+        let top = match parts.as_slice() {
+            ["lib" | "architecture"] | ["engine" | "shared" | "runtime", "mod"] => continue,
+            ["engine" | "shared" | "runtime", module, ..] => *module,
+            [module, ..] => *module,
+            [] => continue,
+        };
+        let layers = layers();
         let Some(own) = layer_of(top) else {
             problems.push(format!(
-                "{}: module `{top}` is in no layer of LAYERS",
+                "{}: module `{top}` is in no layer of WINGS",
                 relative.display()
             ));
             continue;
         };
-        for used in uses(&code(file)) {
+        if folder_of(top).first().map(String::as_str) != parts.first().copied() {
+            problems.push(format!(
+                "{}: module `{top}` is in the folder of another wing than WINGS says",
+                relative.display()
+            ));
+        }
+        for (used, through_wing) in uses(&code(file)) {
             if used == top {
                 continue;
             }
+            // One path per module inside the crate: its wing's folder, the
+            // way the files lie (`crate::runtime::config`, never the
+            // public re-export `crate::config`).
+            let winged = folder_of(&used).len() == 2;
+            if winged != through_wing {
+                problems.push(format!(
+                    "{}: names `{used}` as `crate::{}{used}`; write `crate::{}`",
+                    relative.display(),
+                    if through_wing { "<wing>::" } else { "" },
+                    folder_of(&used).join("::"),
+                ));
+            }
             match layer_of(&used) {
                 None => problems.push(format!(
-                    "{}: uses `crate::{used}`, a module in no layer of LAYERS",
+                    "{}: uses `crate::{used}`, a module in no layer of WINGS",
                     relative.display()
                 )),
-                Some(layer) if layer > own || (layer == own && own != 0) => problems.push(format!(
-                    "{}: `{top}` ({}) uses `crate::{used}` ({}), a layer above or beside it",
+                Some(layer) if layer > own || (layer == own && !layers[own].3) => problems.push(format!(
+                    "{}: `{top}` ({}: {}) uses `crate::{used}` ({}: {}), a layer above or beside it",
                     relative.display(),
-                    LAYERS[own].0,
-                    LAYERS[layer].0,
+                    layers[own].0,
+                    layers[own].1,
+                    layers[layer].0,
+                    layers[layer].1,
                 )),
                 Some(_) => {}
             }
@@ -351,9 +424,10 @@ fn layers_point_one_way() {
 
 #[test]
 fn the_reader_sees_paths_as_written() {
-    let code = "use crate::config::Config;\nlet q = crate::Quota::per_second(1);\n$crate::setters::with!(x);";
+    let code =
+        "use crate::runtime::config::Config;\nlet q = crate::Quota::per_second(1);\n$crate::shared::setters::with!(x);";
     let found: Vec<_> = uses(code).into_iter().collect();
-    assert_eq!(found, ["Quota", "config"]);
+    assert_eq!(found, [("Quota".to_owned(), false), ("config".to_owned(), true)]);
 }
 
 #[test]

@@ -50,7 +50,7 @@
 //! without charging or making a cell; [`Limiter::refund_cell`] and
 //! [`Limiter::refund_placed`] hand back what a request was charged but did
 //! not use. The fleet gate has the same three forms
-//! (`global::FleetGate::check_all_id`, `peek_id`, `refund_id`).
+//! (`fleet::FleetGate::check_all_id`, `peek_id`, `refund_id`).
 //!
 //! ```
 //! use ratelimit::{Check, Clock, Limiter, ManualClock, MemoryStore, Quota};
@@ -75,52 +75,68 @@
 //! assert!(limiter.check_all(&checks).iter().all(|d| d.is_allowed()));
 //! ```
 //!
-//! ## Layers
+//! ## Wings and layers
 //!
-//! Dependencies point one way, down: a module uses its own layer's leaf
-//! modules or lower layers, never one above, and no two files import each
-//! other, directly or around a circle (`src/architecture.rs` checks every
-//! path, grouped imports and `super::` included, against this list).
+//! The library is three wings and the leaves two of them share, each a
+//! folder of `src/`. Dependencies point one way, down: from the runtime to
+//! the fleet, the shared leaves and the engine; from the fleet to the shared
+//! leaves and the engine; from the shared leaves to the engine. Inside a
+//! wing, a module uses lower layers only (the engine's and the shared
+//! leaves' modules are pools that may use each other), and no two files
+//! import each other, directly or around a circle. `src/architecture.rs`
+//! checks every path, grouped imports and `super::` included, against this
+//! map, and that the code names a module by its folder
+//! (`crate::runtime::config`; `ratelimit::config` is the path users write).
 //!
 //! ```text
-//!  integrations   axum/      setup (config to runtime), runtime (the request path), config_cache,
-//!                            handler, layer, rules, route, outcome, reject, report, observe, telemetry,
-//!                            in_flight, permits, charge, meter, fleet, grpc, command (check and explain)
-//!  configuration  config/    the model (mod.rs), raw/ (TOML to Config: schema, env, spans, validate/*),
-//!                            rules, reload, diff, check/ (the checker and explain)
-//!  routes compiled plan.rs   each route's limit settled once per configuration, read by index
-//!  resolution     resolve.rs (the steps that ask the request: JwtTier, Service)
-//!  limit service  service/   the trait and answers, client ids, the HTTP(S) service, the cache
-//!  keys           key/       KeySource, KeyContext, Ip/Header/Claim/AnyKey, the client address, the header budget
-//!  tokens         jwt/       the verifier and its caches, the failed-check budget, the JWKS fetcher, key sets
-//!  data, fleet    limits.rs (profiles as data)      global/ (the fleet gate, sync, Redis)
-//!  engine, leaves limiter.rs, gcra.rs, decision.rs, quota.rs, store/, concurrency.rs, clock.rs, window.rs,
-//!                 units.rs, sync.rs;
-//!                 claims.rs (verified claims), net/ (networks, TLS settings, rustls, the HTTP client),
-//!                 metrics.rs, defaults.rs, setters.rs
+//!  runtime/  from a request to a decision (feature `config` and up; 11,600 code lines)
+//!    integrations     axum/     setup (config to runtime), runtime (the request path), config_cache,
+//!                               handler, layer, rules, route, outcome/, reject, observer, series,
+//!                               log_gate, gauges, in_flight, permits, charge, meter, parts (the
+//!                               optional parts: verifier, limit service, fleet gate), fleet, grpc,
+//!                               registry, reload, command (check and explain), error
+//!    configuration    config/   the model (mod.rs), raw/ (TOML to Config: schema, env, spans,
+//!                               validate/*), rules, reload, diff, check/ (the checker and explain)
+//!    routes compiled  plan.rs   each route's limit settled once per configuration, read by index
+//!    resolution       resolve.rs  the steps that ask the request (JwtTier, Service)
+//!    limit service    service/  the trait and answers, client ids, the HTTP(S) service, the cache
+//!    keys             key/      KeySource, KeyContext, Ip/Header/Claim/AnyKey, the client address
+//!    tokens           jwt/      the verifier and its caches, the failed-check budget, JWKS, key sets
+//!    data             claims.rs (verified claims), limits.rs (profiles as data)
+//!  fleet/    the fleet limit through Redis (`ratelimit::fleet`, `[global]`, feature `redis`; 4,000)
+//!                     the gate (gate, check, stacked, settlement, tracking), each epoch's table
+//!                     (table, closed, marks, hot), the sync loop and its rounds (task, round,
+//!                     visit, history, ration, health), the store (store, redis, tls), ids, names
+//!  shared/   leaves the fleet and the runtime share (600): net/ (networks, TLS, rustls, the HTTP
+//!            client), metrics.rs (public names and handles), defaults.rs, setters.rs
+//!  engine/   GCRA, usable alone (no feature; 2,500): limiter/, gcra.rs, decision.rs, quota.rs,
+//!            store/, clock.rs, concurrency.rs (requests in flight), window.rs (the fleet's
+//!            sliding-window arithmetic, which the configuration checks too), units.rs,
+//!            errors.rs, sync.rs (std or loom)
 //!
 //!  rule language  ratelimit-spec (no dependencies): key kinds, steps, names, costs, one validator,
-//!                 used by ratelimit-macros (the attribute) and config/ (the [[rules]] entries)
+//!                 used by ratelimit-macros (the attribute) and runtime/config/ (the [[rules]] entries)
 //! ```
 //!
 //! | file | holds |
 //! |---|---|
 //! | `ratelimit-spec/src/` | the rule language: `keys.rs`, `steps.rs`, `costs.rs`, `names.rs`, `error.rs` (messages for both surfaces) |
 //! | `ratelimit-macros/src/` | the attribute: `parse.rs` (one typed value per option), `check.rs`, `expand.rs` (one zero-sized `Rule` type per handler) |
-//! | `key/source.rs` | [`key::KeySource`], the one path every key takes, and the built-in sources |
-//! | `key/ip.rs`, `key/header.rs` | the client address behind trusted proxies; the bound on header values per address |
-//! | `claims.rs`, `jwt/` | verified claims; token verification, its caches and failed-check budget, JWKS URLs |
-//! | `limits.rs`, `resolve.rs` | profiles as data; the steps that ask the request (a token's limit, a limit service's answer) |
-//! | `plan.rs` | the plan: every route (attribute or `[[rules]]`) compiled against a configuration, once per generation; what requests, startup and `explain` read |
-//! | `config/` | TOML to a validated [`config::Config`]; reload; the checker |
-//! | `axum/setup.rs` | from a configuration to a running runtime (store, verifier, limit service, fleet gate, keys) |
-//! | `axum/runtime.rs` | the one `decide` every route takes: key, its plan's limit, check, fleet gate |
-//! | `axum/handler.rs`, `axum/layer.rs` | the attribute's extractor; the `tower::Layer` of `[[rules]]` |
-//! | `axum/outcome.rs`, `axum/reject.rs`, `axum/report.rs`, `axum/observe.rs` | a limit's outcome, its headers and 429s; logs, metrics and route warnings |
-//! | `net/`, `service/` | networks, the one rustls client setup and the CA file, the HTTP(S) client; the limit service |
-//! | `global/` | the fleet gate: request path, table, sync rounds, history, Redis and `rediss://` |
-//! | `store/`, `gcra.rs`, `limiter.rs` | the engine: the bounded lock-free table and the arithmetic |
-//! | `concurrency.rs` | requests in flight per key: permits given back on drop, a bounded table |
+//! | `runtime/key/source.rs` | [`key::KeySource`], the one path every key takes, and the built-in sources |
+//! | `runtime/key/ip.rs`, `runtime/key/header.rs` | the client address behind trusted proxies; the bound on header values per address |
+//! | `runtime/claims.rs`, `runtime/jwt/` | verified claims; token verification, its caches and failed-check budget, JWKS URLs |
+//! | `runtime/limits.rs`, `runtime/resolve.rs` | profiles as data; the steps that ask the request (a token's limit, a limit service's answer) |
+//! | `runtime/plan.rs` | the plan: every route (attribute or `[[rules]]`) compiled against a configuration, once per generation; what requests, startup and `explain` read |
+//! | `runtime/config/` | TOML to a validated [`config::Config`]; reload; the checker |
+//! | `runtime/axum/setup.rs` | from a configuration to a running runtime (store, verifier, limit service, fleet gate, keys), at startup and at each reload |
+//! | `runtime/axum/runtime.rs` | the one `decide` every route takes: key, its plan's limit, check, fleet gate |
+//! | `runtime/axum/handler.rs`, `runtime/axum/layer.rs` | the attribute's extractor; the `tower::Layer` of `[[rules]]` |
+//! | `runtime/axum/outcome.rs`, `reject.rs` | a limit's outcome, its headers and 429s |
+//! | `runtime/axum/observer.rs`, `series.rs`, `log_gate.rs`, `gauges.rs` | what each decision reports (metric series, refusal logs, route warnings); the bounded series; the log gates; the gauges published once a second |
+//! | `shared/net/`, `runtime/service/` | networks, the one rustls client setup and the CA file, the HTTP(S) client; the limit service |
+//! | `fleet/` | the fleet gate: request path, table, sync rounds, history, Redis and `rediss://` |
+//! | `engine/store/`, `engine/gcra.rs`, `engine/limiter/` | the engine: the bounded lock-free table and the arithmetic |
+//! | `engine/concurrency.rs` | requests in flight per key: permits given back on drop, a bounded table |
 //!
 //! **One rule, one path.** A `#[rate_limit(...)]` attribute and a `[[rules]]`
 //! entry are read by the same validator (`ratelimit-spec`; a differential test
@@ -131,7 +147,7 @@
 //! config rule with [`key::AnyKey`], which dispatches with a `match` to the
 //! same types. A new key kind is a variant in
 //! `ratelimit-spec` (its name, argument and the type that runs it) and a
-//! [`key::KeySource`] in `key/source.rs` with its [`key::AnyKey`] arm; the
+//! [`key::KeySource`] in `runtime/key/source.rs` with its [`key::AnyKey`] arm; the
 //! attribute and the configuration pick it up from there. A key of the
 //! application's own is a [`key::KeySource`] it implements (see there).
 //!
@@ -184,7 +200,7 @@
 //! KEY  := ip                      the client address (see [ip] in the config)
 //!       | header("x-api-key")     a header's value, hashed; capped per address
 //!       | jwt_claim("sub")        a verified token's claim (dotted paths: "org.id")
-//!       | global                  one bucket for the whole route, whoever the client
+//!       | route                   one bucket for the whole route, whoever the client
 //!       | custom(path::To::Type)  a KeySource + Default of the application's
 //! STEP := jwt                     the tier or numbers the verified token carries
 //!       | service                 the limit service of [service] (cached, never awaited)
@@ -369,7 +385,7 @@
 //! * `tonic` (implies `axum`): `ip` keys read the peer address a tonic
 //!   server gives (`tonic::transport::server::TcpConnectInfo`); tonic's
 //!   `server` feature only, no TLS.
-//! * `redis`: the fleet-wide gate over Redis (`ratelimit::global`,
+//! * `redis`: the fleet-wide gate over Redis (`ratelimit::fleet`,
 //!   `[global]`): a shared budget per key across instances, reconciled off
 //!   the request path.
 //! * `redis-tls` (implies `redis`): `rediss://` for the fleet gate, the same
@@ -391,67 +407,50 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(feature = "axum")]
-#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
-pub mod axum;
-#[cfg(feature = "config")]
-#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
-pub mod claims;
-mod clock;
-pub mod concurrency;
-#[cfg(feature = "config")]
-#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
-pub mod config;
-mod decision;
-#[cfg(feature = "config")]
-mod defaults;
-mod errors;
-mod gcra;
+// The wings (see "Wings" above): the engine, the leaves the fleet and the
+// runtime share, the fleet, the runtime. The code names a module by its
+// path (`crate::engine::store`, `crate::runtime::config`); the re-exports
+// below are the paths users write (`ratelimit::config`), never used inside
+// the crate (the architecture test checks it).
+mod engine;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub mod global;
+pub mod fleet;
+#[cfg(feature = "config")]
+mod runtime;
+#[cfg(feature = "config")]
+mod shared;
+
+pub use engine::concurrency;
+
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub use runtime::axum;
 #[cfg(feature = "jwt")]
 #[cfg_attr(docsrs, doc(cfg(feature = "jwt")))]
-pub mod jwt;
+pub use runtime::jwt;
+#[cfg(feature = "service")]
+#[cfg_attr(docsrs, doc(cfg(feature = "service")))]
+pub use runtime::service;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
-pub mod key;
-mod limiter;
-#[cfg(feature = "config")]
-mod limits;
+pub use runtime::{claims, config, key, resolve};
+
 #[cfg(any(feature = "axum", feature = "redis", feature = "jwt", feature = "service"))]
 #[cfg_attr(
     docsrs,
     doc(cfg(any(feature = "axum", feature = "redis", feature = "jwt", feature = "service")))
 )]
-pub mod metrics;
-#[cfg(feature = "config")]
-mod net;
-#[cfg(feature = "config")]
-mod plan;
-mod quota;
-#[cfg(feature = "config")]
-#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
-pub mod resolve;
-#[cfg(feature = "service")]
-#[cfg_attr(docsrs, doc(cfg(feature = "service")))]
-pub mod service;
-#[cfg(feature = "config")]
-mod setters;
-mod store;
-mod sync;
-mod units;
-#[cfg_attr(not(feature = "redis"), allow(dead_code, unreachable_pub))]
-mod window;
+pub use shared::metrics;
 
 #[cfg(test)]
 mod architecture;
 
-pub use clock::{AnyClock, Clock, ManualClock, SystemClock};
-pub use decision::{Decision, Denial};
-pub use limiter::{Check, Limiter, DEFAULT_ROUTE};
-pub use quota::{Quota, QuotaError};
-pub use store::{
+pub use engine::clock::{AnyClock, Clock, ManualClock, SystemClock};
+pub use engine::decision::{Decision, Denial};
+pub use engine::limiter::{Check, Limiter, DEFAULT_ROUTE};
+pub use engine::quota::{Quota, QuotaError};
+pub use engine::store::{
     CellKey, MemoryStore, MemoryStoreBuilder, OverflowPolicy, Placement, Store, StoreConfigError, StoreStats,
 };
 

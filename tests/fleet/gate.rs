@@ -8,9 +8,7 @@ use crate::support::redis as redis_support;
 
 use std::time::{Duration, Instant};
 
-use ratelimit::global::{
-    FleetGate, FleetHealth, GateSettings, GlobalStore, MemoryGlobalStore, RedisSettings, RedisStore,
-};
+use ratelimit::fleet::{FleetGate, FleetHealth, FleetStore, GateSettings, MemoryFleetStore, RedisSettings, RedisStore};
 use ratelimit::{Limiter, ManualClock, MemoryStore, Quota, SystemClock};
 use redis_support::{RedisCluster, RedisServer};
 
@@ -42,7 +40,7 @@ struct Fleet<G> {
     instances: Vec<(Limiter<MemoryStore, ManualClock>, FleetGate, G)>,
 }
 
-impl<G: GlobalStore> Fleet<G> {
+impl<G: FleetStore> Fleet<G> {
     fn new(stores: Vec<G>) -> Self {
         let clock = ManualClock::new();
         let instances = stores
@@ -95,7 +93,7 @@ fn max_per_window(admitted: &[u64], steps: u64) -> u64 {
         .unwrap_or(0)
 }
 
-async fn fleet_holds<G: GlobalStore>(stores: Vec<G>) -> u64 {
+async fn fleet_holds<G: FleetStore>(stores: Vec<G>) -> u64 {
     let n = stores.len();
     let fleet = Fleet::new(stores);
     // Together 2x the budget: 20/s against 100 per 10 s.
@@ -111,7 +109,7 @@ async fn fleet_holds<G: GlobalStore>(stores: Vec<G>) -> u64 {
     worst
 }
 
-async fn lone_instance_gets_the_budget<G: GlobalStore>(store: G) -> u64 {
+async fn lone_instance_gets_the_budget<G: FleetStore>(store: G) -> u64 {
     let fleet = Fleet::new(vec![store]);
     let admitted = fleet.run(40, 20.0, "user-lone").await;
     // Every full window after the first: at least 90% of the budget.
@@ -127,9 +125,9 @@ async fn lone_instance_gets_the_budget<G: GlobalStore>(store: G) -> u64 {
 
 #[tokio::test]
 async fn in_memory_four_instances_stay_within_the_bound_and_one_gets_its_budget() {
-    let store = MemoryGlobalStore::new();
+    let store = MemoryFleetStore::new();
     let worst = fleet_holds(vec![store.clone(), store.clone(), store.clone(), store.clone()]).await;
-    let least = lone_instance_gets_the_budget(MemoryGlobalStore::new()).await;
+    let least = lone_instance_gets_the_budget(MemoryFleetStore::new()).await;
     println!(
         "in memory: 4 instances, busiest window {worst} (bound {}); lone instance, leanest window {least}",
         bound(4)
@@ -138,7 +136,7 @@ async fn in_memory_four_instances_stay_within_the_bound_and_one_gets_its_budget(
 
 #[tokio::test]
 async fn eight_instances_in_memory() {
-    let store = MemoryGlobalStore::new();
+    let store = MemoryFleetStore::new();
     fleet_holds(vec![store; 8]).await;
 }
 
@@ -205,7 +203,7 @@ async fn redis_cluster_four_instances_stay_within_the_bound() {
     assert_eq!((report.keys, report.pushed), (200, 200));
     // The hot keys' counters spread over the masters: a round's pipelines
     // go to every one of them, not to one.
-    let epoch = ratelimit::global::SlidingWindow::new(WINDOW, 20)
+    let epoch = ratelimit::fleet::SlidingWindow::new(WINDOW, 20)
         .unwrap()
         .epoch(ratelimit::Clock::wall_nanos(&clock));
     let counters: std::collections::HashSet<String> = (1..=5u32)
@@ -376,7 +374,7 @@ async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
     gate.sync_once(&store, &clock).await.unwrap();
 
     // Someone writes garbage into this key's counter.
-    let epoch = ratelimit::global::SlidingWindow::new(WINDOW, 20)
+    let epoch = ratelimit::fleet::SlidingWindow::new(WINDOW, 20)
         .unwrap()
         .epoch(ratelimit::Clock::wall_nanos(&clock));
     let bad = store.key(ROUTE, gate.fleet_id(ROUTE, KEY), epoch);
@@ -390,7 +388,7 @@ async fn a_key_holding_garbage_is_skipped_without_failing_the_round() {
     assert!(!gate.status().degraded, "one bad key does not degrade the gate");
     assert_eq!(
         gate.health(),
-        ratelimit::global::FleetHealth::Partial { local_only_keys: 1 },
+        ratelimit::fleet::FleetHealth::Partial { local_only_keys: 1 },
         "the bad key alone is limited locally"
     );
     assert!(gate.last_error().unwrap_or_default().contains("WRONGTYPE"));

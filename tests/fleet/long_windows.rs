@@ -307,7 +307,7 @@ mod fleet {
         rounds_after(&a, 2).await;
         rounds_after(&b, 2).await;
         let gate = a.gate().unwrap();
-        assert_eq!(gate.health(), ratelimit::global::FleetHealth::InForce);
+        assert_eq!(gate.health(), ratelimit::fleet::FleetHealth::InForce);
         assert!(gate.limits_locally(&Quota::per_day(10_000).with_burst(20)));
 
         // The daily burst on instance A: all 20 (the fleet budget, 1.16 per
@@ -346,6 +346,6 @@ mod fleet {
             .collect();
         assert_eq!(keys.len(), 1, "{keys:?}");
         assert_eq!(a.gate().unwrap().status().untracked, 0);
-        assert_eq!(a.gate().unwrap().health(), ratelimit::global::FleetHealth::InForce);
+        assert_eq!(a.gate().unwrap().health(), ratelimit::fleet::FleetHealth::InForce);
     }
 }

@@ -16,7 +16,7 @@ use crate::support::redis as redis_support;
 
 use pki::Pki;
 use ratelimit::config::Config;
-use ratelimit::global::{FleetGate, GateSettings, GlobalStore, RedisSettings, RedisStore};
+use ratelimit::fleet::{FleetGate, FleetStore, GateSettings, RedisSettings, RedisStore};
 use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
 use rustls::crypto::CryptoProvider;
 
