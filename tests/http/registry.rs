@@ -179,13 +179,20 @@ async fn startup_checks_the_cost_against_the_profiles_the_chain_reaches() {
         "{refused}"
     );
     assert!(!refused.contains("profile \"a\""), "{refused}");
-    // A `[routes]` profile for the route is reached only through `default`:
-    // a small one is never reached here.
+    // A `[routes]` profile for the route is reached only through `default`,
+    // which `profile("c")` answers before: it would change nothing, and a
+    // user who wrote it expects it to. Refused, saying why.
     let routed = format!(
         "{}[profiles.tiny]\nrate = \"60/min\"\nburst = 1\n[routes.\"registry.reach\"]\nprofile = \"tiny\"\n",
         config(10)
     );
-    build(&routed, named).await.unwrap();
+    let refused = build(&routed, named).await.unwrap_err();
+    assert!(
+        refused.contains(
+            r#"[routes."registry.reach"] profile = "tiny" is never used: the chain answers at profile("c") before `default`"#
+        ),
+        "{refused}"
+    );
     // After a `jwt` step, `default` is reached (a request without a token):
     // the default's burst 3 refuses the cost 5.
     let refused = build(&config(10), concat!(module_path!(), "::reach::token"))

@@ -130,3 +130,57 @@ fn without_peer_takes_error_or_shared() {
     assert_eq!(err.field(), Some("ip.without_peer"), "{err}");
     assert!(err.to_string().contains("expected \"error\""), "{err}");
 }
+
+const RULES: &str = "[profiles.standard]\nrate = \"60/min\"\nburst = 2\n\
+                     [[rules]]\nname = \"admin\"\npath = \"/admin/{*rest}\"\nkey = \"ip\"\nresolve = [\"default\"]\n";
+
+/// The router with `[[rules]]` in force, its layer outermost or forgotten:
+/// the address it listens on.
+async fn serve_with_rules(wrapped: bool) -> std::net::SocketAddr {
+    let rl = RateLimit::builder(Config::from_toml_str(RULES).unwrap())
+        .routes_in(module_path!())
+        .build()
+        .await
+        .unwrap();
+    let mut app = Router::new()
+        .route("/route", get(whole_route))
+        .route("/admin/users", get(|| async { "admin" }))
+        .with_state(rl.clone());
+    if wrapped {
+        app = app.layer(rl.layer());
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, service).await });
+    addr
+}
+
+/// `[[rules]]` in force, and a request to an attribute route that did not
+/// pass through the runtime's layer: the layer was forgotten (or placed
+/// below the routes), and the rules limit nothing. Said once, with the fix;
+/// with the layer outermost, nothing is said and the rule limits.
+#[tokio::test(flavor = "current_thread")]
+async fn rules_without_their_layer_are_said_once() {
+    let (log, _log) = Captured::on_this_thread("ratelimit=warn");
+    let forgot = serve_with_rules(false).await;
+    for _ in 0..3 {
+        assert_eq!(fetch(forgot, "/admin/users", "").await.0, 200, "unlimited: no layer");
+    }
+    assert_eq!(fetch(forgot, "/route", "").await.0, 200);
+    assert_eq!(fetch(forgot, "/route", "").await.0, 200);
+    let lines = log.lines_with("did not pass through");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("WARN"), "{}", lines[0]);
+    assert!(lines[0].contains("wiring.route"), "{}", lines[0]);
+    assert!(lines[0].contains(".layer(rate_limit.layer())"), "{}", lines[0]);
+
+    let wired = serve_with_rules(true).await;
+    assert_eq!(fetch(wired, "/route", "").await.0, 200);
+    let mut admin = Vec::new();
+    for _ in 0..3 {
+        admin.push(fetch(wired, "/admin/users", "").await.0);
+    }
+    assert_eq!(admin, [200, 200, 429], "the rule limits");
+    assert_eq!(log.lines_with("did not pass through").len(), 1, "nothing more said");
+}

@@ -336,10 +336,34 @@ fn sighup_reloads_the_file_logs_the_change_and_keeps_the_old_one_when_refused() 
     assert!(line.contains("the running configuration stays"), "{line}");
     assert!(line.contains("profiles.anonymous.rate"), "names the field: {line}");
 
+    // Files the runtime refuses: said once, on one line, with what to do.
+    // A `[routes]` section that names no route: the closest names.
+    write_config(&config, 2);
+    let valid = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{valid}\n[routes.\"pubic\"]\ncost = 2\n")).unwrap();
+    q.hangup();
+    let line = q.wait_for(r#"[routes."pubic"]"#);
+    assert!(line.contains("SIGHUP: config refused: "), "{line}");
+    assert_eq!(line.matches("SIGHUP").count(), 1, "{line}");
+    assert_eq!(line.matches("the running configuration stays").count(), 1, "{line}");
+    assert!(line.contains("did you mean"), "{line}");
+    // A profile a route names, missing: the quickstart's routes are one
+    // application's (one module), so no hint about other applications'.
+    std::fs::write(&config, valid.replace("[profiles.exports]", "[profiles.exported]")).unwrap();
+    q.hangup();
+    let line = q.wait_for("SIGHUP: config refused");
+    assert!(line.contains(r#"profile("exports")"#), "{line}");
+
     // Reload of an identical file: said so.
     write_config(&config, 2);
     q.hangup();
     q.wait_for("SIGHUP: config reloaded, no changes");
+    // (A refusal's later lines came before this one.)
+    assert!(
+        !q.seen.iter().any(|l| l.contains("routes_in")),
+        "a hint about other applications' routes:\n{}",
+        q.seen.join("\n")
+    );
 
     // A restart-only section: applied nothing, said so.
     let text = std::fs::read_to_string(&config)

@@ -67,6 +67,9 @@ pub(crate) struct RoutePlan {
     pub(crate) settled: Resolved,
     /// A `profile("name")` step the configuration lacks was passed over.
     pub(crate) skipped_profile: bool,
+    /// The chain reaches `default`, the step a `[routes]` profile answers
+    /// (no `profile(..)` step before it answers first).
+    pub(crate) reaches_default: bool,
 }
 
 impl RoutePlan {
@@ -77,6 +80,8 @@ impl RoutePlan {
         let mut asks = [None; 2];
         let mut settled = None;
         let mut skipped_profile = false;
+        // Until a `profile(..)` step answers first.
+        let mut reaches_default = true;
         for step in route.steps {
             let ask = match step {
                 Step::Jwt => Ask::Jwt,
@@ -84,6 +89,7 @@ impl RoutePlan {
                 Step::Profile(_) | Step::Default => match settled_by(limits, route.name, step) {
                     Some(answer) => {
                         settled = Some(answer);
+                        reaches_default = *step == Step::Default;
                         break;
                     }
                     // Passed over, as a profile a reload removed.
@@ -106,6 +112,7 @@ impl RoutePlan {
             bytes_per_unit: if cost.is_some() { None } else { route.bytes_per_unit },
             shadow: overrides.and_then(|r| r.shadow).unwrap_or(route.shadow),
             asks,
+            reaches_default,
             // (A chain without `default`: the rule language refuses one.)
             settled: settled.unwrap_or_else(|| default_of(limits, overrides)),
             skipped_profile,
@@ -122,6 +129,24 @@ impl RoutePlan {
             }
         }
         self.settled
+    }
+
+    /// What is wrong with a `[routes."name"]` profile of this route under
+    /// `limits` that no request reaches: a `profile(..)` step answers
+    /// before `default`, the only step such a profile answers, so the
+    /// override would silently change nothing.
+    pub(crate) fn unreached_override(&self, limits: LimitParts<'_>) -> Option<String> {
+        let profile = limits.routes.get(self.name)?.profile.as_deref()?;
+        if self.reaches_default {
+            return None;
+        }
+        Some(format!(
+            "[routes.{:?}] profile = {profile:?} is never used: the chain answers at profile({:?}) before \
+             `default`, the only step a [routes] profile answers (remove the line, or name the profile in the \
+             chain)",
+            self.name,
+            self.settled.profile.unwrap_or_default()
+        ))
     }
 
     /// Whether a request can reach `ask`.
@@ -248,11 +273,13 @@ mod tests {
         let config = Config::from_toml_str(CONFIG).unwrap();
         let p = plan(&config, &[Step::Profile("c".into()), Step::Default], 5);
         assert_eq!(p.settled.profile, Some("c"));
+        assert!(!p.reaches_default);
         assert_eq!(p.resolve(|_| panic!("nothing to ask")).quota.burst(), 10);
         // A profile the configuration lacks is passed over.
         let p = plan(&config, &[Step::Jwt, Step::Profile("gone".into()), Step::Default], 1);
         assert!(p.skipped_profile && p.asks(Ask::Jwt) && !p.asks(Ask::Service));
         assert_eq!(p.settled.profile, Some("a"));
+        assert!(p.reaches_default);
         // Steps after the settling one are not asked.
         let p = plan(&config, &[Step::Default, Step::Jwt], 1);
         assert!(!p.asks(Ask::Jwt));

@@ -364,10 +364,10 @@ fn print_check(report: CheckReport, file: &str, routes: &[String]) -> ExitCode {
         eprintln!("{file}: {problem}");
     }
     let n = report.errors().len() + routes.len();
-    let s = if n == 1 { "" } else { "s" };
+    let (s, them) = if n == 1 { ("", "it") } else { ("s", "them") };
     if report.config().is_none() {
         eprintln!(
-            "ratelimit check: {file} does not load: {n} problem{s} (fixing them can reveal more: checks across \
+            "ratelimit check: {file} does not load: {n} problem{s} (fixing {them} can reveal more: checks across \
              sections stop at their first, and startup checks run once the file loads)"
         );
     } else {

@@ -206,6 +206,7 @@ impl<R: Rule> Rules for R {
 
     #[inline(always)]
     fn admit(parts: &mut Parts, rt: &RateLimit, charged_at: u64) -> Result<Admitted<Outcome>, Response> {
+        rt.inner.check_layer_wired(R::NAME);
         let config = super::config_cache::local(&rt.inner.config);
         let route = route::<R>(rt, &config).ok_or_else(|| unregistered(R::NAME))?;
         rt.inner.decide_then(
@@ -253,6 +254,7 @@ macro_rules! stacked {
             const METERED: bool = $first::BYTES_PER_UNIT.is_some() $(|| $rule::BYTES_PER_UNIT.is_some())*;
 
             fn admit(parts: &mut Parts, rt: &RateLimit, charged_at: u64) -> Result<Admitted<[Outcome; $n]>, Response> {
+                rt.inner.check_layer_wired($first::NAME);
                 let config = super::config_cache::local(&rt.inner.config);
                 let mut pending = [
                     rt.inner.prepare(&config, parts, route::<$first>(rt, &config).ok_or_else(|| unregistered($first::NAME))?, $first::key()),

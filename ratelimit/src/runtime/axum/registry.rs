@@ -353,7 +353,11 @@ pub(crate) fn check(routes: &[&'static AttributeRoute], config: &Config) -> Vec<
         // What requests get: the route's plan under this configuration
         // (its cost with `[routes]` applied). The profile its chain settles
         // on must admit its cost (a missing profile is reported above).
-        let plan = route.plan(crate::runtime::limits::LimitTable::limits(config));
+        let limits = crate::runtime::limits::LimitTable::limits(config);
+        let plan = route.plan(limits);
+        if let Some(unused) = plan.unreached_override(limits) {
+            problems.push(format!("{}: {unused}", at()));
+        }
         let settled = plan.settled;
         if !plan.skipped_profile && plan.cost > settled.quota.burst() {
             problems.push(format!(
@@ -403,7 +407,12 @@ fn closest<'a>(name: &str, known: &[&'a str]) -> Vec<&'a str> {
     let most = (name.chars().count() / 3).clamp(1, 4);
     let mut near: Vec<(usize, &str)> = known
         .iter()
-        .map(|k| (edit_distance(name, k), *k))
+        // A route named by its handler's path (`app::public`) is also near
+        // its handler's name (`[routes."pubic"]`, `[routes."public"]`).
+        .map(|k| {
+            let handler = k.rsplit("::").next().unwrap_or(k);
+            (edit_distance(name, k).min(edit_distance(name, handler)), *k)
+        })
         .filter(|(d, _)| *d <= most)
         .collect();
     near.sort_unstable();

@@ -52,6 +52,11 @@ fn apply(runtime: &Runtime, loaded: Result<Config, ConfigError>) {
                 );
             }
         }
+        // The runtime's own refusal already says the running configuration
+        // stays, and its source is this signal: its message alone.
+        Err(e) if e.source_name() == source => {
+            tracing::warn!(target: "ratelimit", "SIGHUP: config refused: {}", e.message());
+        }
         Err(e) => {
             tracing::warn!(target: "ratelimit", "SIGHUP: config refused, the running configuration stays: {e}");
         }

@@ -38,6 +38,19 @@ impl Runtime {
         Some(response)
     }
 
+    /// Before an attribute route's decision: with `[[rules]]` in force and no
+    /// request seen by this runtime's layer, the request did not pass
+    /// through it (the layer wraps every route below it, and runs first), so
+    /// the rules limit nothing the application meant them to. Said once
+    /// per runtime: the flag is then set as if the layer had been seen.
+    #[inline(always)]
+    pub(crate) fn check_layer_wired(&self, route: &'static str) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.has_rules.load(Relaxed) && !self.layer_seen.load(Relaxed) && !self.layer_seen.swap(true, Relaxed) {
+            layer_not_wired(route);
+        }
+    }
+
     /// Applies the `[[rules]]` entries that match the request, if any: the
     /// first matching one, and the next ones while a rule says `stack`.
     /// When one of them is charged by the response's size, `charged_at`
@@ -47,6 +60,9 @@ impl Runtime {
         // Most layers carry no rules: one load says so.
         if !self.has_rules.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
+        }
+        if !self.layer_seen.load(std::sync::atomic::Ordering::Relaxed) {
+            self.layer_seen.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let config = super::config_cache::local(&self.config);
         if config.rules.is_empty() {
@@ -125,4 +141,18 @@ impl Decided {
             Decided::Many(v) => v,
         }
     }
+}
+
+/// The warning of [`Runtime::check_layer_wired`].
+#[cold]
+#[inline(never)]
+fn layer_not_wired(route: &'static str) {
+    tracing::warn!(
+        target: "ratelimit",
+        route,
+        "[[rules]] are in force, but a request to this #[rate_limit] route did not pass through \
+         RateLimit::layer(): the rules limit only what it wraps. Add .layer(rate_limit.layer()) to the \
+         outermost router, after every .route and .nest (if only part of the application is meant to be \
+         wrapped, ignore this)"
+    );
 }

@@ -44,6 +44,11 @@ pub(crate) struct Runtime {
     /// and then need no look at the configuration at all (set with it,
     /// like `probes`).
     pub(super) has_rules: std::sync::atomic::AtomicBool,
+    /// Whether a request with `[[rules]]` in force has passed through this
+    /// runtime's layer (or the warning that one did not was given): an
+    /// attribute route's request that did not, while rules are in force,
+    /// says the layer is missing or placed too low.
+    pub(super) layer_seen: std::sync::atomic::AtomicBool,
     /// Held while a reload swaps the configuration and `probes`, so two
     /// reloads cannot leave one's mask with the other's configuration.
     pub(super) reloading: std::sync::Mutex<()>,

@@ -45,21 +45,22 @@ fn check_routes(prefix: &str, routes: &[&'static super::AttributeRoute], config:
         return Ok(());
     }
     let mut refused = problems.join("\n");
-    if prefix.is_empty() {
-        // Every route of the program was checked: a binary that links
-        // several applications' routes (a test binary, a workspace of
-        // services) may have refused another's.
-        let mut crates: Vec<&str> = routes
-            .iter()
-            .map(|r| r.handler().split("::").next().unwrap_or_default())
-            .collect();
-        crates.sort_unstable();
-        crates.dedup();
+    // Every route of the program was checked: a binary that links several
+    // applications' routes (a test binary, a workspace of services) may
+    // have refused another's. Its routes then come from several modules; a
+    // single application's from one, and the hint would only puzzle.
+    let mut modules: Vec<&str> = routes
+        .iter()
+        .map(|r| r.handler().rsplit_once("::").map_or("", |(module, _)| module))
+        .collect();
+    modules.sort_unstable();
+    modules.dedup();
+    if prefix.is_empty() && modules.len() > 1 {
         refused.push_str(&format!(
-            "\n(this runtime checks every #[rate_limit] route linked into the program, here of {}: if a refused \
-             route belongs to another application, serve only this one's with \
+            "\n(this runtime checks every #[rate_limit] route linked into the program, here of the modules {}: \
+             if a refused route belongs to another application, serve only this one's with \
              RateLimit::builder(config).routes_in(module_path!()), see RateLimitBuilder::routes_in)",
-            crates.join(", ")
+            modules.join(", ")
         ));
     }
     Err(refused)
@@ -283,6 +284,7 @@ impl Runtime {
             observer: Observer::default(),
             probes: std::sync::atomic::AtomicU8::new(probes),
             has_rules,
+            layer_seen: std::sync::atomic::AtomicBool::new(false),
             reloading: std::sync::Mutex::new(()),
             published: crate::shared::metrics::Published::default(),
             fleet,

@@ -137,16 +137,22 @@ fn map_changes<V: PartialEq>(
     show: impl Fn(&V) -> String,
     out: &mut Vec<String>,
 ) {
+    // A route's settings are its `[routes."name"]` section: named as the
+    // file writes it (a route is not "added" by a section for it).
+    let label = |name: &str| match what {
+        "route" => format!("[routes.{name:?}]"),
+        _ => format!("{what} {name:?}"),
+    };
     for (name, v) in new {
         match old.get(name) {
-            None => out.push(format!("{what} {name:?} added: {}", show(v))),
-            Some(o) if o != v => out.push(format!("{what} {name:?}: {} -> {}", show(o), show(v))),
+            None => out.push(format!("{} added: {}", label(name), show(v))),
+            Some(o) if o != v => out.push(format!("{}: {} -> {}", label(name), show(o), show(v))),
             Some(_) => {}
         }
     }
     for (name, v) in old {
         if !new.contains_key(name) {
-            out.push(format!("{what} {name:?} removed (was: {})", show(v)));
+            out.push(format!("{} removed (was: {})", label(name), show(v)));
         }
     }
 }
@@ -274,7 +280,7 @@ resolve = ["default"]
             [
                 "profile \"new\" added: 5/min (burst 2)",
                 "profile \"old\" removed (was: 1/s (burst 1))",
-                "route \"a\": profile \"std\" -> profile \"std\", cost 2",
+                "[routes.\"a\"]: profile \"std\" -> profile \"std\", cost 2",
                 "rule \"two\": any method /two/* key header:x-api-key resolve [default] -> any method /two/* key header:x-api-key resolve [default] cost 3",
                 "[headers] changed",
             ]
