@@ -421,11 +421,11 @@ fn stacked_cells(limiter: &Limiter) -> Vec<(CellKey, CellKey)> {
 
 #[derive(Clone, Copy)]
 enum StackedOp {
-    /// `check_cell` of the first cell.
+    /// `check_all` of the first cell alone.
     Check,
     /// `check_all` of both cells (all or nothing, allowed path).
     CheckAll2,
-    /// `peek_cell` of the first cell.
+    /// `peek_all` of the first cell alone.
     Peek,
 }
 
@@ -437,13 +437,13 @@ fn run_stacked(limiter: &Limiter, cells: &[(CellKey, CellKey)], op: StackedOp, s
         let (a, b) = cells[i];
         match op {
             StackedOp::Check => {
-                black_box(limiter.check_cell(a, &quota, 1));
+                black_box(limiter.check_all(&[Check::new(a, quota, 1)])[0]);
             }
             StackedOp::CheckAll2 => {
                 black_box(limiter.check_all(&[Check::new(a, quota, 1), Check::new(b, quota, 1)]));
             }
             StackedOp::Peek => {
-                black_box(limiter.peek_cell(a, &quota, 1));
+                black_box(limiter.peek_all(&[Check::new(a, quota, 1)])[0]);
             }
         }
         i += 1;

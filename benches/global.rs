@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
 use ratelimit::fleet::{FleetGate, GateSettings, MemoryFleetStore, RedisSettings, RedisStore};
-use ratelimit::{Limiter, MemoryStore, Quota, SystemClock};
+use ratelimit::{Check, Limiter, MemoryStore, Quota, SystemClock};
 
 const SECRET: &[u8] = b"bench fleet secret of 32 bytes..";
 
@@ -150,7 +150,7 @@ fn ab() {
             for i in 0..BLOCK {
                 let k = key(round << 20 | i, keys);
                 let id = g.fleet_id(0, &k);
-                let d = limiter_lean.check_cell(ratelimit::CellKey::new(id, 0), &q, 1);
+                let d = limiter_lean.check_all(&[Check::new(ratelimit::CellKey::new(id, 0), q, 1)])[0];
                 if d.is_allowed() {
                     floor.count(id);
                 }
@@ -163,7 +163,7 @@ fn ab() {
             for i in 0..BLOCK {
                 let k = key(round << 20 | i, keys);
                 let id = g.fleet_id(0, &k);
-                black_box(limiter_lean.check_cell(ratelimit::CellKey::new(id, 0), &q, 1));
+                black_box(limiter_lean.check_all(&[Check::new(ratelimit::CellKey::new(id, 0), q, 1)])[0]);
             }
             let e = start.elapsed().as_nanos() as f64 / BLOCK as f64;
             hashed.push(e / a);

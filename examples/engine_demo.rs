@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use ratelimit::{Limiter, MemoryStore, Quota, SystemClock};
+use ratelimit::{Check, Limiter, MemoryStore, Quota, SystemClock};
 
 fn main() {
     let store = MemoryStore::with_max_keys(1_000);
@@ -56,7 +56,8 @@ fn main() {
         }
 
         attacker_key += 1;
-        let d = limiter.check_route(SIGNUP_ROUTE, &format!("attacker-{attacker_key}"), &signup, 1);
+        let cell = limiter.cell_key(SIGNUP_ROUTE, &format!("attacker-{attacker_key}"));
+        let [d] = limiter.check_all(&[Check::new(cell, signup, 1)]);
         if d.is_allowed() {
             attacker.0 += 1;
         } else {

@@ -46,10 +46,10 @@
 //! account's daily quota) is one all-or-nothing decision:
 //! [`Limiter::check_all`] charges every limit when all admit and none
 //! otherwise, even when concurrent requests race for the last unit.
-//! [`Limiter::peek`] (and `peek_n`, `peek_cell`) answers "how much is left"
-//! without charging or making a cell; [`Limiter::refund_cell`] and
-//! [`Limiter::refund_placed`] hand back what a request was charged but did
-//! not use. The fleet gate has the same three forms
+//! A [`Check`] (a cell, its quota, a cost) is the request value;
+//! [`Limiter::peek_all`] answers "how much is left" without charging or
+//! making a cell, and [`Limiter::refund`] hands back what a request was
+//! charged but did not use. The fleet gate has the same three forms
 //! (`fleet::FleetGate::check_all_id`, `peek_id`, `refund_id`).
 //!
 //! ```
@@ -63,15 +63,16 @@
 //!     Check::new(limiter.cell_key(2, "account-7"), per_account, 1),
 //! ];
 //! assert!(limiter.check_all(&checks).iter().all(|d| d.is_allowed()));
-//! assert!(limiter.peek_cell(checks[1].cell, &per_account, 1).is_allowed(), "one more fits");
+//! assert!(limiter.peek_all(&[checks[1]])[0].is_allowed(), "one more fits");
 //! let at = limiter.clock().now(); // before the charge a refund may undo
-//! limiter.check_all(&checks);
+//! let charged = limiter.check_all(&checks);
 //! let [ip, account] = limiter.check_all(&checks);
 //! assert!(account.is_denied() && ip.is_allowed(), "the account refuses");
-//! assert_eq!(limiter.peek_cell(checks[0].cell, &per_ip, 0).remaining(), 18, "the address paid for two, not three");
-//! // The last request failed before doing any work: hand its units back.
-//! limiter.refund_cell(checks[0].cell, &per_ip, 1, at);
-//! limiter.refund_cell(checks[1].cell, &per_account, 1, at);
+//! assert_eq!(limiter.peek_all(&[Check { cost: 0, ..checks[0] }])[0].remaining(), 18, "the address paid for two, not three");
+//! // The last admitted request failed before doing any work: hand its units back.
+//! for (check, decision) in checks.iter().zip(&charged) {
+//!     limiter.refund(check, decision, at);
+//! }
 //! assert!(limiter.check_all(&checks).iter().all(|d| d.is_allowed()));
 //! ```
 //!

@@ -115,7 +115,7 @@ proptest! {
             }
             // A peek of the stack's limits, one by one, charges nothing.
             for c in &checks {
-                let _ = limiter.peek_cell(c.cell, &c.quota, c.cost);
+                let _ = limiter.peek_all(&[Check::new(c.cell, c.quota, c.cost)])[0];
             }
             let after_peek: Vec<u64> = cells.iter().map(|c| tat(&limiter, c)).collect();
             prop_assert_eq!(&after_peek, &before, "a peek wrote");
@@ -189,12 +189,12 @@ fn stacked_checks_under_contention_account_exactly() {
                     let cost_a = 1 + (r % 3) as u32;
                     let cost_b = 1 + ((r + t) % 4) as u32;
                     if r % 5 == 4 {
-                        if limiter.check_cell(a, &shared, 1).is_allowed() {
+                        if limiter.check_all(&[Check::new(a, shared, 1)])[0].is_allowed() {
                             on_a += 1;
                         }
                         continue;
                     }
-                    let mut out = [limiter.peek_cell(a, &shared, 0); 2];
+                    let mut out = [limiter.peek_all(&[Check::new(a, shared, 0)])[0]; 2];
                     let checks = [Check::new(a, shared, cost_a), Check::new(b, own, cost_b)];
                     let admitted = limiter.check_all_into(&checks, &mut out);
                     // Refused: the limit that refused says so; the other,
@@ -241,38 +241,51 @@ fn a_refund_hands_back_at_most_what_was_charged_and_never_before_now() {
     let cell = limiter.cell_key(0, "k");
     let c = Check::new(cell, q, 0);
     let now = clock.now();
-    assert!(limiter.check_cell(cell, &q, 4).is_allowed());
+    let [charged] = limiter.check_all(&[Check::new(cell, q, 4)]);
+    assert!(charged.is_allowed());
     assert_eq!(tat(&limiter, &c), now + 400_000_000);
     // Handing back 10 of a charge of 4 gives back the 4, and no more: the
     // cell is recovered, not in credit.
-    limiter.refund_cell(cell, &q, 10, now);
+    limiter.refund(&Check::new(cell, q, 10), &charged, now);
     assert!(tat(&limiter, &c) <= now);
-    assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 10);
-    assert!(limiter.check_cell(cell, &q, 10).is_allowed(), "the whole burst, once");
-    assert!(limiter.check_cell(cell, &q, 1).is_denied());
+    assert_eq!(limiter.peek_all(&[Check::new(cell, q, 0)])[0].remaining(), 10);
+    assert!(
+        limiter.check_all(&[Check::new(cell, q, 10)])[0].is_allowed(),
+        "the whole burst, once"
+    );
+    assert!(limiter.check_all(&[Check::new(cell, q, 1)])[0].is_denied());
 
     // An old charge: time has refilled part of it; the refund gives back
     // only what is still owed.
-    limiter.refund_cell(cell, &q, 10, now);
+    limiter.refund(&Check::new(cell, q, 10), &charged, now);
     let charged_at = clock.now();
-    assert!(limiter.check_cell(cell, &q, 3).is_allowed()); // owes 300 ms
+    let [charged] = limiter.check_all(&[Check::new(cell, q, 3)]);
+    assert!(charged.is_allowed()); // owes 300 ms
     clock.advance(Duration::from_millis(250)); // 2.5 units refilled
     let now = clock.now();
-    limiter.refund_cell(cell, &q, 3, charged_at);
+    limiter.refund(&Check::new(cell, q, 3), &charged, charged_at);
     assert_eq!(tat(&limiter, &c).max(now), now, "nothing beyond what time refilled");
-    assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 10, "full, not 10.5");
-    assert!(limiter.check_cell(cell, &q, 10).is_allowed());
-    assert!(limiter.check_cell(cell, &q, 1).is_denied(), "no credit left over");
+    assert_eq!(
+        limiter.peek_all(&[Check::new(cell, q, 0)])[0].remaining(),
+        10,
+        "full, not 10.5"
+    );
+    assert!(limiter.check_all(&[Check::new(cell, q, 10)])[0].is_allowed());
+    assert!(
+        limiter.check_all(&[Check::new(cell, q, 1)])[0].is_denied(),
+        "no credit left over"
+    );
 
     // A partial refund of a charge moves the TAT back by exactly cost * T.
     clock.advance(Duration::from_secs(5));
     let now = clock.now();
-    assert!(limiter.check_cell(cell, &q, 6).is_allowed());
-    limiter.refund_cell(cell, &q, 2, now);
+    let [charged] = limiter.check_all(&[Check::new(cell, q, 6)]);
+    assert!(charged.is_allowed());
+    limiter.refund(&Check::new(cell, q, 2), &charged, now);
     assert_eq!(tat(&limiter, &c), now + 400_000_000);
-    assert_eq!(limiter.peek_cell(cell, &q, 0).remaining(), 6);
+    assert_eq!(limiter.peek_all(&[Check::new(cell, q, 0)])[0].remaining(), 6);
     // A refund of 0 changes nothing.
-    limiter.refund_cell(cell, &q, 0, now);
+    limiter.refund(&Check::new(cell, q, 0), &charged, now);
     assert_eq!(tat(&limiter, &c), now + 400_000_000);
 }
 
@@ -285,12 +298,16 @@ fn a_late_refund_hands_back_nothing_that_time_already_refilled() {
     let q = Quota::per_second(10).with_burst(10); // T = 100 ms
     let cell = limiter.cell_key(0, "k");
     let charged_at = clock.now();
-    assert!(limiter.check_cell(cell, &q, 10).is_allowed());
+    let [charged] = limiter.check_all(&[Check::new(cell, q, 10)]);
+    assert!(charged.is_allowed());
     clock.advance(Duration::from_secs(1)); // the charge is repaid
-    assert!(limiter.check_cell(cell, &q, 10).is_allowed(), "the refilled bucket");
-    limiter.refund_cell(cell, &q, 10, charged_at);
     assert!(
-        limiter.check_cell(cell, &q, 1).is_denied(),
+        limiter.check_all(&[Check::new(cell, q, 10)])[0].is_allowed(),
+        "the refilled bucket"
+    );
+    limiter.refund(&Check::new(cell, q, 10), &charged, charged_at);
+    assert!(
+        limiter.check_all(&[Check::new(cell, q, 1)])[0].is_denied(),
         "the late refund handed back what time had refilled"
     );
 }
@@ -306,18 +323,18 @@ fn an_extra_charge_of_a_grouped_request_is_never_lost() {
     let limiter = Limiter::new(store, clock.clone());
     let q = Quota::per_hour(10); // T = 6 min
     let key = |i: u32| limiter.grouped_cell_key(0, &i, "net");
-    assert!(limiter.check_cell(key(0), &q, 1).is_allowed());
-    let d = limiter.check_cell(key(1), &q, 1);
+    assert!(limiter.check_all(&[Check::new(key(0), q, 1)])[0].is_allowed());
+    let d = limiter.check_all(&[Check::new(key(1), q, 1)])[0];
     assert!(d.is_allowed() && d.is_grouped());
-    limiter.charge_placed(key(1), &q, 4, &d);
-    let next = limiter.check_cell(key(2), &q, 1);
+    limiter.charge(&Check::new(key(1), q, 4), &d);
+    let next = limiter.check_all(&[Check::new(key(2), q, 1)])[0];
     assert!(next.is_grouped());
     assert_eq!(next.remaining(), 4, "10 - 5 - 1: the group cell paid the extra 4");
     // Two hours on, the group cell has recovered and is swept.
     clock.advance(Duration::from_secs(2 * 3600));
     limiter.store().sweep(clock.now());
-    limiter.charge_placed(key(1), &q, 9, &d);
-    let after = limiter.check_cell(key(1), &q, 1);
+    limiter.charge(&Check::new(key(1), q, 9), &d);
+    let after = limiter.check_all(&[Check::new(key(1), q, 1)])[0];
     assert!(after.is_allowed());
     assert_eq!(after.remaining(), 0, "the 9 were charged where the key's checks go now");
 }
@@ -326,9 +343,13 @@ fn an_extra_charge_of_a_grouped_request_is_never_lost() {
 fn a_refund_for_a_key_without_a_cell_makes_none() {
     let limiter = Limiter::new(MemoryStore::with_max_keys(10), ManualClock::new());
     let q = Quota::per_minute(10);
-    assert!(limiter.check(&"present", &q).is_allowed());
+    let charged = limiter.check(&"present", &q);
+    assert!(charged.is_allowed());
     assert_eq!(limiter.store().len(), 1);
-    limiter.refund_route(ratelimit::DEFAULT_ROUTE, &"absent", &q, 5, limiter.clock().now());
+    // (An admitted decision placed on its own cell, as the absent key's
+    // would have been.)
+    let absent = Check::new(limiter.cell_key(ratelimit::DEFAULT_ROUTE, "absent"), q, 5);
+    limiter.refund(&absent, &charged, limiter.clock().now());
     assert_eq!(limiter.store().len(), 1, "no cell made for a refund");
     assert_eq!(
         limiter.peek(&"absent", &q).remaining(),
@@ -336,7 +357,7 @@ fn a_refund_for_a_key_without_a_cell_makes_none() {
         "and no credit: a fresh key's room"
     );
     // A peek makes none either.
-    let _ = limiter.peek_n(&"another", &q, 3);
+    let _ = limiter.peek_all(&[Check::new(limiter.cell_key(ratelimit::DEFAULT_ROUTE, "another"), q, 3)])[0];
     assert_eq!(limiter.store().len(), 1);
 }
 
@@ -353,15 +374,12 @@ fn a_refund_of_an_overflowed_charge_goes_back_to_the_overflow_cell() {
     // The store is full of a live cell: new keys share the route's
     // overflow cell.
     let newcomer = limiter.cell_key(ratelimit::DEFAULT_ROUTE, "newcomer");
-    let d = limiter.check_cell(newcomer, &q, 3);
+    let d = limiter.check_all(&[Check::new(newcomer, q, 3)])[0];
     assert!(d.is_allowed() && d.is_overflow());
     assert!(limiter.check(&"another", &q).is_denied(), "the overflow cell is spent");
-    // A refund by key alone finds no cell of the newcomer's and makes none.
-    limiter.refund_cell(newcomer, &q, 3, clock.now());
-    assert!(limiter.check(&"another", &q).is_denied());
-    assert_eq!(limiter.store().len(), 1);
-    // With the charge's decision, the units go back where they were charged.
-    limiter.refund_placed(newcomer, &q, 2, &d, clock.now());
+    // With the charge's decision, the units go back where they were
+    // charged; no cell of the newcomer's is made.
+    limiter.refund(&Check::new(newcomer, q, 2), &d, clock.now());
     assert_eq!(limiter.store().len(), 1);
     let again = limiter.check(&"another", &q);
     assert!(
@@ -371,12 +389,15 @@ fn a_refund_of_an_overflowed_charge_goes_back_to_the_overflow_cell() {
     assert!(limiter.check(&"another", &q).is_allowed());
     assert!(limiter.check(&"another", &q).is_denied(), "two handed back, not more");
     // A denied decision charged nothing and hands nothing back.
-    let denied = limiter.check_cell(newcomer, &q, 1);
+    let denied = limiter.check_all(&[Check::new(newcomer, q, 1)])[0];
     assert!(denied.is_denied());
-    limiter.refund_placed(newcomer, &q, 3, &denied, clock.now());
+    limiter.refund(&Check::new(newcomer, q, 3), &denied, clock.now());
     assert!(limiter.check(&"another", &q).is_denied());
     // The resident's own cell was not touched.
-    assert_eq!(limiter.peek_n(&"resident", &q, 0).remaining(), 2);
+    assert_eq!(
+        limiter.peek_all(&[Check::new(limiter.cell_key(ratelimit::DEFAULT_ROUTE, "resident"), q, 0)])[0].remaining(),
+        2
+    );
 }
 
 /// A stacked check whose first limit went to the overflow cell and whose
@@ -391,13 +412,13 @@ fn a_refused_stack_leaves_the_overflow_cell_uncharged() {
     let limiter = Limiter::new(store, clock.clone());
     let q = Quota::per_minute(10).with_burst(3);
     let resident = limiter.cell_key(1, "resident");
-    assert!(limiter.check_cell(resident, &q, 3).is_allowed()); // live, spent
+    assert!(limiter.check_all(&[Check::new(resident, q, 3)])[0].is_allowed()); // live, spent
     let newcomer = limiter.cell_key(1, "newcomer");
     // The same cell twice: each look fits, the second charge does not.
     let checks = [Check::new(newcomer, q, 2), Check::new(newcomer, q, 2)];
     let [first, second] = limiter.check_all(&checks);
     assert!(first.is_allowed() && second.is_denied(), "{first:?} {second:?}");
-    let d = limiter.check_cell(newcomer, &q, 3);
+    let d = limiter.check_all(&[Check::new(newcomer, q, 3)])[0];
     assert!(
         d.is_allowed() && d.is_overflow(),
         "the overflow cell was handed its 2 back"
@@ -411,7 +432,7 @@ fn peek_reports_what_check_would_decide() {
     let q = Quota::per_second(10).with_burst(5);
     for cost in [0, 1, 3, 5, 6] {
         for _ in 0..3 {
-            let p = limiter.peek_n(&"k", &q, cost);
+            let p = limiter.peek_all(&[Check::new(limiter.cell_key(ratelimit::DEFAULT_ROUTE, "k"), q, cost)])[0];
             let d = limiter.check_n(&"k", &q, cost);
             assert_eq!(p, d, "cost {cost}");
         }

@@ -78,7 +78,7 @@ fn the_overflow_bucket_limits_new_keys_when_the_store_is_full() {
     }
     assert_eq!(admitted, 5);
     // Routes have separate overflow cells.
-    assert!(limiter.check_route(9, &"newcomer", &quota, 1).is_allowed());
+    assert!(limiter.check_all(&[ratelimit::Check::new(limiter.cell_key(9, &"newcomer"), quota, 1)])[0].is_allowed());
     // Keys that already had cells keep them.
     let d = limiter.check(&0usize, &quota);
     assert!(!d.is_overflow());

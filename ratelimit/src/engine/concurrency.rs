@@ -315,7 +315,7 @@ impl ConcurrencyLimiter {
 /// ```
 /// use std::sync::Arc;
 /// use ratelimit::concurrency::{placed_key, ConcurrencyLimiter};
-/// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+/// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
 ///
 /// // One new key per network and minute: the second address of the
 /// // network is charged to the network's shared cell.
@@ -326,13 +326,13 @@ impl ConcurrencyLimiter {
 /// let network = 24;
 /// let a = limiter.grouped_cell_key(1, "198.51.100.1", &network);
 /// let b = limiter.grouped_cell_key(1, "198.51.100.2", &network);
-/// let (da, db) = (limiter.check_cell(a, &quota, 1), limiter.check_cell(b, &quota, 1));
+/// let (da, db) = (limiter.check_all(&[Check::new(a, quota, 1)])[0], limiter.check_all(&[Check::new(b, quota, 1)])[0]);
 /// assert_eq!(placed_key(a, &da), a, "its own cell");
 /// assert!(db.is_grouped() && placed_key(b, &db) != b, "the network's cell");
 /// let _held = table.try_acquire(placed_key(b, &db), 1).unwrap();
 /// // Another new address of the network shares that cell, and its permit.
 /// let c = limiter.grouped_cell_key(1, "198.51.100.3", &network);
-/// let dc = limiter.check_cell(c, &quota, 1);
+/// let dc = limiter.check_all(&[Check::new(c, quota, 1)])[0];
 /// assert!(table.try_acquire(placed_key(c, &dc), 1).is_err());
 /// ```
 pub fn placed_key(cell: CellKey, decision: &crate::Decision) -> CellKey {

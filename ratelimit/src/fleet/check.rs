@@ -31,7 +31,7 @@ use crate::{Check, Decision};
 /// let refund = request.with_cost(1);
 /// assert_eq!((refund.local.cell, refund.route, refund.fleet_id), (cell, 1, id));
 /// gate.refund_id(&limiter, &refund, at);
-/// assert_eq!(limiter.peek_cell(cell, &quota, 0).remaining(), 60);
+/// assert_eq!(limiter.peek_all(&[Check::new(cell, quota, 0)])[0].remaining(), 60);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FleetCheck {

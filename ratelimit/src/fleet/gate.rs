@@ -278,7 +278,7 @@ impl FleetGate {
     /// }
     /// let d = gate.check_id(&limiter, &request);
     /// assert_eq!(d.denial(), Some(ratelimit::Denial::FleetLimited), "the fleet's 10 are spent");
-    /// assert_eq!(limiter.peek_cell(cell, &quota, 0).remaining(), 90, "the refusal charged nothing");
+    /// assert_eq!(limiter.peek_all(&[Check::new(cell, quota, 0)])[0].remaining(), 90, "the refusal charged nothing");
     /// ```
     #[inline]
     pub fn check_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) -> Decision {
@@ -287,7 +287,7 @@ impl FleetGate {
 
     /// What [`check_id`](Self::check_id) would decide now, fleet budget
     /// included, charging nothing: neither the local cell (a
-    /// [`Limiter::peek_cell`]) nor this instance's fleet counters, and
+    /// [`Limiter::peek_all`]) nor this instance's fleet counters, and
     /// without claiming a slot in the gate's table (a key the table does
     /// not hold is judged as a fresh one, plus what the previous epoch knew
     /// of it). No I/O, no lock, no allocation.

@@ -16,7 +16,7 @@ impl FleetGate {
     /// Hands back `request.local.cost` units of a request
     /// [`check_id`](Self::check_id) admitted (it cost less than it was
     /// charged, or its work failed); `charged_at` is a clock reading taken
-    /// no later than that check. Locally through [`Limiter::refund_cell`]
+    /// no later than that check. Locally through [`Limiter::refund`]
     /// (never more than the charge still holds, never before now), and the
     /// units that came back locally out of this instance's count of the
     /// key's units that the sync loop has not taken for a push yet, in the
@@ -61,7 +61,7 @@ impl FleetGate {
     /// [`refund_id`](Self::refund_id) of the charge that `charged` (the
     /// admitted decision) reports, handed back locally to the cell the
     /// store placed it in (the key's own, or a shared overflow or group
-    /// cell: see [`Limiter::refund_placed`]).
+    /// cell: see [`Limiter::refund`]).
     pub fn refund_placed_id<S: Store, C: Clock>(
         &self,
         limiter: &Limiter<S, C>,
@@ -119,7 +119,7 @@ impl FleetGate {
     /// let d = gate.check_id(&limiter, &request);
     /// assert!(d.is_allowed());
     /// gate.charge_more_id(&limiter, &request.with_cost(59), &d); // it cost 60
-    /// assert!(limiter.peek_cell(cell, &quota, 1).is_denied());
+    /// assert!(limiter.peek_all(&[Check::new(cell, quota, 1)])[0].is_denied());
     /// ```
     pub fn charge_more_id<S: Store, C: Clock>(
         &self,

@@ -49,7 +49,7 @@ impl FleetGate {
     /// }
     /// assert!(!gate.check_all_id(&limiter, &checks, &mut out), "the user's fleet budget is spent");
     /// assert_eq!(out[0].denial(), Some(ratelimit::Denial::FleetLimited));
-    /// assert_eq!(limiter.peek_cell(ip, &per_ip, 0).remaining(), 90, "the address was not charged");
+    /// assert_eq!(limiter.peek_all(&[Check::new(ip, per_ip, 0)])[0].remaining(), 90, "the address was not charged");
     /// ```
     pub fn check_all_id<S: Store, C: Clock>(
         &self,

@@ -134,10 +134,12 @@ impl RoutePlan {
     /// What is wrong with a `[routes."name"]` profile of this route under
     /// `limits` that no request reaches: a `profile(..)` step answers
     /// before `default`, the only step such a profile answers, so the
-    /// override would silently change nothing.
+    /// override (another profile than that step's) would silently change
+    /// nothing.
     pub(crate) fn unreached_override(&self, limits: LimitParts<'_>) -> Option<String> {
         let profile = limits.routes.get(self.name)?.profile.as_deref()?;
-        if self.reaches_default {
+        // (The profile the chain answers with anyway: redundant, not wrong.)
+        if self.reaches_default || self.settled.profile == Some(profile) {
             return None;
         }
         Some(format!(

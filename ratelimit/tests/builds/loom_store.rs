@@ -232,7 +232,7 @@ fn charge_at(store: &MemoryStore, k: CellKey, now: u64, burst: u64) -> Option<(b
     })
 }
 
-/// What `Limiter::refund_cell` does with a charge made at `now`: the TAT
+/// What `Limiter::refund` does with a charge made at `now`: the TAT
 /// moves back by `units * T`, never to `now` or before; a key with no cell
 /// gets none.
 fn refund_at(store: &MemoryStore, k: CellKey, now: u64, units: u64) {

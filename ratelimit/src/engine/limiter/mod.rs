@@ -21,7 +21,14 @@ mod settle;
 /// leaves the client in debt, repaid at the new rate, and moving back refills
 /// nothing. (Checks that should not share a bucket, such as two endpoints
 /// with different limits, belong on different routes: see
-/// [`check_route`](Limiter::check_route).)
+/// [`cell_key`](Limiter::cell_key).)
+///
+/// Its verbs: [`check`](Limiter::check) and [`check_n`](Limiter::check_n)
+/// charge one key on one limit; a [`Check`] (a cell, its quota, a cost) is
+/// the request value of the rest: [`check_all`](Limiter::check_all) charges
+/// one or several limits all or nothing, [`peek_all`](Limiter::peek_all)
+/// answers without charging, [`refund`](Limiter::refund) and
+/// [`charge`](Limiter::charge) settle a charge after the work.
 ///
 /// Keys are hashed with a keyed 64-bit hash seeded randomly per limiter
 /// (together with the route), and only the hash is stored.
@@ -97,7 +104,7 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// if admitted.
     #[inline]
     pub fn check<K: Hash + ?Sized>(&self, key: &K, quota: &Quota) -> Decision {
-        self.check_route(DEFAULT_ROUTE, key, quota, 1)
+        self.check_n(key, quota, 1)
     }
 
     /// Checks a request of weight `cost`. A cost above the quota's burst is
@@ -107,25 +114,7 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// move to a smaller quota).
     #[inline]
     pub fn check_n<K: Hash + ?Sized>(&self, key: &K, quota: &Quota, cost: u32) -> Decision {
-        self.check_route(DEFAULT_ROUTE, key, quota, cost)
-    }
-
-    /// Checks `key` on `route`: the same client value on two routes has two
-    /// independent cells, and each route has its own overflow cell.
-    ///
-    /// ```
-    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
-    ///
-    /// let limiter = Limiter::new(MemoryStore::default(), ManualClock::new());
-    /// let quota = Quota::per_minute(1);
-    /// assert!(limiter.check_route(1, "10.0.0.1", &quota, 1).is_allowed());
-    /// assert!(limiter.check_route(1, "10.0.0.1", &quota, 1).is_denied());
-    /// assert!(limiter.check_route(2, "10.0.0.1", &quota, 1).is_allowed());
-    /// ```
-    #[inline]
-    pub fn check_route<K: Hash + ?Sized>(&self, route: u32, key: &K, quota: &Quota, cost: u32) -> Decision {
-        let cell = self.cell_key(route, key);
-        self.check_cell(cell, quota, cost)
+        self.check_cell(self.cell_key(DEFAULT_ROUTE, key), quota, cost)
     }
 
     /// The cell a (route, key) pair maps to, for callers that check the same
@@ -145,7 +134,7 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// a group past its budget shares one cell per route.
     ///
     /// ```
-    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    /// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
     ///
     /// let store = MemoryStore::builder().new_keys_per_group(Quota::per_minute(1)).build();
     /// let limiter = Limiter::new(store, ManualClock::new());
@@ -153,11 +142,11 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// let net = "2001:db8:aaaa::/48";
     /// let first = limiter.grouped_cell_key(0, "2001:db8:aaaa:1::", &net);
     /// let second = limiter.grouped_cell_key(0, "2001:db8:aaaa:2::", &net);
-    /// assert!(limiter.check_cell(first, &quota, 1).is_allowed());
-    /// let d = limiter.check_cell(second, &quota, 1);
+    /// assert!(limiter.check_all(&[Check::new(first, quota, 1)])[0].is_allowed());
+    /// let d = limiter.check_all(&[Check::new(second, quota, 1)])[0];
     /// assert!(d.is_allowed() && d.is_grouped(), "the network's shared cell");
     /// let third = limiter.grouped_cell_key(0, "2001:db8:aaaa:3::", &net);
-    /// assert!(limiter.check_cell(third, &quota, 1).is_denied(), "shares it, spent");
+    /// assert!(limiter.check_all(&[Check::new(third, quota, 1)])[0].is_denied(), "shares it, spent");
     /// ```
     #[inline]
     pub fn grouped_cell_key<K: Hash + ?Sized, G: Hash + ?Sized>(&self, route: u32, key: &K, group: &G) -> CellKey {
@@ -174,23 +163,9 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// `group` (a subnet of the client's network): the subgroup may bring
     /// in at most a quarter of the group's new keys, so one subnet cannot
     /// spend its network's whole budget.
-    ///
-    /// ```
-    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
-    ///
-    /// let store = MemoryStore::builder().new_keys_per_group(Quota::per_minute(4)).build();
-    /// let limiter = Limiter::new(store, ManualClock::new());
-    /// let quota = Quota::per_minute(1);
-    /// let net = "2001:db8:aaaa::/48";
-    /// let cell = |addr: &str, subnet: &str| limiter.subgrouped_cell_key(0, addr, &net, &subnet);
-    /// // A tenant's /56 brings in one new key (a quarter of 4), then shares.
-    /// assert!(!limiter.check_cell(cell("2001:db8:aaaa:101::", "2001:db8:aaaa:100::/56"), &quota, 1).is_grouped());
-    /// assert!(limiter.check_cell(cell("2001:db8:aaaa:102::", "2001:db8:aaaa:100::/56"), &quota, 1).is_grouped());
-    /// // Another /56 of the same /48 still gets cells of its own.
-    /// assert!(!limiter.check_cell(cell("2001:db8:aaaa:201::", "2001:db8:aaaa:200::/56"), &quota, 1).is_grouped());
-    /// ```
     #[inline]
-    pub fn subgrouped_cell_key<K: Hash + ?Sized, G: Hash + ?Sized, N: Hash + ?Sized>(
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))] // the runtime's client keys
+    pub(crate) fn subgrouped_cell_key<K: Hash + ?Sized, G: Hash + ?Sized, N: Hash + ?Sized>(
         &self,
         route: u32,
         key: &K,
@@ -207,7 +182,7 @@ impl<S: Store, C: Clock> Limiter<S, C> {
 
     /// Checks a precomputed cell (see [`cell_key`](Limiter::cell_key)).
     #[inline(always)]
-    pub fn check_cell(&self, cell: CellKey, quota: &Quota, cost: u32) -> Decision {
+    pub(crate) fn check_cell(&self, cell: CellKey, quota: &Quota, cost: u32) -> Decision {
         // No `Store::prefetch` before the clock here: the cell's address
         // does not depend on the clock, so the CPU starts its load early
         // anyway, and the extra load (a `black_box` to keep it) cost a
@@ -273,35 +248,17 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// assert!(probe.is_allowed());
     /// assert_eq!(probe.remaining(), 1, "what the next check would leave");
     /// assert_eq!(limiter.peek(&"k", &quota).remaining(), 1, "a peek spends nothing");
-    /// assert!(limiter.peek_n(&"k", &quota, 3).is_denied(), "3 more would not fit");
+    /// let three = ratelimit::Check::new(limiter.cell_key(ratelimit::DEFAULT_ROUTE, "k"), quota, 3);
+    /// assert!(limiter.peek_all(&[three])[0].is_denied(), "3 more would not fit");
     /// ```
     #[inline]
     pub fn peek<K: Hash + ?Sized>(&self, key: &K, quota: &Quota) -> Decision {
-        self.peek_route(DEFAULT_ROUTE, key, quota, 1)
+        self.peek_cell(self.cell_key(DEFAULT_ROUTE, key), quota, 1)
     }
 
-    /// The [`Decision`] that [`check_n`](Self::check_n) would give, without
-    /// charging.
+    /// A peek of one cell (see [`peek_all`](Self::peek_all)).
     #[inline]
-    pub fn peek_n<K: Hash + ?Sized>(&self, key: &K, quota: &Quota, cost: u32) -> Decision {
-        self.peek_route(DEFAULT_ROUTE, key, quota, cost)
-    }
-
-    /// The [`Decision`] that [`check_route`](Self::check_route) would give,
-    /// without charging.
-    #[inline]
-    pub fn peek_route<K: Hash + ?Sized>(&self, route: u32, key: &K, quota: &Quota, cost: u32) -> Decision {
-        self.peek_cell(self.cell_key(route, key), quota, cost)
-    }
-
-    /// The [`Decision`] that [`check_cell`](Self::check_cell) would give,
-    /// without charging. It never writes and never brings a new key into the
-    /// store, so probes cannot fill it. (A key the store has no cell for is
-    /// judged as a fresh one: if a check would find the store full, or the
-    /// key's group over its budget of new keys, the check is charged to a
-    /// shared cell that the peek does not see.)
-    #[inline]
-    pub fn peek_cell(&self, cell: CellKey, quota: &Quota, cost: u32) -> Decision {
+    pub(crate) fn peek_cell(&self, cell: CellKey, quota: &Quota, cost: u32) -> Decision {
         let now = self.clock.now();
         self.peek_cell_at(cell, quota, cost, now)
     }
@@ -319,8 +276,8 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         }
     }
 
-    /// Checks several limits as one decision, all or nothing: every check
-    /// is charged if every one admits, and none is charged otherwise. The
+    /// Checks one limit, or several as one decision, all or nothing: every
+    /// check is charged if every one admits, and none is charged otherwise. The
     /// decisions come back in order; the request is admitted exactly when
     /// all of them are (the refusing ones say why and how long to wait; the
     /// others, charged nothing, report the room they have now).
@@ -352,6 +309,32 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         out
     }
 
+    /// The decisions [`check_all`](Self::check_all) would give `checks`
+    /// now, each on its own, without charging anything: "how much is left"
+    /// (a cost of 0 reports the room without asking for any). It never
+    /// writes and never brings a new key into the store, so probes cannot
+    /// fill it. (A key the store has no cell for is judged as a fresh one:
+    /// if a check would find the store full, or the key's group over its
+    /// budget of new keys, the check is charged to a shared cell that the
+    /// peek does not see.)
+    ///
+    /// ```
+    /// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, Quota};
+    ///
+    /// let limiter = Limiter::new(MemoryStore::default(), ManualClock::new());
+    /// let quota = Quota::per_minute(10);
+    /// let five = Check::new(limiter.cell_key(1, "user-42"), quota, 5);
+    /// limiter.check_all(&[five]);
+    /// let [room] = limiter.peek_all(&[Check { cost: 0, ..five }]);
+    /// assert_eq!(room.remaining(), 5);
+    /// assert!(limiter.peek_all(&[Check { cost: 6, ..five }])[0].is_denied());
+    /// ```
+    #[inline]
+    pub fn peek_all<const N: usize>(&self, checks: &[Check; N]) -> [Decision; N] {
+        let now = self.clock.now();
+        checks.map(|c| self.peek_cell_at(c.cell, &c.quota, c.cost, now))
+    }
+
     /// [`check_all`](Self::check_all) for a number of limits known at run
     /// time: the decisions go to `out` (as long as `checks`); returns whether
     /// the request is admitted (and every check charged).
@@ -361,6 +344,11 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// When `out` is shorter than `checks`.
     pub fn check_all_into(&self, checks: &[Check], out: &mut [Decision]) -> bool {
         assert!(out.len() >= checks.len(), "check_all_into: one decision per check");
+        // One limit: all or nothing is its own check (one store update).
+        if let [c] = checks {
+            out[0] = self.check_cell(c.cell, &c.quota, c.cost);
+            return out[0].is_allowed();
+        }
         for c in checks {
             self.store.prefetch(c.cell);
         }
@@ -494,5 +482,28 @@ pub(crate) fn placement_of(charged: &Decision) -> Placement {
         Placement::Group
     } else {
         Placement::Own
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::clock::ManualClock;
+
+    /// A tenant's subnet brings in at most a quarter of its network's new
+    /// keys, then shares the network's cell; another subnet of the same
+    /// network still gets cells of its own.
+    #[test]
+    fn a_subgroup_brings_in_a_quarter_of_its_groups_new_keys() {
+        let store = MemoryStore::builder().new_keys_per_group(Quota::per_minute(4)).build();
+        let limiter = Limiter::new(store, ManualClock::new());
+        let quota = Quota::per_minute(1);
+        let net = "2001:db8:aaaa::/48";
+        let check = |addr: &str, subnet: &str| {
+            limiter.check_cell(limiter.subgrouped_cell_key(0, addr, &net, &subnet), &quota, 1)
+        };
+        assert!(!check("2001:db8:aaaa:101::", "2001:db8:aaaa:100::/56").is_grouped());
+        assert!(check("2001:db8:aaaa:102::", "2001:db8:aaaa:100::/56").is_grouped());
+        assert!(!check("2001:db8:aaaa:201::", "2001:db8:aaaa:200::/56").is_grouped());
     }
 }

@@ -2,9 +2,7 @@
 //! never more) and extra charges, on the key's own cell or the shared cell
 //! the store placed it on.
 
-use std::hash::Hash;
-
-use super::{placement_of, Limiter};
+use super::{placement_of, Check, Limiter};
 use crate::engine::clock::Clock;
 use crate::engine::decision::Decision;
 use crate::engine::gcra;
@@ -12,11 +10,15 @@ use crate::engine::quota::Quota;
 use crate::engine::store::{CellKey, Placement, Store};
 
 impl<S: Store, C: Clock> Limiter<S, C> {
-    /// Hands back `cost` units charged to `key` on `route` at `charged_at`
-    /// (a request that cost less than it was charged, or whose work
-    /// failed). `charged_at` is a reading of this limiter's clock taken no
-    /// later than the check that charged them (`limiter.clock().now()`
-    /// before it).
+    /// Hands back what `check` was charged by the admitted decision
+    /// `charged` (a request that cost less than it was charged, or whose
+    /// work failed), to the cell the store placed that charge in: the key's
+    /// own cell, or the shared cell a key the store had no room for
+    /// ([`Decision::is_overflow`]) or a group past its budget of new keys
+    /// ([`Decision::is_grouped`]) was charged to. `check.cost` is the units
+    /// to hand back; `charged_at` is a reading of this limiter's clock taken
+    /// no later than the check that charged them (`limiter.clock().now()`
+    /// before it). A denied `charged` charged nothing: nothing is handed back.
     ///
     /// A refund hands back at most what that charge still holds against the
     /// key: the key's TAT moves back by
@@ -28,47 +30,54 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// back less than a perfect ledger would (the cell keeps no history of
     /// what was ahead of it). To refund the last `r` units of a charge of
     /// `n`, pass `charged_at + (n - r) * T`: they are the last to be repaid.
-    ///
-    /// Refunding what was never charged hands back capacity the client did
-    /// not earn: pair each refund with a charge. A key with no cell of its
-    /// own (its charge went to a shared overflow or group cell, or its cell
-    /// has recovered and was swept) gets nothing back and no cell made: to
-    /// hand a charge back to the shared cell it went to, pass its decision
-    /// to [`refund_placed`](Self::refund_placed).
+    /// A cell that recovered and was swept since gets nothing back, and no
+    /// cell is made.
     ///
     /// ```
-    /// use ratelimit::{Clock, Limiter, ManualClock, MemoryStore, Quota, DEFAULT_ROUTE};
+    /// use ratelimit::{Check, Clock, Limiter, ManualClock, MemoryStore, Quota, DEFAULT_ROUTE};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
     /// let limiter = Limiter::new(MemoryStore::default(), clock.clone());
     /// let quota = Quota::per_minute(10);
+    /// let cell = limiter.cell_key(DEFAULT_ROUTE, "k");
     /// let at = limiter.clock().now();
-    /// assert_eq!(limiter.check_n(&"k", &quota, 8).remaining(), 2);
-    /// limiter.refund_route(DEFAULT_ROUTE, &"k", &quota, 5, at); // it cost 3
-    /// assert_eq!(limiter.peek_n(&"k", &quota, 0).remaining(), 7);
+    /// let [d] = limiter.check_all(&[Check::new(cell, quota, 8)]);
+    /// assert_eq!(d.remaining(), 2);
+    /// limiter.refund(&Check::new(cell, quota, 5), &d, at); // it cost 3
+    /// assert_eq!(limiter.peek_all(&[Check::new(cell, quota, 0)])[0].remaining(), 7);
     ///
     /// // A charge that time has repaid: its refund gives nothing back.
     /// let at = limiter.clock().now();
-    /// limiter.check_n(&"k", &quota, 7);
+    /// let [d] = limiter.check_all(&[Check::new(cell, quota, 7)]);
     /// clock.advance(Duration::from_secs(60)); // the bucket is full again
     /// limiter.check_n(&"k", &quota, 10);
-    /// limiter.refund_route(DEFAULT_ROUTE, &"k", &quota, 7, at);
+    /// limiter.refund(&Check::new(cell, quota, 7), &d, at);
     /// assert!(limiter.peek(&"k", &quota).is_denied());
+    ///
+    /// // A charge the store placed on the shared overflow cell goes back there.
+    /// let store = ratelimit::MemoryStore::builder()
+    ///     .max_keys(1)
+    ///     .overflow(ratelimit::OverflowPolicy::SharedBucket)
+    ///     .build();
+    /// let limiter = Limiter::new(store, ManualClock::new());
+    /// let quota = Quota::per_minute(3);
+    /// limiter.check(&"resident", &quota); // the store is full
+    /// let newcomer = Check::new(limiter.cell_key(DEFAULT_ROUTE, "newcomer"), quota, 3);
+    /// let at = limiter.clock().now();
+    /// let [d] = limiter.check_all(&[newcomer]);
+    /// assert!(d.is_allowed() && d.is_overflow(), "charged to the shared overflow cell");
+    /// assert!(limiter.check(&"another", &quota).is_denied(), "which is spent");
+    /// limiter.refund(&newcomer, &d, at); // the work failed
+    /// assert!(limiter.check(&"another", &quota).is_allowed(), "handed back to it");
     /// ```
     #[inline]
-    pub fn refund_route<K: Hash + ?Sized>(&self, route: u32, key: &K, quota: &Quota, cost: u32, charged_at: u64) {
-        self.refund_cell(self.cell_key(route, key), quota, cost, charged_at);
-    }
-
-    /// [`refund_route`](Self::refund_route) for a precomputed cell.
-    #[inline]
-    pub fn refund_cell(&self, cell: CellKey, quota: &Quota, cost: u32, charged_at: u64) {
+    pub fn refund(&self, check: &Check, charged: &Decision, charged_at: u64) {
         let now = self.clock.now();
-        self.refund_cell_at(cell, quota, cost, charged_at, now);
+        self.refund_placed_at(check.cell, &check.quota, check.cost, charged, charged_at, now);
     }
 
-    /// [`refund_cell`](Self::refund_cell) at `now`: the whole units it
+    /// A refund to `cell`, the key's own, at `now`: the whole units it
     /// handed back (what the fleet gate may take out of its count).
     pub(crate) fn refund_cell_at(&self, cell: CellKey, quota: &Quota, cost: u32, charged_at: u64, now: u64) -> u32 {
         if cost == 0 {
@@ -80,55 +89,43 @@ impl<S: Store, C: Clock> Limiter<S, C> {
             .map_or(0, |(units, _)| units)
     }
 
-    /// Charges `cost` more units to `cell` without a check: a request that
-    /// turned out to cost more than it was charged, settled after its work
-    /// is done. The key may go into debt (it then waits until it is repaid at
-    /// the quota's rate); nothing is refused.
+    /// Charges `check.cost` more units, without a check, to where the
+    /// admitted decision `charged` of `check`'s cell placed its charge: a
+    /// request that turned out to cost more than it was charged, settled
+    /// after its work is done. The key may go into debt (it then waits until
+    /// it is repaid at the quota's rate); nothing is refused. A request
+    /// charged to a shared cell (the store's overflow cell, or a group past
+    /// its budget of new keys) pays its real cost there, as it would on a
+    /// cell of its own: a shared cell never makes a request cheaper (a group
+    /// cell that recovered and was swept since the check is replaced by
+    /// where a check of the key would go now). A denied `charged` charged
+    /// nothing: nothing more is charged either.
     ///
     /// ```
-    /// use ratelimit::{Limiter, ManualClock, MemoryStore, Quota};
+    /// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, OverflowPolicy, Quota, DEFAULT_ROUTE};
     ///
     /// let limiter = Limiter::new(MemoryStore::default(), ManualClock::new());
     /// let quota = Quota::per_minute(10);
-    /// let cell = limiter.cell_key(0, "k");
-    /// assert!(limiter.check_cell(cell, &quota, 1).is_allowed());
-    /// limiter.charge_cell(cell, &quota, 12); // it cost 13 in the end
-    /// let d = limiter.peek_cell(cell, &quota, 1);
-    /// assert!(d.is_denied(), "3 units of debt, then one more to wait for");
-    /// ```
-    #[inline]
-    pub fn charge_cell(&self, cell: CellKey, quota: &Quota, cost: u32) {
-        let now = self.clock.now();
-        self.charge_placed_at(cell, quota, cost, Placement::Own, now);
-    }
-
-    /// [`charge_cell`](Self::charge_cell) of a request whose check `charged`
-    /// reports, to the cell the store placed that charge in: the key's own,
-    /// or the shared overflow or group cell it went to. A request charged to
-    /// a shared cell pays its real cost there, as it would on a cell of its
-    /// own: a shared cell never makes a request cheaper (a group cell that
-    /// recovered and was swept since the check is replaced by where a check
-    /// of the key would go now). A denied `charged` charged nothing: nothing
-    /// more is charged either.
-    ///
-    /// ```
-    /// use ratelimit::{Limiter, ManualClock, MemoryStore, OverflowPolicy, Quota};
+    /// let one = Check::new(limiter.cell_key(DEFAULT_ROUTE, "k"), quota, 1);
+    /// let [d] = limiter.check_all(&[one]);
+    /// limiter.charge(&Check { cost: 12, ..one }, &d); // it cost 13 in the end
+    /// assert!(limiter.peek_all(&[one])[0].is_denied(), "3 units of debt, then one more to wait for");
     ///
     /// let store = MemoryStore::builder().max_keys(1).overflow(OverflowPolicy::SharedBucket).build();
     /// let limiter = Limiter::new(store, ManualClock::new());
     /// let quota = Quota::per_minute(3);
     /// limiter.check(&"resident", &quota); // the store is full
-    /// let cell = limiter.cell_key(ratelimit::DEFAULT_ROUTE, "newcomer");
-    /// let d = limiter.check_cell(cell, &quota, 1);
+    /// let newcomer = Check::new(limiter.cell_key(DEFAULT_ROUTE, "newcomer"), quota, 1);
+    /// let [d] = limiter.check_all(&[newcomer]);
     /// assert!(d.is_allowed() && d.is_overflow());
-    /// limiter.charge_placed(cell, &quota, 2, &d); // it cost 3 in the end
+    /// limiter.charge(&Check { cost: 2, ..newcomer }, &d); // it cost 3 in the end
     /// assert!(limiter.check(&"another", &quota).is_denied(), "the overflow cell paid it");
     /// ```
     #[inline]
-    pub fn charge_placed(&self, cell: CellKey, quota: &Quota, cost: u32, charged: &Decision) {
+    pub fn charge(&self, check: &Check, charged: &Decision) {
         if charged.is_allowed() {
             let now = self.clock.now();
-            self.charge_placed_at(cell, quota, cost, placement_of(charged), now);
+            self.charge_placed_at(check.cell, &check.quota, check.cost, placement_of(charged), now);
         }
     }
 
@@ -170,39 +167,8 @@ impl<S: Store, C: Clock> Limiter<S, C> {
         shared.unwrap_or_else(|| self.store.update(cell, now, force).map_or(0, |(charged, _)| charged))
     }
 
-    /// Hands back `cost` units of the charge that `charged` (the admitted
-    /// [`Decision`] of a [`check_cell`](Self::check_cell) of `cell`, made at
-    /// `charged_at` or later) reports, to the cell the store placed it in:
-    /// the key's own cell, or the shared cell a key the store had no room
-    /// for ([`Decision::is_overflow`]) or a group past its budget of new
-    /// keys ([`Decision::is_grouped`]) was charged to. Like
-    /// [`refund_cell`](Self::refund_cell) otherwise: never more than the
-    /// charge still holds, never before now, never a new cell. A denied
-    /// `charged` charged nothing: nothing is handed back.
-    ///
-    /// ```
-    /// use ratelimit::{Clock, Limiter, ManualClock, MemoryStore, OverflowPolicy, Quota};
-    ///
-    /// let store = MemoryStore::builder().max_keys(1).overflow(OverflowPolicy::SharedBucket).build();
-    /// let limiter = Limiter::new(store, ManualClock::new());
-    /// let quota = Quota::per_minute(3);
-    /// limiter.check(&"resident", &quota); // the store is full
-    /// let cell = limiter.cell_key(ratelimit::DEFAULT_ROUTE, "newcomer");
-    /// let at = limiter.clock().now();
-    /// let d = limiter.check_cell(cell, &quota, 3);
-    /// assert!(d.is_allowed() && d.is_overflow(), "charged to the shared overflow cell");
-    /// assert!(limiter.check(&"another", &quota).is_denied(), "which is spent");
-    /// limiter.refund_placed(cell, &quota, 3, &d, at); // the work failed
-    /// assert!(limiter.check(&"another", &quota).is_allowed(), "handed back to it");
-    /// ```
-    #[inline]
-    pub fn refund_placed(&self, cell: CellKey, quota: &Quota, cost: u32, charged: &Decision, charged_at: u64) {
-        let now = self.clock.now();
-        self.refund_placed_at(cell, quota, cost, charged, charged_at, now);
-    }
-
-    /// [`refund_placed`](Self::refund_placed) at `now`: the whole units it
-    /// handed back.
+    /// [`refund`](Self::refund) of `cost` units on `cell` at `now`: the
+    /// whole units it handed back.
     pub(crate) fn refund_placed_at(
         &self,
         cell: CellKey,

@@ -42,7 +42,7 @@
 //!
 //! # Refunds
 //!
-//! A refund ([`Limiter::refund_cell`](crate::Limiter::refund_cell)) lowers
+//! A refund ([`Limiter::refund`](crate::Limiter::refund)) lowers
 //! a TAT, which breaks "only grows", and the hole is real: an updater of
 //! key K reads TAT `X` and stalls; K is refunded below `X`, recovers, is
 //! swept; key K2 claims the slot (above the *evicted* TAT, which is now

@@ -25,7 +25,7 @@ use crate::Quota;
 /// cheaper. A hand-back never returns more than the charge still holds
 /// against the client: time repays a charge from the moment it was made,
 /// so a reservation held until the bucket refilled gives nothing back (see
-/// [`Limiter::refund_cell`](crate::Limiter::refund_cell)). Dropped
+/// [`Limiter::refund`](crate::Limiter::refund)). Dropped
 /// unsettled, the charge stands. With stacked attributes, every limit is
 /// settled to the same cost. Through the fleet gate, the fleet's count of
 /// the key follows the settlement (see `docs/http.md`, reserve then

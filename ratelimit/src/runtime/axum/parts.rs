@@ -357,7 +357,7 @@ impl Fleet {
             gate.refund_placed_id(engine, &request(held, quota, cost), charged, charged_at);
             return;
         }
-        engine.refund_placed(held.cell, quota, cost, charged, charged_at);
+        engine.refund(&Check::new(held.cell, *quota, cost), charged, charged_at);
     }
 
     /// A settled charge's extra units, unchecked, locally (to the cell the
