@@ -28,7 +28,7 @@ use std::convert::Infallible;
 use std::hint::black_box;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -229,9 +229,11 @@ fn request_with(bearer: &http::HeaderValue) -> Request<Body> {
 
 struct Apps {
     rt: tokio::runtime::Runtime,
-    /// The `state` route with the fleet gate on (`fleet`), and its Redis.
+    /// The `state` route with the fleet gate on (`fleet`), and its Redis
+    /// (also `fleet_hot`'s, built only when that app is run: its sync loop
+    /// would run while every other app is measured).
     fleet: App,
-    _redis: redis_support::RedisServer,
+    redis: redis_support::RedisServer,
     plain: App,
     headers: App,
     extract: App,
@@ -375,7 +377,7 @@ fn apps() -> Apps {
         governor_headers,
         state,
         fleet,
-        _redis: redis,
+        redis,
         app_state,
         in_flight,
         named,
@@ -386,6 +388,83 @@ fn apps() -> Apps {
         valid,
         forged,
     }
+}
+
+/// The `state` route with `[global]` on and its key **hot**: every request
+/// reads the fleet's count of the key from its slot (refreshed by the sync
+/// loop; no Redis call on the request path), where a cold key is held to
+/// its share locally. The key turns hot as a key does in service: the
+/// fleet refuses it once, at its share. A window of 1 s (a fleet budget of
+/// 50,000 at 50,000/s), one request, then one charged 60,000 units (a
+/// `[routes]` cost, which a reload then takes off), the next rounds mark it
+/// hot, and a window later it has room again.
+fn fleet_hot(rt: &tokio::runtime::Runtime, redis_url: &str) -> (App, RateLimit) {
+    // The bench's profiles (other routes name them), the default a new one.
+    let hot = CONFIG.replace("default_profile = \"bench\"", "default_profile = \"hot\"");
+    let config = |rate: &str, burst: u32, routes: &str| {
+        let text = format!("{hot}[profiles.hot]\nrate = \"{rate}\"\nburst = {burst}\n{routes}");
+        let mut c = Config::from_toml_str(&text).expect("config");
+        c.global = Some(
+            ratelimit::config::FleetConfig::new(redis_url)
+                .with_window(Duration::from_secs(1))
+                .with_key_secret(ratelimit::config::FleetSecret(
+                    b"the http bench's fleet secret, 32 bytes".to_vec(),
+                )),
+        );
+        c
+    };
+    let rl = rt
+        .block_on(
+            RateLimit::builder(config("50000/s", 100_000, ""))
+                .routes_in(module_path!())
+                .build(),
+        )
+        .expect("runtime");
+    let route = rl
+        .routes()
+        .iter()
+        .find(|r| r.handler().ends_with("::annotated_in_state"))
+        .map(|r| r.name())
+        .expect("the state route");
+    let mut app = Router::new()
+        .route("/hello", get(annotated_in_state))
+        .with_state(rl.clone())
+        .into_service();
+    let gate = rl.gate().expect("the fleet gate");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // (The sync loop runs on the bench's runtime while it is driven.)
+    // In force: rounds have run, and the roster says how many instances.
+    while gate.status().rounds < 2 || gate.status().live_instances == 0 {
+        assert!(Instant::now() < deadline, "the fleet gate is not in force");
+        rt.block_on(async { tokio::time::sleep(Duration::from_millis(50)).await });
+    }
+    // (With nothing used, any request fits: one unit first.)
+    assert_eq!(call(rt, &mut app).status(), 200);
+    rl.reload(config(
+        "50000/s",
+        100_000,
+        &format!("[routes.{route:?}]\ncost = 60000\n"),
+    ))
+    .expect("a costly reload");
+    let refused = call(rt, &mut app);
+    assert_eq!(
+        refused.status(),
+        429,
+        "the fleet refuses 60,000 of 50,000: {:?}",
+        refused.headers()
+    );
+    // The cost taken off, and the `state` route's profile (10,000,000/s,
+    // burst 100: its headers' numbers are the same, and nothing refuses).
+    // The key stays hot while it is requested.
+    rl.reload(config("10000000/s", 100, "")).expect("the cost taken off");
+    while gate.status().hot_keys == 0 {
+        assert!(Instant::now() < deadline, "the key did not turn hot");
+        rt.block_on(async { tokio::time::sleep(Duration::from_millis(50)).await });
+    }
+    // A window on, the refused request's units have left it.
+    rt.block_on(async { tokio::time::sleep(Duration::from_millis(1200)).await });
+    assert_eq!(call(rt, &mut app).status(), 200, "the hot key has room");
+    (app, rl)
 }
 
 fn call(rt: &tokio::runtime::Runtime, app: &mut App) -> Response<Body> {
@@ -643,10 +722,11 @@ fn summary() {
 criterion_group!(benches, bench);
 
 fn main() {
-    // `HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|named|in_flight|layer|rules|noop_layer|jwt|state_bearer|fleet`: run one app only (for
+    // `HTTP_BENCH_PROFILE=plain|headers|extract|state|app_state|named|in_flight|layer|rules|noop_layer|jwt|state_bearer|fleet|fleet_hot`: run one app only (for
     // valgrind's callgrind or dhat; `HTTP_BENCH_N` requests).
     if let Ok(which) = std::env::var("HTTP_BENCH_PROFILE") {
         let mut a = apps();
+        let mut hot = None;
         let n: usize = std::env::var("HTTP_BENCH_N")
             .ok()
             .and_then(|n| n.parse().ok())
@@ -664,6 +744,7 @@ fn main() {
             "jwt" => &mut a.jwt,
             "state_bearer" => &mut a.state,
             "fleet" => &mut a.fleet,
+            "fleet_hot" => &mut hot.insert(fleet_hot(&a.rt, &a.redis.url())).0,
             _ => &mut a.attribute,
         };
         // The `jwt` app with a valid token (verified once, then cached);
@@ -677,6 +758,10 @@ fn main() {
         }
         let allocs = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / n.max(1) as f64;
         println!("{which}: {n} requests, {allocs:.2} heap allocations per request");
+        if let Some((_, rl)) = &hot {
+            let hot_keys = rl.gate().map_or(0, |g| g.status().hot_keys);
+            assert_eq!(hot_keys, 1, "fleet_hot: the key went cold during the run");
+        }
         return;
     }
     benches();
