@@ -203,12 +203,21 @@ async fn explain_says_what_the_request_path_does_on_random_configurations() {
         }
         let explained = check::explain(&config, &explain_request);
 
-        let rl = RateLimit::builder(config)
+        let rl = match RateLimit::builder(config)
             .routes_in(module_path!())
             .clock(ManualClock::new())
             .build()
             .await
-            .unwrap();
+        {
+            Ok(rl) => rl,
+            // A `[routes]` profile its rule never reaches (a `profile:..`
+            // step answers first): refused at startup.
+            Err(e) if e.to_string().contains("is never used") => {
+                refused_configs += 1;
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
         let app = Router::new()
             .route("/{*rest}", get(plain))
             .layer(rl.layer())

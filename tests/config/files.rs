@@ -622,29 +622,3 @@ fn an_unreadable_file_keeps_the_io_error_as_the_source() {
         .expect("the I/O error");
     assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
 }
-
-/// A `[routes]` profile answers only a chain's `default` step: for a
-/// `[[rules]]` entry whose `profile:..` step answers first, it would change
-/// nothing. Refused at the rule, saying why (and kept where `default` is
-/// reached).
-#[test]
-fn a_routes_profile_no_request_reaches_is_refused() {
-    let text = |resolve: &str| {
-        format!(
-            "default_profile = \"a\"\n[profiles.a]\nrate = \"10/s\"\n[profiles.c]\nrate = \"5/s\"\n\
-             [routes.\"api\"]\nprofile = \"c\"\n\
-             [[rules]]\nname = \"api\"\npath = \"/api/{{*rest}}\"\nkey = \"ip\"\nresolve = {resolve}\n"
-        )
-    };
-    let e = Config::from_toml_str(&text(r#"["profile:a", "default"]"#)).unwrap_err();
-    assert_eq!(e.field(), Some("rules[0].resolve"), "{e}");
-    assert!(
-        e.message().starts_with(
-            r#"[routes."api"] profile = "c" is never used: the chain answers at profile("a") before `default`"#
-        ),
-        "{e}"
-    );
-    // Reached: `default` alone.
-    let c = Config::from_toml_str(&text(r#"["default"]"#)).unwrap();
-    assert_eq!(c.routes()["api"].profile.as_deref(), Some("c"));
-}

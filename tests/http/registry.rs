@@ -394,3 +394,35 @@ async fn startup_warns_of_token_limits_below_the_routes_cost() {
         "{lines:?}"
     );
 }
+
+/// A `[routes]` profile answers only a chain's `default` step: for a
+/// `[[rules]]` entry whose `profile:..` step answers first, it would change
+/// nothing, and startup says so. A section is shared by every route of its
+/// name: kept while one of them (here an attribute route) reaches
+/// `default`.
+#[tokio::test]
+async fn a_routes_profile_no_route_of_its_name_reaches_is_refused() {
+    let text = |name: &str, resolve: &str| {
+        format!(
+            "default_profile = \"a\"\n[profiles.a]\nrate = \"10/s\"\n[profiles.c]\nrate = \"5/s\"\n\
+             [profiles.gold]\nrate = \"10/s\"\n[routes.{name:?}]\nprofile = \"c\"\n\
+             [[rules]]\nname = {name:?}\npath = \"/api/{{*rest}}\"\nkey = \"ip\"\nresolve = {resolve}\n"
+        )
+    };
+    let refused = build(&text("api", r#"["profile:a", "default"]"#), HERE)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.contains(
+            r#"[routes."api"] profile = "c" is never used: the chain answers at profile("a") before `default`"#
+        ),
+        "{refused}"
+    );
+    // Reached: `default` alone.
+    build(&text("api", r#"["default"]"#), HERE).await.unwrap();
+    // The same name as an attribute route that reaches `default`: used there.
+    let bulk = concat!(module_path!(), "::bulk");
+    build(&text("registry.bulk.ip", r#"["profile:a", "default"]"#), bulk)
+        .await
+        .unwrap();
+}

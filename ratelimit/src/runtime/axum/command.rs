@@ -154,6 +154,7 @@ where
                 Some(config) => {
                     let mut problems = super::registry::check(&routes, config);
                     problems.extend(super::registry::orphan_overrides(config));
+                    problems.extend(super::registry::unreached_overrides(&routes, config));
                     problems
                 }
                 None => Vec::new(),

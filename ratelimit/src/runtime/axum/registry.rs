@@ -353,11 +353,7 @@ pub(crate) fn check(routes: &[&'static AttributeRoute], config: &Config) -> Vec<
         // What requests get: the route's plan under this configuration
         // (its cost with `[routes]` applied). The profile its chain settles
         // on must admit its cost (a missing profile is reported above).
-        let limits = crate::runtime::limits::LimitTable::limits(config);
-        let plan = route.plan(limits);
-        if let Some(unused) = plan.unreached_override(limits) {
-            problems.push(format!("{}: {unused}", at()));
-        }
+        let plan = route.plan(crate::runtime::limits::LimitTable::limits(config));
         let settled = plan.settled;
         if !plan.skipped_profile && plan.cost > settled.quota.burst() {
             problems.push(format!(
@@ -370,6 +366,34 @@ pub(crate) fn check(routes: &[&'static AttributeRoute], config: &Config) -> Vec<
         }
     }
     problems
+}
+
+/// The `[routes."name"]` profiles of `config` that no request reaches: every
+/// route of that name (`routes`' attribute routes and the `[[rules]]`
+/// entries: they share the section) answers at a `profile(..)` step before
+/// `default`, the only step such a profile answers. One line each.
+pub(crate) fn unreached_overrides(routes: &[&'static AttributeRoute], config: &Config) -> Vec<String> {
+    let limits = crate::runtime::limits::LimitTable::limits(config);
+    config
+        .routes()
+        .keys()
+        .filter_map(|name| {
+            let mut plans = routes
+                .iter()
+                .filter(|r| r.name == name.as_str())
+                .map(|r| r.plan(limits))
+                .chain(
+                    config
+                        .rules
+                        .iter()
+                        .filter(|r| r.name == name.as_str())
+                        .map(|r| r.plan(limits)),
+                );
+            let first = plans.next()?;
+            let unused = first.unreached_override(limits)?;
+            plans.all(|p| p.unreached_override(limits).is_some()).then_some(unused)
+        })
+        .collect()
 }
 
 /// The `[routes."name"]` sections of `config` that name no route this

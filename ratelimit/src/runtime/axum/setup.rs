@@ -34,10 +34,12 @@ pub(crate) struct Extras {
 /// `routes`, the attribute routes under `prefix`.
 fn check_routes(prefix: &str, routes: &[&'static super::AttributeRoute], config: &Config) -> Result<(), String> {
     let mut problems = super::registry::check(routes, config);
-    let orphans = super::registry::orphan_overrides(config);
+    let mut orphans = super::registry::orphan_overrides(config);
+    orphans.extend(super::registry::unreached_overrides(routes, config));
     if !orphans.is_empty() && problems.is_empty() {
         // Only [routes] sections are wrong: no hint about other
-        // applications' routes (every linked route counts as known).
+        // applications' routes (every linked route counts as known, and an
+        // unreached profile is the section's, not a route's).
         return Err(orphans.join("\n"));
     }
     problems.extend(orphans);

@@ -114,9 +114,6 @@ pub(super) fn rules(raw: Vec<RawRule>, known: &Known<'_>, ctx: &Ctx<'_>) -> Resu
                 jwt: None,
             };
             let plan = rule.plan(limits);
-            if let Some(unused) = plan.unreached_override(limits) {
-                return Err(at("resolve", unused));
-            }
             let settled = plan.settled;
             if plan.cost > settled.quota.burst() {
                 return Err(at(
