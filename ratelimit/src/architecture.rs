@@ -250,6 +250,24 @@ fn module_of(relative: &Path) -> Vec<String> {
     segments
 }
 
+/// `path` (as [`paths`] reads it) from the crate root, for a file of module
+/// `own`: `super::` and `self::` resolved; `None` for another crate's.
+fn absolute(own: &[String], path: &[String]) -> Option<Vec<String>> {
+    let mut full = match path.first().map(String::as_str) {
+        Some("crate") => Vec::new(),
+        Some("super") => own[..own.len().saturating_sub(1)].to_vec(),
+        Some("self") => own.to_vec(),
+        _ => return None,
+    };
+    let mut rest = &path[1..];
+    while rest.first().is_some_and(|s| s == "super") {
+        full.pop();
+        rest = &rest[1..];
+    }
+    full.extend(rest.iter().cloned());
+    Some(full)
+}
+
 /// The file-level import graph: each file's module, and the modules (files)
 /// its paths reach, each path resolved to the longest module prefix that is
 /// a file. A parent and its own child naming each other (re-exports,
@@ -265,18 +283,9 @@ fn import_graph(src: &Path, files: &[PathBuf]) -> BTreeMap<Vec<String>, BTreeSet
         let mut targets = BTreeSet::new();
         for path in paths(&code(file)) {
             // Other heads are extern crates (or a module's own children).
-            let mut full = match path.first().map(String::as_str) {
-                Some("crate") => Vec::new(),
-                Some("super") => own[..own.len().saturating_sub(1)].to_vec(),
-                Some("self") => own.clone(),
-                _ => continue,
+            let Some(full) = absolute(&own, &path) else {
+                continue;
             };
-            let mut rest = &path[1..];
-            while rest.first().is_some_and(|s| s == "super") {
-                full.pop();
-                rest = &rest[1..];
-            }
-            full.extend(rest.iter().cloned());
             let Some(target) = (0..=full.len())
                 .rev()
                 .map(|n| full[..n].to_vec())
@@ -386,7 +395,22 @@ fn layers_point_one_way() {
                 relative.display()
             ));
         }
-        for (used, through_wing) in uses(&code(file)) {
+        // `super::` and `self::` paths too, resolved from the file's module
+        // (a wing's folder, then the module: `runtime/config` is `config`).
+        let own_module = module_of(relative);
+        let relative_uses = paths(&code(file))
+            .into_iter()
+            .filter(|p| p.first().is_some_and(|h| h == "super" || h == "self"))
+            .filter_map(|p| absolute(&own_module, &p))
+            .filter_map(|full| match full.first().map(String::as_str) {
+                Some("engine" | "shared" | "runtime") => full.get(1).map(|m| (m.clone(), None)),
+                Some(m) => Some((m.to_owned(), None)),
+                None => None,
+            })
+            // (A glob of the wing's own modules names none in particular.)
+            .filter(|(m, _)| m != "*");
+        let crate_uses = uses(&code(file)).into_iter().map(|(m, winged)| (m, Some(winged)));
+        for (used, through_wing) in crate_uses.chain(relative_uses).collect::<BTreeSet<_>>() {
             if used == top {
                 continue;
             }
@@ -394,7 +418,7 @@ fn layers_point_one_way() {
             // way the files lie (`crate::runtime::config`, never the
             // public re-export `crate::config`).
             let winged = folder_of(&used).len() == 2;
-            if winged != through_wing {
+            if let Some(through_wing) = through_wing.filter(|&t| t != winged) {
                 problems.push(format!(
                     "{}: names `{used}` as `crate::{}{used}`; write `crate::{}`",
                     relative.display(),

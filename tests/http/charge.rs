@@ -146,7 +146,7 @@ async fn a_refund_never_hands_back_what_time_already_refilled() {
     // repays a charge from the moment it was made (the cell keeps no
     // history of what was ahead of it), so its 5 units count as repaid and
     // nothing comes back: 5 before the next request, not 10. (The price of
-    // never handing back what time refilled: see `Limiter::refund_cell`.)
+    // never handing back what time refilled: see `Limiter::refund`.)
     let r = get_at(&app, "/search?actual=hold", peer).await;
     assert_eq!(remaining(&r), 0);
     clock.advance(Duration::from_secs(30));

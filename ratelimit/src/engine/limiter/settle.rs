@@ -33,6 +33,11 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// A cell that recovered and was swept since gets nothing back, and no
     /// cell is made.
     ///
+    /// Refunding what was never charged hands back capacity the client did
+    /// not earn: pass only the admitted decision of the check that charged
+    /// `check`. The other decisions of a refused [`check_all`](Self::check_all)
+    /// report room but charged nothing, and so do [`peek_all`](Self::peek_all)'s.
+    ///
     /// ```
     /// use ratelimit::{Check, Clock, Limiter, ManualClock, MemoryStore, Quota, DEFAULT_ROUTE};
     /// use std::time::Duration;
@@ -99,7 +104,10 @@ impl<S: Store, C: Clock> Limiter<S, C> {
     /// cell of its own: a shared cell never makes a request cheaper (a group
     /// cell that recovered and was swept since the check is replaced by
     /// where a check of the key would go now). A denied `charged` charged
-    /// nothing: nothing more is charged either.
+    /// nothing: nothing more is charged either. Pass only the admitted
+    /// decision of the check that charged `check`: the other decisions of a
+    /// refused [`check_all`](Self::check_all), and [`peek_all`](Self::peek_all)'s,
+    /// charged nothing and placed nothing.
     ///
     /// ```
     /// use ratelimit::{Check, Limiter, ManualClock, MemoryStore, OverflowPolicy, Quota, DEFAULT_ROUTE};

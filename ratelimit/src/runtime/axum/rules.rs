@@ -39,10 +39,12 @@ impl Runtime {
     }
 
     /// Before an attribute route's decision: with `[[rules]]` in force and no
-    /// request seen by this runtime's layer, the request did not pass
+    /// request ever seen by this runtime's layer, the request did not pass
     /// through it (the layer wraps every route below it, and runs first), so
     /// the rules limit nothing the application meant them to. Said once
-    /// per runtime: the flag is then set as if the layer had been seen.
+    /// per runtime: the flag is then set as if the layer had been seen. (A
+    /// layer wrapping only part of the routes, once it has seen a request,
+    /// is not told apart: that would take a mark on every request.)
     #[inline(always)]
     pub(crate) fn check_layer_wired(&self, route: &'static str) {
         use std::sync::atomic::Ordering::Relaxed;
@@ -57,12 +59,15 @@ impl Runtime {
     /// gets a clock reading taken before the decision (what bounds a later
     /// refund); the others read no clock for it.
     pub(crate) fn decide_rules(&self, parts: &Parts, charged_at: &mut u64) -> Option<(Decided, Permits)> {
+        // Seen whether or not rules are in force: a reload that adds rules
+        // while a request is between this layer and its handler must not
+        // read as a missing layer.
+        if !self.layer_seen.load(std::sync::atomic::Ordering::Relaxed) {
+            self.layer_seen.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         // Most layers carry no rules: one load says so.
         if !self.has_rules.load(std::sync::atomic::Ordering::Relaxed) {
             return None;
-        }
-        if !self.layer_seen.load(std::sync::atomic::Ordering::Relaxed) {
-            self.layer_seen.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let config = super::config_cache::local(&self.config);
         if config.rules.is_empty() {

@@ -35,7 +35,12 @@ pub(crate) struct Extras {
 fn check_routes(prefix: &str, routes: &[&'static super::AttributeRoute], config: &Config) -> Result<(), String> {
     let mut problems = super::registry::check(routes, config);
     let mut orphans = super::registry::orphan_overrides(config);
-    orphans.extend(super::registry::unreached_overrides(routes, config));
+    // (Over every linked route, as the orphans: a section another
+    // application's route of the same name reaches is in use.)
+    orphans.extend(super::registry::unreached_overrides(
+        &super::registry::routes_under(""),
+        config,
+    ));
     if !orphans.is_empty() && problems.is_empty() {
         // Only [routes] sections are wrong: no hint about other
         // applications' routes (every linked route counts as known, and an
