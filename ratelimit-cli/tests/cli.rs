@@ -758,3 +758,26 @@ fn check_warns_about_a_daily_profile_the_fleet_gate_limits_locally_and_passes() 
     }
     assert_eq!(row(&stdout, "daily "), "daily 10000/d 20 172.8s");
 }
+
+/// A `[routes]` profile the rules of its name never reach (a `profile:..`
+/// step answers first): a warning at the rule, saying startup refuses it
+/// unless an attribute route of that name (which the file cannot show)
+/// reaches `default`.
+#[test]
+fn check_warns_of_a_routes_profile_no_rule_reaches() {
+    let text = "default_profile = \"a\"\n[profiles.a]\nrate = \"10/s\"\n[profiles.c]\nrate = \"5/s\"\n\
+                [routes.\"api.x\"]\nprofile = \"c\"\n\
+                [[rules]]\nname = \"api.x\"\npath = \"/api/{*rest}\"\nkey = \"ip\"\nresolve = [\"profile:a\", \"default\"]\n";
+    let path = file("unreached.toml", text);
+    let (code, stdout, stderr) = run(&["check", path.to_str().unwrap()]);
+    let all = format!("{stdout}{stderr}");
+    assert_eq!(code, Some(0), "a warning, not a failure: {all}");
+    assert!(
+        all.contains(":12:1: rules[0].resolve: warning: [routes.\"api.x\"] profile = \"c\" is never used"),
+        "{all}"
+    );
+    assert!(
+        all.contains("unless an attribute route named \"api.x\" reaches `default`"),
+        "{all}"
+    );
+}

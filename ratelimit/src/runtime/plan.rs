@@ -136,7 +136,6 @@ impl RoutePlan {
     /// before `default`, the only step such a profile answers, so the
     /// override (another profile than that step's) would silently change
     /// nothing.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))] // startup's
     pub(crate) fn unreached_override(&self, limits: LimitParts<'_>) -> Option<String> {
         let profile = limits.routes.get(self.name)?.profile.as_deref()?;
         // (The profile the chain answers with anyway: redundant, not wrong.)

@@ -239,16 +239,44 @@ impl Config {
     /// assert!(warnings[0].message.contains("locally only"), "{}", warnings[0]);
     /// ```
     pub fn check_warnings(&self) -> Vec<CheckWarning> {
-        let Some(g) = &self.global else {
-            return Vec::new();
+        let mut warnings: Vec<CheckWarning> = match &self.global {
+            Some(g) => locally_limited_profiles(self.profiles(), g.window)
+                .into_iter()
+                .map(|(name, q)| CheckWarning {
+                    field: format!("profiles.{name}.rate"),
+                    message: long_period_message(q, g.window),
+                })
+                .collect(),
+            None => Vec::new(),
         };
-        locally_limited_profiles(self.profiles(), g.window)
-            .into_iter()
-            .map(|(name, q)| CheckWarning {
-                field: format!("profiles.{name}.rate"),
-                message: long_period_message(q, g.window),
-            })
-            .collect()
+        // A `[routes]` profile that the rules of its name never reach: the
+        // application's startup refuses it unless an attribute route of
+        // that name (which this file cannot see) reaches `default`.
+        let limits = crate::runtime::limits::LimitTable::limits(self);
+        for (name, _) in self.routes() {
+            // (Located at the first rule of the name: a route name's dots
+            // would read as the field path's.)
+            let Some(at) = self.rules.iter().position(|r| r.name == name.as_str()) else {
+                continue;
+            };
+            let mut plans = self
+                .rules
+                .iter()
+                .filter(|r| r.name == name.as_str())
+                .map(|r| r.plan(limits));
+            let Some(first) = plans.next() else { continue };
+            if let Some(unused) = first.unreached_override(limits) {
+                if plans.all(|p| p.unreached_override(limits).is_some()) {
+                    warnings.push(CheckWarning {
+                        field: format!("rules[{at}].resolve"),
+                        message: format!(
+                            "{unused}; startup refuses it unless an attribute route named {name:?} reaches `default`"
+                        ),
+                    });
+                }
+            }
+        }
+        warnings
     }
 
     /// What startup would refuse beyond the file itself, every problem
