@@ -253,7 +253,7 @@ impl Config {
         // application's startup refuses it unless an attribute route of
         // that name (which this file cannot see) reaches `default`.
         let limits = crate::runtime::limits::LimitTable::limits(self);
-        for (name, _) in self.routes() {
+        for name in self.routes().keys() {
             // (Located at the first rule of the name: a route name's dots
             // would read as the field path's.)
             let Some(at) = self.rules.iter().position(|r| r.name == name.as_str()) else {
