@@ -115,7 +115,7 @@ fn check_prints_routes_and_rules_with_overrides() {
     assert_eq!(row(&out, "api.write -"), "api.write - 2 - rule api.write");
     assert_eq!(
         row(&out, "users.get "),
-        "users.get standard - - an attribute route (not checked here)"
+        "users.get standard - - an attribute route (checked by the application's own check)"
     );
     assert_eq!(
         row(&out, "1 api.write"),

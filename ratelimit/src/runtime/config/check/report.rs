@@ -217,7 +217,7 @@ impl CheckReport {
                     let applies = if config.rules.iter().any(|rule| rule.name == name) {
                         format!("rule {name}")
                     } else {
-                        "an attribute route (not checked here)".to_owned()
+                        "an attribute route (checked by the application's own check)".to_owned()
                     };
                     vec![
                         name.clone(),
