@@ -151,6 +151,17 @@ impl RoutePlan {
         ))
     }
 
+    /// [`unreached_override`](Self::unreached_override) of a `[routes]`
+    /// section shared by `plans` (every route of its name): the first's
+    /// message when none of them reaches the section's profile.
+    pub(crate) fn unreached_by_all(
+        mut plans: impl Iterator<Item = RoutePlan>,
+        limits: LimitParts<'_>,
+    ) -> Option<String> {
+        let unused = plans.next()?.unreached_override(limits)?;
+        plans.all(|p| p.unreached_override(limits).is_some()).then_some(unused)
+    }
+
     /// Whether a request can reach `ask`.
     #[inline]
     #[cfg_attr(not(feature = "axum"), allow(dead_code))] // the runtime's

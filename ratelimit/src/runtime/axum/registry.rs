@@ -378,20 +378,16 @@ pub(crate) fn unreached_overrides(routes: &[&'static AttributeRoute], config: &C
         .routes()
         .keys()
         .filter_map(|name| {
-            let mut plans = routes
+            let attribute = routes
                 .iter()
                 .filter(|r| r.name == name.as_str())
-                .map(|r| r.plan(limits))
-                .chain(
-                    config
-                        .rules
-                        .iter()
-                        .filter(|r| r.name == name.as_str())
-                        .map(|r| r.plan(limits)),
-                );
-            let first = plans.next()?;
-            let unused = first.unreached_override(limits)?;
-            plans.all(|p| p.unreached_override(limits).is_some()).then_some(unused)
+                .map(|r| r.plan(limits));
+            let rules = config
+                .rules
+                .iter()
+                .filter(|r| r.name == name.as_str())
+                .map(|r| r.plan(limits));
+            RoutePlan::unreached_by_all(attribute.chain(rules), limits)
         })
         .collect()
 }

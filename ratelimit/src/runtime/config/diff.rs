@@ -129,20 +129,15 @@ fn rule(r: &RuleConfig) -> String {
     s
 }
 
-/// Added, removed and changed entries of two maps, described by `show`.
+/// Added, removed and changed entries of two maps, each named by `label`
+/// and described by `show`.
 fn map_changes<V: PartialEq>(
-    what: &str,
+    label: impl Fn(&str) -> String,
     old: &BTreeMap<String, V>,
     new: &BTreeMap<String, V>,
     show: impl Fn(&V) -> String,
     out: &mut Vec<String>,
 ) {
-    // A route's settings are its `[routes."name"]` section: named as the
-    // file writes it (a route is not "added" by a section for it).
-    let label = |name: &str| match what {
-        "route" => format!("[routes.{name:?}]"),
-        _ => format!("{what} {name:?}"),
-    };
     for (name, v) in new {
         match old.get(name) {
             None => out.push(format!("{} added: {}", label(name), show(v))),
@@ -170,14 +165,28 @@ impl Config {
                 old.default_profile, self.default_profile
             ));
         }
-        map_changes("profile", &old.profiles, &self.profiles, profile, &mut applied);
-        map_changes("route", &old.routes, &self.routes, route, &mut applied);
+        map_changes(
+            |n| format!("profile {n:?}"),
+            &old.profiles,
+            &self.profiles,
+            profile,
+            &mut applied,
+        );
+        // A route's settings are its `[routes."name"]` section: named as the
+        // file writes it (a route is not "added" by a section for it).
+        map_changes(
+            |n| format!("[routes.{n:?}]"),
+            &old.routes,
+            &self.routes,
+            route,
+            &mut applied,
+        );
         // Rules by name (names are unique): the first match applies, so
         // an order change is a change too.
         let rules = |c: &Config| -> BTreeMap<String, RuleConfig> {
             c.rules.iter().map(|r| (r.name.to_string(), r.clone())).collect()
         };
-        map_changes("rule", &rules(old), &rules(self), rule, &mut applied);
+        map_changes(|n| format!("rule {n:?}"), &rules(old), &rules(self), rule, &mut applied);
         let order = |c: &Config| c.rules.iter().map(|r| r.name).collect::<Vec<_>>();
         let (before, after) = (order(old), order(self));
         let kept =

@@ -259,21 +259,18 @@ impl Config {
             let Some(at) = self.rules.iter().position(|r| r.name == name.as_str()) else {
                 continue;
             };
-            let mut plans = self
+            let rules = self
                 .rules
                 .iter()
                 .filter(|r| r.name == name.as_str())
                 .map(|r| r.plan(limits));
-            let Some(first) = plans.next() else { continue };
-            if let Some(unused) = first.unreached_override(limits) {
-                if plans.all(|p| p.unreached_override(limits).is_some()) {
-                    warnings.push(CheckWarning {
-                        field: format!("rules[{at}].resolve"),
-                        message: format!(
-                            "{unused}; startup refuses it unless an attribute route named {name:?} reaches `default`"
-                        ),
-                    });
-                }
+            if let Some(unused) = crate::runtime::plan::RoutePlan::unreached_by_all(rules, limits) {
+                warnings.push(CheckWarning {
+                    field: format!("rules[{at}].resolve"),
+                    message: format!(
+                        "{unused}; startup refuses it unless an attribute route named {name:?} reaches `default`"
+                    ),
+                });
             }
         }
         warnings
