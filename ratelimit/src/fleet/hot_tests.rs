@@ -530,3 +530,62 @@ async fn a_roster_read_without_this_instance_never_lowers_the_count() {
     );
     assert_eq!(g.status().live_instances, 4);
 }
+
+/// More cold keys requested in a round than a round takes
+/// (`COLD_KEYS_PER_ROUND`, what happens at every epoch's start at scale):
+/// the rest wait for the next round, and no unit of theirs is lost while
+/// they wait, across a slice boundary, or after (each key stays at its
+/// share, refused for one more).
+#[tokio::test]
+async fn a_round_past_its_cold_budget_leaves_the_rest_to_the_next_round_and_loses_no_unit() {
+    use crate::Check;
+    const KEYS: u32 = visit::COLD_KEYS_PER_ROUND as u32 + 3_000;
+    // 20 instances: each key's share here is 5 of its fleet budget of 100.
+    let Among {
+        clock,
+        g,
+        limiter,
+        store,
+    } = among(settings(), 20).await;
+    let q = Quota::per_minute(600).with_burst(1000);
+    for i in 0..KEYS {
+        for _ in 0..5 {
+            assert!(g.check(&limiter, 1, &i, &q, 1).is_allowed());
+        }
+    }
+    // What a check of one more would say, charging nothing and marking
+    // nothing (a refusal would make the key hot, and never deferred).
+    let refused_at_share = |g: &FleetGate| {
+        (0..KEYS)
+            .filter(|i| {
+                let id = g.fleet_id(1, i);
+                let local = Check::new(crate::CellKey::new(id, 1), q, 1);
+                g.peek_id(&limiter, &FleetCheck::new(local, 1, id)).denial() == Some(Denial::FleetLimited)
+            })
+            .count()
+    };
+    clock.advance(Duration::from_millis(100));
+    let first = g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(
+        first.deferred_keys,
+        KEYS as usize - visit::COLD_KEYS_PER_ROUND,
+        "{first:?}"
+    );
+    assert_eq!(refused_at_share(&g), KEYS as usize, "while left to the next round");
+    // Past the slice the units were counted in, then the next rounds.
+    clock.advance(Duration::from_millis(900));
+    let second = g.sync_once(&store, &clock).await.unwrap();
+    assert_eq!(second.deferred_keys, 0, "{second:?}");
+    assert_eq!(
+        second.cold_keys,
+        KEYS as usize - visit::COLD_KEYS_PER_ROUND,
+        "{second:?}"
+    );
+    assert_eq!(refused_at_share(&g), KEYS as usize, "once taken");
+    for _ in 0..5 {
+        clock.advance(Duration::from_millis(100));
+        g.sync_once(&store, &clock).await.unwrap();
+    }
+    assert_eq!(refused_at_share(&g), KEYS as usize, "rounds later");
+    assert_eq!(g.status().hot_keys, 0, "every key stayed cold");
+}
