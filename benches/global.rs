@@ -355,7 +355,7 @@ fn scale() {
     println!();
     println!("=== the gate at scale: one instance, 1% of the active keys hot, a round every 100 ms, loopback redis-server ===");
     println!(
-        "{:<12}{:>8}{:>14}{:>12}{:>12}{:>12}{:>12}{:>12}{:>14}{:>12}{:>12}{:>12}",
+        "{:<12}{:>8}{:>14}{:>12}{:>12}{:>12}{:>12}{:>12}{:>14}{:>12}{:>12}",
         "active keys",
         "hot",
         "cold every",
@@ -366,7 +366,6 @@ fn scale() {
         "cmds/round",
         "cmds/hot key",
         "unread",
-        "deferred",
         "B/key"
     );
     // 600/min: a fleet budget of 100 per 10 s window; a hot key is offered
@@ -393,7 +392,7 @@ fn scale() {
             .with_sync_interval(Duration::from_millis(100))
             .with_max_keys(max_keys);
         let g = FleetGate::new(settings, &clock).unwrap_or_else(|e| panic!("gate: {e}"));
-        let (mut times, mut cmds, mut unread, mut deferred) = (Vec::new(), Vec::new(), 0, 0);
+        let (mut times, mut cmds, mut unread) = (Vec::new(), Vec::new(), 0);
         // Rounds in the first tenth of an epoch (by the wall clock, as the
         // gate counts epochs), apart: the slowest of them. Each active key
         // takes a slot in the new epoch's table then, and a hot key is read
@@ -443,8 +442,6 @@ fn scale() {
                 times.push(ms);
                 cmds.push(c);
                 unread = unread.max(report.unread_keys);
-                // Cold keys left to the next round (past a round's budget).
-                deferred = deferred.max(report.deferred_keys);
             }
             if let Some(rest) = Duration::from_millis(100).checked_sub(started.elapsed()) {
                 std::thread::sleep(rest);
@@ -465,7 +462,7 @@ fn scale() {
             .max_by(f64::total_cmp)
             .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1}"));
         println!(
-            "{:<12}{:>8}{:>14}{:>12.1}{:>12.1}{:>12}{:>12}{:>12}{:>14.1}{:>12}{:>12}{:>12}",
+            "{:<12}{:>8}{:>14}{:>12.1}{:>12.1}{:>12}{:>12}{:>12}{:>14.1}{:>12}{:>12}",
             keys,
             hot,
             format!("{every} round{}", if every == 1 { "" } else { "s" }),
@@ -476,7 +473,6 @@ fn scale() {
             median_cmds,
             median_cmds as f64 / hot.max(1) as f64,
             unread,
-            deferred,
             per_key
         );
     }

@@ -63,7 +63,6 @@ impl FleetGate {
             mut cold_takes,
             mut work,
             taken_at,
-            deferred,
         } = self.visit(
             &mut history,
             tables,
@@ -283,7 +282,6 @@ impl FleetGate {
             keys: work.len(),
             operations: ops.len(),
             store_time: store_took,
-            deferred_keys: deferred,
             ..SyncReport::default()
         };
         let mut first_error: Option<FleetError> = None;
@@ -617,11 +615,6 @@ pub struct SyncReport {
     /// Active keys decided locally, held to their share of the budget:
     /// neither pushed nor read.
     pub cold_keys: usize,
-    /// Cold keys whose units this round left to the next ones: a round
-    /// takes those of at most 16,384 cold keys (the first round of an
-    /// epoch would otherwise do every key requested, a flood's too); the
-    /// rest wait in turn, their units still counted in their slots.
-    pub deferred_keys: usize,
     /// How long the store took to answer, leaving out the round's own work
     /// done while the reply was on the wire: what rations the next round's
     /// reads when it passes half the sync interval.

@@ -313,9 +313,6 @@ pub(crate) struct Table {
     /// (units to take, a refusal), so a round visits the keys requested
     /// since the last one, not every slot of the table.
     dirty: Box<[AtomicU64]>,
-    /// The word of `dirty` the last round deferred its first slot in, where
-    /// the next visit starts ([`NOT_DEFERRED`]: none).
-    resume: AtomicUsize,
     /// Slots claimed this epoch.
     claimed: AtomicUsize,
     /// Claims past which the table is closed to cold keys (`max_keys`): the
@@ -340,10 +337,6 @@ pub(crate) struct Table {
     fleet_hot: Box<[AtomicU64]>,
 }
 
-/// [`Table::resume`] when the last round deferred nothing: the visit
-/// starts at the first word.
-const NOT_DEFERRED: usize = usize::MAX;
-
 /// The sketch's counters per row, per slot of the table.
 const SKETCH_PER_SLOT: usize = 4;
 
@@ -362,7 +355,6 @@ impl Table {
             slots: (0..capacity).map(|_| Slot::default()).collect(),
             mask: capacity - 1,
             dirty: (0..capacity.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
-            resume: AtomicUsize::new(NOT_DEFERRED),
             claimed: AtomicUsize::new(0),
             open_to_cold: open_to_cold.min(capacity),
             untracked: (0..2 * SKETCH_PER_SLOT * capacity).map(|_| AtomicU32::new(0)).collect(),
@@ -432,27 +424,12 @@ impl Table {
         self.claimed.load(Ordering::Relaxed) < self.open_to_cold
     }
 
-    /// Leaves a marked slot to the next round (a round's cold keys past
-    /// its budget): marked again, and the next round's visit starts at the
-    /// first slot deferred, so every key's turn comes.
-    pub(crate) fn defer(&self, slot: &Slot) {
-        self.mark(slot);
-        let word = self.index_of(slot) / 64;
-        let _ = self.resume.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-            (r == NOT_DEFERRED).then_some(word)
-        });
-    }
-
-    fn index_of(&self, slot: &Slot) -> usize {
-        (slot as *const Slot as usize).wrapping_sub(self.slots.as_ptr() as usize) / std::mem::size_of::<Slot>()
-    }
-
     /// Marks `slot` (one of this table's) for the sync loop's next round:
     /// an RMW on a word shared by 64 slots, once per key and round (when
     /// its first unit since the last round's take lands, or a refusal).
     #[inline]
     pub(crate) fn mark(&self, slot: &Slot) {
-        let i = self.index_of(slot);
+        let i = (slot as *const Slot as usize).wrapping_sub(self.slots.as_ptr() as usize) / std::mem::size_of::<Slot>();
         if let Some(word) = self.dirty.get(i / 64) {
             let bit = 1u64 << (i % 64);
             if word.load(Ordering::Relaxed) & bit == 0 {
@@ -462,17 +439,9 @@ impl Table {
     }
 
     /// The occupied slots marked since the last call, unmarked as they are
-    /// read (a slot marked again meanwhile comes back next time), from
-    /// where the last round deferred slots ([`defer`](Self::defer)) on, so
-    /// that deferred slots come first, in turn.
+    /// read (a slot marked again meanwhile comes back next time).
     pub(crate) fn take_marked(&self) -> impl Iterator<Item = (u64, &Slot)> {
-        let words = self.dirty.len();
-        let from = match self.resume.swap(NOT_DEFERRED, Ordering::Relaxed) {
-            NOT_DEFERRED => 0,
-            word => word % words,
-        };
-        (from..words).chain(0..from).flat_map(move |w| {
-            let word = &self.dirty[w];
+        self.dirty.iter().enumerate().flat_map(move |(w, word)| {
             let mut bits = if word.load(Ordering::Relaxed) == 0 {
                 0
             } else {
@@ -575,7 +544,6 @@ impl Table {
         for word in self.dirty.iter() {
             word.store(0, Ordering::Relaxed);
         }
-        self.resume.store(NOT_DEFERRED, Ordering::Relaxed);
         self.claimed.store(0, Ordering::Relaxed);
         for c in self.untracked.iter() {
             c.store(0, Ordering::Relaxed);

@@ -472,7 +472,7 @@ async fn a_round_long_from_its_own_cold_keys_does_not_ration_reads() {
     let clock = ManualClock::new();
     let settings = GateSettings {
         window: Duration::from_secs(10),
-        // Rounds past 20 ms are long: the test's rounds take tens of ms (a
+        // Rounds past 20 ms are long: the test's rounds take 50-140 ms (a
         // debug build), the store's part a few.
         sync_interval: Duration::from_millis(40),
         ..GateSettings::new(b"unit test fleet secret, 32 bytes")
@@ -488,14 +488,13 @@ async fn a_round_long_from_its_own_cold_keys_does_not_ration_reads() {
     let mut store_was_slow = false;
     let mut proved = 0;
     for round in 0..6 {
-        // (Cold keys within what a round takes: `COLD_KEYS_PER_ROUND`.)
-        for i in 0..16_600u32 {
+        for i in 0..30_600u32 {
             assert!(g.check(&limiter, 1, &i, &q, 1).is_allowed());
         }
         let started = std::time::Instant::now();
         let report = g.sync_once(&store, &clock).await.unwrap();
         let took = started.elapsed();
-        assert_eq!((report.hot_keys, report.cold_keys), (600, 16_000), "{report:?}");
+        assert_eq!((report.hot_keys, report.cold_keys), (600, 30_000), "{report:?}");
         if !store_was_slow {
             assert_eq!(report.unread_keys, 0, "round {round}: {report:?}");
         }

@@ -202,20 +202,7 @@ pub(super) struct Visit<'g> {
     pub(super) work: Works<'g>,
     /// Every unit taken was admitted by then (dates them: `history.rs`).
     pub(super) taken_at: u64,
-    /// Cold keys left to the next round ([`COLD_KEYS_PER_ROUND`]).
-    pub(super) deferred: usize,
 }
-
-/// The cold keys whose units a round takes from the current epoch's table
-/// (the rest wait, in turn, for the next rounds). A round's work on a cold
-/// key is local (its history, its closed sum: about half a microsecond),
-/// but every key requested at an epoch's start takes a slot in the new
-/// table at once: with 50,000 cold keys tracked, that first round did all
-/// of them, twice a round's usual time. A key left to the next round
-/// loses nothing: its units stay counted in its slot (a word whose slice
-/// passes moves them to its backlog), its closed sum stays conservative,
-/// and a key hot, refused, or already in the round is never left.
-pub(super) const COLD_KEYS_PER_ROUND: usize = 16_384;
 
 impl FleetGate {
     /// The keys of the round at `at` and their deltas, hot keys' apart.
@@ -254,27 +241,7 @@ impl FleetGate {
             .map(|t| (t, false))
             .chain([(current, true)])
             .collect();
-        // Returns false for a cold key past the round's budget: left to the
-        // next round.
-        let enter = |key: u64,
-                     slot: &'g Slot,
-                     is_current: bool,
-                     budget: &mut usize,
-                     takes: &mut Vec<Take<'g>>,
-                     work: &mut Works<'g>| {
-            let refused_lately = |touched: u64| {
-                let (route, last, refused) = read_touched(touched);
-                let age = (round & ROUND).wrapping_sub(last) & ROUND;
-                (route, age, refused && age <= 1)
-            };
-            // What the round needs of the key whatever it has to take: it
-            // is hot, refused, or already in the round. Never deferred.
-            let needed = |refused: bool, work: &Works<'g>| {
-                refused || work.contains_key(&key) || history.hot_here.contains(&key) || history.hot.is_hot(key, epoch)
-            };
-            if *budget == 0 && !needed(refused_lately(slot.touched.load(Ordering::Relaxed)).2, work) {
-                return false;
-            }
+        let enter = |key: u64, slot, is_current: bool, takes: &mut Vec<Take<'g>>, work: &mut Works<'g>| {
             let taken = takes.len();
             for parity in 0..3 {
                 if let Some((word_slice, delta)) = take_unpushed(slot, parity, s, k) {
@@ -298,11 +265,9 @@ impl FleetGate {
                     });
                 }
             }
-            // (Read after the takes: a unit taken was counted after its
-            // request touched the slot.)
-            let (route, age, refused) = refused_lately(slot.touched.load(Ordering::Relaxed));
+            let (route, last, refused) = read_touched(slot.touched.load(Ordering::Relaxed));
+            let age = (round & ROUND).wrapping_sub(last) & ROUND;
             let active = age <= idle;
-            let needed = needed(refused, work);
             // The current table's slot is visited after the previous one's.
             if is_current && active && takes.len() > taken {
                 if let Some(t) = takes.last_mut() {
@@ -312,12 +277,13 @@ impl FleetGate {
             // A cold key with nothing new since the last round needs
             // nothing of it: its slot's closed sum stays conservative as it
             // ages (everything it counted was used before it was written).
-            let wanted = takes.len() > taken || needed;
+            let wanted = takes.len() > taken
+                || (refused && age <= 1)
+                || work.contains_key(&key)
+                || history.hot_here.contains(&key)
+                || history.hot.is_hot(key, epoch);
             if !wanted {
-                return true;
-            }
-            if !needed {
-                *budget = budget.saturating_sub(1);
+                return;
             }
             let (place, w) = work.entry(key, || Work {
                 route,
@@ -333,7 +299,7 @@ impl FleetGate {
             w.active |= active;
             // Refused in this round or the one before (requests count the
             // round a round ahead once its reply is in).
-            w.refused |= refused;
+            w.refused |= refused && age <= 1;
             if is_current {
                 w.current = Some(slot);
             } else {
@@ -342,30 +308,17 @@ impl FleetGate {
             for t in &mut takes[taken..] {
                 t.work = place;
             }
-            true
         };
-        // The cold keys this round takes units from, in the current table
-        // (at an epoch's start, every key requested takes a slot there and
-        // would be in its first round). The previous table's are never
-        // deferred: it is cleared for the next epoch.
-        let mut budget = COLD_KEYS_PER_ROUND;
-        let mut deferred = 0;
-        // (Every other key's.)
-        let mut unbounded = usize::MAX;
         for &(table, is_current) in &tables {
             if full_scan {
                 for (key, slot) in table.occupied() {
-                    enter(key, slot, is_current, &mut unbounded, &mut takes, &mut work);
+                    enter(key, slot, is_current, &mut takes, &mut work);
                 }
                 // The marks are covered.
                 table.take_marked().for_each(drop);
             } else {
                 for (key, slot) in table.take_marked() {
-                    let budget = if is_current { &mut budget } else { &mut unbounded };
-                    if !enter(key, slot, is_current, budget, &mut takes, &mut work) {
-                        table.defer(slot);
-                        deferred += 1;
-                    }
+                    enter(key, slot, is_current, &mut takes, &mut work);
                 }
             }
         }
@@ -379,7 +332,7 @@ impl FleetGate {
                     }
                 });
                 if let Some(slot) = table.find(key).filter(|_| !seen) {
-                    enter(key, slot, is_current, &mut unbounded, &mut takes, &mut work);
+                    enter(key, slot, is_current, &mut takes, &mut work);
                 }
             }
         }
@@ -436,7 +389,6 @@ impl FleetGate {
             cold_takes,
             work,
             taken_at,
-            deferred,
         }
     }
 }
