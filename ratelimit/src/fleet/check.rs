@@ -78,11 +78,24 @@ impl FleetCheck {
     /// has a group, else the key's own (with [`NONZERO`] set).
     #[inline]
     pub(super) fn counted_id(&self, placed: &Decision) -> u64 {
-        if self.group_id != 0 && (placed.is_grouped() || placed.is_overflow()) {
-            self.group_id | NONZERO
-        } else {
-            self.fleet_id | NONZERO
+        self.counted_id_or(placed, &|| 0)
+    }
+
+    /// [`counted_id`](Self::counted_id), the group's fleet id from `group`
+    /// when the check carries none: computed only for a request placed on
+    /// a shared cell (the HTTP runtime's, a keyed hash of the network).
+    #[inline]
+    pub(super) fn counted_id_or(&self, placed: &Decision, group: &impl Fn() -> u64) -> u64 {
+        if placed.is_grouped() || placed.is_overflow() {
+            let group_id = match self.group_id {
+                0 => group(),
+                id => id,
+            };
+            if group_id != 0 {
+                return group_id | NONZERO;
+            }
         }
+        self.fleet_id | NONZERO
     }
 
     /// The same limit at a cost of `cost` (a refund, a settlement).

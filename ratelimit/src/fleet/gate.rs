@@ -282,7 +282,32 @@ impl FleetGate {
     /// ```
     #[inline]
     pub fn check_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) -> Decision {
-        self.decide(limiter, request, Mode::Check)
+        self.decide(limiter, request, &|| 0, Mode::Check)
+    }
+
+    /// [`check_id`](Self::check_id) for a request whose group's fleet id
+    /// `group` computes, called only if the local limiter places the
+    /// request on a shared cell (most requests never need it).
+    #[inline]
+    pub(crate) fn check_id_in<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        request: &FleetCheck,
+        group: &impl Fn() -> u64,
+    ) -> Decision {
+        self.decide(limiter, request, group, Mode::Check)
+    }
+
+    /// [`peek_id`](Self::peek_id) with the group as in
+    /// [`check_id_in`](Self::check_id_in).
+    #[inline]
+    pub(crate) fn peek_id_in<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        request: &FleetCheck,
+        group: &impl Fn() -> u64,
+    ) -> Decision {
+        self.decide(limiter, request, group, Mode::Peek)
     }
 
     /// What [`check_id`](Self::check_id) would decide now, fleet budget
@@ -314,19 +339,25 @@ impl FleetGate {
     /// ```
     #[inline]
     pub fn peek_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) -> Decision {
-        self.decide(limiter, request, Mode::Peek)
+        self.decide(limiter, request, &|| 0, Mode::Peek)
     }
 
     /// [`decide_at`](Self::decide_at) now, the key's cell and its likely
     /// slot loading meanwhile.
     #[inline(always)]
-    fn decide<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck, mode: Mode) -> Decision {
+    fn decide<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        request: &FleetCheck,
+        group: &impl Fn() -> u64,
+        mode: Mode,
+    ) -> Decision {
         limiter.store().prefetch(request.local.cell);
         // The epoch rarely changes: start loading the likely slot too, before
         // the clock read.
         self.tables[(self.epoch_hint.load(Ordering::Relaxed) % 3) as usize].prefetch(request.fleet_id | NONZERO);
         let now = limiter.clock().now();
-        self.decide_at(limiter, request, mode, now)
+        self.decide_at(limiter, request, group, mode, now)
     }
 
     /// The decision on `request` at `now`: refused by the fleet when its
@@ -340,6 +371,7 @@ impl FleetGate {
         &self,
         limiter: &Limiter<S, C>,
         request: &FleetCheck,
+        group: &impl Fn() -> u64,
         mode: Mode,
         now: u64,
     ) -> Decision {
@@ -357,7 +389,7 @@ impl FleetGate {
                 // sketches): one from the reserve, and the fleet decides it
                 // there (refusing it, which turns it hot).
                 if at.own.is_none() && at.previous.is_none() && self.reserve(at, request.route, fleet_id, round) {
-                    return self.decide_tracked(limiter, request, now);
+                    return self.decide_tracked(limiter, request, group, now);
                 }
                 // Kept synced, read first and turned hot: the key is
                 // requested, and at its fleet budget (or its share) here.
@@ -380,7 +412,7 @@ impl FleetGate {
         }
         // Placed on a shared cell (its group's, or an overflow cell): the
         // fleet holds the group to one budget too, as the cell does here.
-        let counted = request.counted_id(&d);
+        let counted = request.counted_id_or(&d, group);
         let (fleet_id, look) = if counted == fleet_id {
             (fleet_id, look)
         } else {
@@ -408,8 +440,14 @@ impl FleetGate {
     /// slot from the reserve (so, once only): the fleet decides it now.
     #[cold]
     #[inline(never)]
-    fn decide_tracked<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck, now: u64) -> Decision {
-        self.decide_at(limiter, request, Mode::Check, now)
+    fn decide_tracked<S: Store, C: Clock>(
+        &self,
+        limiter: &Limiter<S, C>,
+        request: &FleetCheck,
+        group: &dyn Fn() -> u64,
+        now: u64,
+    ) -> Decision {
+        self.decide_at(limiter, request, &|| group(), Mode::Check, now)
     }
 
     /// The fleet id of `group` (a client's network) on `route`: what a

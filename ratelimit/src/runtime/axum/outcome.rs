@@ -87,10 +87,11 @@ pub(crate) struct Held {
     /// 0 without a fleet gate.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fleet_id: u64,
-    /// The fleet id of the key's network, for a request placed on the
-    /// network's shared cell; 0 without a gate or a network.
+    /// The key's network: a request the store places on the network's
+    /// shared cell is counted on the network's fleet id, computed then
+    /// (most requests never need it).
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    pub(crate) group_id: u64,
+    pub(crate) network: Option<std::net::IpAddr>,
 }
 
 impl Outcome {
@@ -112,7 +113,7 @@ impl Outcome {
                 cell: crate::CellKey::new(1, 0),
                 route_id: 0,
                 fleet_id: 0,
-                group_id: 0,
+                network: None,
             },
             in_flight: None,
             no_peer: false,

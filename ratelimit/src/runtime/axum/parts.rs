@@ -288,23 +288,12 @@ impl Fleet {
         0
     }
 
-    /// The fleet id of the network `net` on route `route_id` (0 without a
-    /// gate).
-    pub(crate) fn group_id(&self, route_id: u32, net: &std::net::IpAddr) -> u64 {
-        #[cfg(feature = "redis")]
-        if let Some(gate) = &self.gate {
-            return gate.group_id(route_id, net);
-        }
-        let _ = (route_id, net);
-        0
-    }
-
     /// Checks `cost` units of `quota` on the bucket `held` names, held to
     /// the fleet budget too when there is a gate.
     pub(crate) fn check(&self, engine: &Engine, held: &Held, quota: &Quota, cost: u32) -> Decision {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
-            return gate.check_id(engine, &request(held, quota, cost));
+            return gate.check_id_in(engine, &request(held, quota, cost), &|| group_id(gate, held));
         }
         engine.check_cell(held.cell, quota, cost)
     }
@@ -313,7 +302,7 @@ impl Fleet {
     pub(crate) fn peek(&self, engine: &Engine, held: &Held, quota: &Quota, cost: u32) -> Decision {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
-            return gate.peek_id(engine, &request(held, quota, cost));
+            return gate.peek_id_in(engine, &request(held, quota, cost), &|| group_id(gate, held));
         }
         engine.peek_cell(held.cell, quota, cost)
     }
@@ -331,7 +320,7 @@ impl Fleet {
         if let Some(gate) = &self.gate {
             let mut fleet = [crate::fleet::FleetCheck::new(checks[0], 0, 0); crate::runtime::config::MAX_STACK];
             for ((slot, check), held) in fleet.iter_mut().zip(checks).zip(held) {
-                *slot = request(held, &check.quota, check.cost);
+                *slot = request(held, &check.quota, check.cost).in_group(group_id(gate, held));
             }
             return gate.check_all_id(engine, &fleet[..checks.len()], decisions);
         }
@@ -354,7 +343,8 @@ impl Fleet {
     ) {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
-            gate.refund_placed_id(engine, &request(held, quota, cost), charged, charged_at);
+            let request = request(held, quota, cost).in_group(group_id(gate, held));
+            gate.refund_placed_id(engine, &request, charged, charged_at);
             return;
         }
         engine.refund(&Check::new(held.cell, *quota, cost), charged, charged_at);
@@ -373,7 +363,8 @@ impl Fleet {
     ) -> u32 {
         #[cfg(feature = "redis")]
         if let Some(gate) = &self.gate {
-            return gate.charge_more_counted(engine, &request(held, quota, cost), charged);
+            let request = request(held, quota, cost).in_group(group_id(gate, held));
+            return gate.charge_more_counted(engine, &request, charged);
         }
         if charged.is_denied() {
             return 0;
@@ -383,9 +374,17 @@ impl Fleet {
     }
 }
 
-/// The fleet's view of a check on the bucket `held` names.
+/// The fleet's view of a check on the bucket `held` names (its group's
+/// fleet id apart: [`group_id`]).
 #[cfg(feature = "redis")]
 fn request(held: &Held, quota: &Quota, cost: u32) -> crate::fleet::FleetCheck {
     crate::fleet::FleetCheck::new(Check::new(held.cell, *quota, cost), held.route_id, held.fleet_id)
-        .in_group(held.group_id)
+}
+
+/// The fleet id of the network of the key `held` names, on its route (0
+/// for a key of no network): what a request placed on the network's shared
+/// cell is counted on.
+#[cfg(feature = "redis")]
+fn group_id(gate: &crate::fleet::FleetGate, held: &Held) -> u64 {
+    held.network.map_or(0, |net| gate.group_id(held.route_id, &net))
 }

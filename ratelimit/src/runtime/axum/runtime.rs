@@ -283,13 +283,13 @@ impl Runtime {
         // network's new keys (a /56 of a /48: one tenant of a shared
         // network leaves the others most of its budget).
         // The fleet limits a network's shared cell as one client too.
-        let (cell, group_id) = match (client, cx.network_of(), cx.address()) {
+        let (cell, network) = match (client, cx.network_of(), cx.address()) {
             (ClientKey::Ip(_) | ClientKey::Header(_), Some(net), ClientKey::Ip(address)) => {
                 let subnet = config.ip.subnet(address);
                 let cell = self.limiter.subgrouped_cell_key(plan.id, &client, &net, &subnet);
-                (cell, self.fleet.group_id(plan.id, &net))
+                (cell, Some(net))
             }
-            _ => (self.limiter.cell_key(plan.id, &client), 0),
+            _ => (self.limiter.cell_key(plan.id, &client), None),
         };
         let fleet_id = self.fleet.id(plan.id, key, &cx, &client);
         Pending {
@@ -311,7 +311,7 @@ impl Runtime {
                     cell,
                     route_id: plan.id,
                     fleet_id,
-                    group_id,
+                    network,
                 },
                 in_flight: None,
                 no_peer,
