@@ -419,6 +419,7 @@ impl KeySource for Ip {
     fn extract(&self, cx: &mut KeyContext<'_>) -> ClientKey {
         cx.address
     }
+    #[inline]
     fn write_id(&self, _cx: &KeyContext<'_>, key: &ClientKey, h: &mut dyn Hasher) {
         write_address_id(key, h);
     }
@@ -543,6 +544,7 @@ impl KeySource for AnyKey {
 
 /// The identity of an address key (`ip:` and the address bytes, or
 /// `unknown`): what every source writes for its address fallback.
+#[inline]
 pub fn write_address_id(key: &ClientKey, h: &mut dyn Hasher) {
     match key {
         ClientKey::Ip(IpAddr::V4(a)) => {
