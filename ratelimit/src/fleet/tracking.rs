@@ -29,7 +29,7 @@ impl FleetGate {
     }
 
     /// `fleet_id`'s slots at `place` (no claim).
-    #[inline]
+    #[inline(always)]
     pub(super) fn slots<'g>(&'g self, place: Place<'g>, fleet_id: u64) -> Slots<'g> {
         let own = place.table.find(fleet_id);
         let previous = match own {
@@ -50,7 +50,7 @@ impl FleetGate {
     /// claiming the key's slot if it has none (its first admitted request
     /// of the epoch). An untracked key is counted as such, and claims
     /// nothing (the table is closed to it).
-    #[inline]
+    #[inline(always)]
     pub(super) fn count(&self, at: &Slots<'_>, route: u32, fleet_id: u64, round: u64, cost: u32) {
         let slot = match at.own {
             Some(slot) => Some(slot),
