@@ -288,6 +288,7 @@ impl FleetGate {
     /// [`check_id`](Self::check_id) for a request whose group's fleet id
     /// `group` computes, called only if the local limiter places the
     /// request on a shared cell (most requests never need it).
+    #[cfg(feature = "axum")]
     #[inline]
     pub(crate) fn check_id_in<S: Store, C: Clock>(
         &self,
@@ -300,6 +301,7 @@ impl FleetGate {
 
     /// [`peek_id`](Self::peek_id) with the group as in
     /// [`check_id_in`](Self::check_id_in).
+    #[cfg(feature = "axum")]
     #[inline]
     pub(crate) fn peek_id_in<S: Store, C: Clock>(
         &self,
