@@ -78,19 +78,16 @@ impl FleetCheck {
     /// has a group, else the key's own (with [`NONZERO`] set).
     #[inline]
     pub(super) fn counted_id(&self, placed: &Decision) -> u64 {
-        self.counted_id_or(placed, &|| 0)
+        self.counted_id_or(placed, &|| self.group_id)
     }
 
-    /// [`counted_id`](Self::counted_id), the group's fleet id from `group`
-    /// when the check carries none: computed only for a request placed on
-    /// a shared cell (the HTTP runtime's, a keyed hash of the network).
+    /// [`counted_id`](Self::counted_id) with the group's fleet id from
+    /// `group`, called only for a request placed on a shared cell (the HTTP
+    /// runtime computes it then: a keyed hash of the network).
     #[inline]
     pub(super) fn counted_id_or(&self, placed: &Decision, group: &impl Fn() -> u64) -> u64 {
         if placed.is_grouped() || placed.is_overflow() {
-            let group_id = match self.group_id {
-                0 => group(),
-                id => id,
-            };
+            let group_id = group();
             if group_id != 0 {
                 return group_id | NONZERO;
             }

@@ -282,7 +282,7 @@ impl FleetGate {
     /// ```
     #[inline]
     pub fn check_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) -> Decision {
-        self.decide(limiter, request, &|| 0, Mode::Check)
+        self.decide(limiter, request, &|| request.group_id, Mode::Check)
     }
 
     /// [`check_id`](Self::check_id) for a request whose group's fleet id
@@ -341,7 +341,7 @@ impl FleetGate {
     /// ```
     #[inline]
     pub fn peek_id<S: Store, C: Clock>(&self, limiter: &Limiter<S, C>, request: &FleetCheck) -> Decision {
-        self.decide(limiter, request, &|| 0, Mode::Peek)
+        self.decide(limiter, request, &|| request.group_id, Mode::Peek)
     }
 
     /// [`decide_at`](Self::decide_at) now, the key's cell and its likely

@@ -65,7 +65,7 @@ impl FleetGate {
         // Look at every limit, fleet included; any refusal charges nothing.
         let mut refused = false;
         for (c, d) in checks.iter().zip(out.iter_mut()) {
-            *d = self.decide_at(limiter, c, &|| 0, Mode::Peek, now);
+            *d = self.decide_at(limiter, c, &|| c.group_id, Mode::Peek, now);
             refused |= d.is_denied();
         }
         if refused {
